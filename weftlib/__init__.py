@@ -1,0 +1,1 @@
+"""weftlib: the library behind the RFD 1129 investigation notebooks."""

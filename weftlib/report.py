@@ -1,0 +1,188 @@
+"""What a notebook records, and what the run index says about the machine it ran on.
+
+A notebook makes one `Recorder` and passes every value it asserts through `record`, so the run index and the
+tests read numbers from `metrics.json` instead of scraping printed text. `metrics.json` is rewritten on every
+call, so a notebook that fails half-way still leaves what it had measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import importlib.metadata
+import json
+import math
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRATCH = REPO_ROOT / "outputs" / "scratch"
+HEADLESS_ENV = "WEFT_HEADLESS"
+TRACKED_PACKAGES = ("torch", "natten", "onnx", "onnxruntime", "onnxscript", "papermill", "nbconvert")
+
+
+def headless() -> bool:
+    """True when the suite runner executes the notebook (no one is looking at live widgets or servers)."""
+    return os.environ.get(HEADLESS_ENV) == "1"
+
+
+def jsonable(value: Any) -> Any:
+    """Turn numpy/torch scalars and arrays, dataclasses, paths, sets and tuples into plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # pandas DataFrame
+        return jsonable(value.to_dict(orient="records"))
+    if hasattr(value, "tolist"):  # numpy / torch
+        return jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+class Recorder:
+    """Collects one notebook's asserted values in `<run_dir>/<name>/metrics.json` next to its artefacts.
+
+    `run_dir` is the notebook's `run_dir` parameter: the suite runner sets it; left empty (an interactive
+    session) the artefacts go to `outputs/scratch/`.
+    """
+
+    def __init__(self, name: str, run_dir: str | os.PathLike = "") -> None:
+        self.name = name
+        self.run_dir = Path(run_dir) if str(run_dir) else SCRATCH
+        self.dir = self.run_dir / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.metrics: dict[str, Any] = {}
+        self.headline: list[str] = []
+
+    def record(self, key: str, value: Any, *, headline: bool = False) -> Any:
+        """Store `value` under `key` (shown in the run index when `headline`) and return it unchanged."""
+        self.metrics[key] = jsonable(value)
+        if headline and key not in self.headline:
+            self.headline.append(key)
+        self._write()
+        return value
+
+    def path(self, filename: str) -> Path:
+        """Where an artefact of this notebook goes (ONNX files, plots, tables)."""
+        return self.dir / filename
+
+    def savefig(self, fig: Any, filename: str) -> Path:
+        """Save a matplotlib figure as an artefact next to the metrics."""
+        target = self.path(filename)
+        fig.savefig(target, dpi=110, bbox_inches="tight")
+        return target
+
+    def sibling(self, name: str) -> Path:
+        """The artefact folder of another notebook in the same run (notebook 04 reads 02's and 03's)."""
+        return self.run_dir / name
+
+    def _write(self) -> None:
+        payload = {"notebook": self.name, "headline": self.headline, "metrics": self.metrics}
+        tmp = self.dir / "metrics.json.tmp"
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=False))
+        tmp.replace(self.dir / "metrics.json")
+
+
+def load_metrics(run_dir: str | os.PathLike, name: str) -> dict[str, Any]:
+    """Read back what a notebook recorded; an empty record when it wrote nothing."""
+    path = Path(run_dir) / name / "metrics.json"
+    if not path.exists():
+        return {"notebook": name, "headline": [], "metrics": {}}
+    return json.loads(path.read_text())
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    """Installed distribution versions (None for a package that is not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """Commit and dirtiness of the checkout the suite runs from (None outside a git checkout)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def natten_backends() -> dict[str, Any]:
+    """Whether natten imports, and whether it carries libnatten (its CUDA kernels) or only the Flex path."""
+    info: dict[str, Any] = {"installed": False, "libnatten": False, "cuda": False, "note": ""}
+    try:
+        natten = importlib.import_module("natten")
+    except Exception as exc:  # a broken build is evidence too
+        info["note"] = f"natten does not import: {exc!r}"
+        return info
+    import torch
+
+    info["installed"] = True
+    info["version"] = getattr(natten, "__version__", None)
+    info["libnatten"] = bool(getattr(natten, "HAS_LIBNATTEN", False))
+    info["cuda"] = torch.cuda.is_available()
+    info["note"] = (
+        "CUTLASS kernels available" if info["libnatten"] and info["cuda"]
+        else "no libnatten/CUDA: only the Flex backend (dense attention with a mask) can run here"
+    )
+    return info
+
+
+def hailo_dfc() -> dict[str, Any]:
+    """Whether the Hailo Dataflow Compiler's Python client imports here (Linux x86-64 in its image only)."""
+    try:
+        module = importlib.import_module("hailo_sdk_client")
+    except Exception as exc:
+        return {"importable": False, "reason": f"{type(exc).__name__}: {exc}"}
+    return {"importable": True, "version": getattr(module, "__version__", None)}
+
+
+def machine() -> dict[str, Any]:
+    """CPU, memory and accelerator of this machine, as evidence for every timing in the appendix."""
+    import psutil
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "ram_bytes": psutil.virtual_memory().total,
+        "python": platform.python_version(),
+        "gpu": gpu,
+    }
+
+
+def environment() -> dict[str, Any]:
+    """Everything notebook 00 reports and the run index records as provenance."""
+    return {
+        "versions": package_versions(),
+        "machine": machine(),
+        "natten": natten_backends(),
+        "hailo_dfc": hailo_dfc(),
+        "git": git_state(),
+    }
