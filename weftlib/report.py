@@ -186,3 +186,29 @@ def environment() -> dict[str, Any]:
         "hailo_dfc": hailo_dfc(),
         "git": git_state(),
     }
+
+
+def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str, str]:
+    """The `==` pins of pyproject.toml, so a notebook can show that it ran on what the project declares."""
+    import tomllib
+
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    return {d.split("==")[0].strip(): d.split("==")[1].strip() for d in deps if "==" in d}
+
+
+def capabilities(env: dict[str, Any], appendix_ram_gib: float) -> list[dict[str, str]]:
+    """Which notebook can run fully on this machine, and what is missing for the parts that cannot."""
+    natten_native = env["natten"]["libnatten"] and env["natten"]["cuda"]
+    dfc = env["hailo_dfc"]["importable"]
+    ram_gib = env["machine"]["ram_bytes"] / 2**30
+    rows = [
+        ("01_trace_natten", True, "full: the trace needs no CUDA; natten's own call fails on CPU as it would"
+         + ("" if not natten_native else " (here it runs: libnatten + CUDA present)")),
+        ("02_export_attention", True, "full: equality against natten's Flex backend, export and onnxruntime"
+         + (" (plus natten's CUTLASS path)" if natten_native else "")),
+        ("03_sparse_conv_memory", ram_gib >= appendix_ram_gib,
+         f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB"),
+        ("04_gate_pairing", dfc, "device gate runs anywhere; the DFC parse "
+         + ("runs here" if dfc else "needs the weftspun-hailo-dfc Docker image (Linux x86-64)")),
+    ]
+    return [{"notebook": n, "fully here": "yes" if ok else "partly", "why": why} for n, ok, why in rows]

@@ -1,0 +1,43 @@
+"""The measurement harness must see a peak it did not cause and ignore one it was not asked to measure."""
+
+import pytest
+
+from weftlib import timing
+
+
+def alloc_workload(megabytes: int, prealloc: int = 0):
+    """Setup for the harness: `prealloc` MB before measuring (must not count), `megabytes` during."""
+    import numpy as np
+
+    kept = np.ones(prealloc * 2**20, dtype=np.uint8)
+
+    def run():
+        block = np.ones(megabytes * 2**20, dtype=np.uint8)
+        return int(block[::4096].sum()) + int(kept[:1].sum())
+
+    return run
+
+
+def test_peak_counts_the_workload_not_the_setup():
+    small = timing.peak_rss_subprocess("tests.test_timing:alloc_workload", {"megabytes": 8, "prealloc": 200})
+    big = timing.peak_rss_subprocess("tests.test_timing:alloc_workload", {"megabytes": 300, "prealloc": 0})
+    assert small["peak_bytes"] < 40 * 2**20
+    assert small["baseline_bytes"] > 200 * 2**20
+    assert 290 * 2**20 <= big["peak_bytes"] <= 340 * 2**20
+
+
+def test_failing_child_raises_with_its_error():
+    with pytest.raises(RuntimeError, match="unexpected keyword argument .wrong."):
+        timing.peak_rss_subprocess("tests.test_timing:alloc_workload", {"wrong": 1})
+    with pytest.raises(ValueError, match="module:function"):
+        timing.peak_rss_subprocess("no_colon_here", {})
+
+
+def test_median_ignores_one_outlier():
+    calls = iter([0.0, 0.0, 0.05, 0.0, 0.0, 0.0])
+    import time
+
+    def fn():
+        time.sleep(next(calls))
+
+    assert timing.median_seconds(fn, repeats=5, warmup=1) < 0.02

@@ -1,0 +1,403 @@
+"""Export a torch module to one self-contained, constant-folded ONNX file the Hailo toolchain can read.
+
+Why these choices:
+- torch's dynamo exporter (`torch.export` based) is used, not the legacy TorchScript one: it is torch's
+  supported path since 2.9, writes IR version 10 (the Dataflow Compiler 5.3.0's checker refuses newer IR),
+  stores constants as initializers instead of scattering `Constant` nodes, and runs onnxscript's optimizer.
+  Its default of writing weights to an external `.data` file is switched off: the compiler and the gate of
+  notebook 04 take one file, so the file must stay below protobuf's 2 GB limit or the export is refused.
+- Shapes are fixed (the accelerator compiles one geometry), so every `Shape`/`Range`/`ConstantOfShape`
+  computation is folded away; what cannot be folded is reported in `ExportReport.plumbing`.
+- Nothing half-written: the file is built and checked under a temporary name and moved into place only
+  after `onnx.checker` accepted it and onnxruntime ran it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+MAX_IR_VERSION = 10
+MIN_OPSET = 13
+PROTOBUF_LIMIT_BYTES = 2**31 - 1
+SHAPE_PLUMBING = ("Shape", "Size", "Range", "ConstantOfShape")
+GATHER_OPS = ("Gather", "GatherND", "GatherElements")
+STANDARD_DOMAINS = ("", "ai.onnx")
+FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
+FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
+FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
+
+
+class ExportError(RuntimeError):
+    """The module could not be turned into a valid, runnable ONNX file; the message says which step failed."""
+
+
+@dataclass
+class ExportReport:
+    """What the exported file is and whether onnxruntime reproduces torch on the export's own inputs."""
+
+    path: Path
+    file_bytes: int
+    ir_version: int
+    opset: int
+    ops: dict[str, int]
+    nodes: dict[str, list[str]]
+    domains: list[str]
+    largest_initializer: tuple[str, int]
+    largest_intermediate: tuple[str, int]
+    max_abs_diff: float
+    parity_ok: bool
+    atol: float
+    initializer_bytes: int = 0
+    plumbing: dict[str, int] = field(default_factory=dict)
+    dynamic_gathers: list[str] = field(default_factory=list)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    output_shapes: dict[str, list[int]] = field(default_factory=dict)
+    export_seconds: float = 0.0
+
+    @property
+    def node_count(self) -> int:
+        return sum(self.ops.values())
+
+    @property
+    def standard_only(self) -> bool:
+        """True when every node is in the default ai.onnx domain (no custom or Microsoft-only ops)."""
+        return all(d in STANDARD_DOMAINS for d in self.domains)
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def _check_names(names: Any, what: str, expected: int | None) -> list[str]:
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+        raise TypeError(f"{what} must be a list of non-empty strings, got {names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} must be unique, got {list(names)}")
+    if expected is not None and len(names) != expected:
+        raise ValueError(f"{what} has {len(names)} names but there are {expected} tensors to name")
+    return list(names)
+
+
+def _check_export_args(module: Any, args: Any, path: Any, input_names: Any, output_names: Any,
+                       opset: Any, atol: Any) -> tuple[Path, list[str], list[str]]:
+    """Validate everything before any tracing starts, so a bad call fails fast and names its argument."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if not isinstance(args, tuple) or not args:
+        raise TypeError(f"args must be a non-empty tuple of tensors, got {type(args).__name__}")
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(f"args[{i}] must be a torch.Tensor (shapes are fixed from it), got {type(a).__name__}")
+    target = Path(path)
+    if target.suffix != ".onnx":
+        raise ValueError(f"path must end in .onnx, got {str(target)!r}")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"path's folder {str(target.parent)!r} does not exist")
+    ins = _check_names(input_names, "input_names", len(args))
+    outs = _check_names(output_names, "output_names", None)
+    if isinstance(opset, bool) or not isinstance(opset, int):
+        raise TypeError(f"opset must be an int, got {opset!r}")
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= newest:
+        raise ValueError(f"opset must be in [{MIN_OPSET}, {newest}] (installed onnx), got {opset}")
+    if isinstance(atol, bool) or not isinstance(atol, (int, float)) or not atol >= 0:
+        raise ValueError(f"atol must be a non-negative number, got {atol!r}")
+    return target, ins, outs
+
+
+# ------------------------------------------------------------------------------------------- analysis
+
+
+def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
+    """The graph and every subgraph (Loop/If/Scan bodies), so nothing hides from the inventory."""
+    yield graph
+    for node in graph.node:
+        for attr in node.attribute:
+            if attr.type == onnx.AttributeProto.GRAPH:
+                yield from _graphs(attr.g)
+            elif attr.type == onnx.AttributeProto.GRAPHS:
+                for g in attr.graphs:
+                    yield from _graphs(g)
+
+
+def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
+    for graph in _graphs(model.graph):
+        yield from graph.node
+
+
+def _load(path_or_model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model
+    path = Path(path_or_model)
+    if not path.is_file():
+        raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
+    return onnx.load(str(path))
+
+
+def inventory(path: str | os.PathLike | onnx.ModelProto) -> dict[str, int]:
+    """Op type -> node count over the whole graph (subgraphs included), most frequent first."""
+    counts: dict[str, int] = {}
+    for node in _all_nodes(_load(path)):
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def node_names(path: str | os.PathLike | onnx.ModelProto) -> dict[str, list[str]]:
+    """Op type -> names of its nodes, to find a refused op in netron or in the torch source."""
+    names: dict[str, list[str]] = {}
+    for node in _all_nodes(_load(path)):
+        names.setdefault(node.op_type, []).append(node.name)
+    return names
+
+
+def _constant_names(model: onnx.ModelProto) -> set[str]:
+    consts = {init.name for init in model.graph.initializer}
+    consts |= {out for node in _all_nodes(model) if node.op_type == "Constant" for out in node.output}
+    return consts
+
+
+def dynamic_gathers(path: str | os.PathLike | onnx.ModelProto) -> list[str]:
+    """Names of Gather-family nodes whose indices are computed at run time (the compiler wants constants)."""
+    model = _load(path)
+    consts = _constant_names(model)
+    return [n.name for n in _all_nodes(model)
+            if n.op_type in GATHER_OPS and len(n.input) > 1 and n.input[1] not in consts]
+
+
+def _dtype_bytes(elem_type: int) -> int:
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
+
+
+def _value_bytes(value: onnx.ValueInfoProto) -> int | None:
+    """Static byte size of a typed value, None when a dimension is unknown."""
+    tensor = value.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    if any(d is None for d in dims):
+        return None
+    return int(np.prod(dims, dtype=np.int64)) * _dtype_bytes(tensor.elem_type)
+
+
+def _init_bytes(init: onnx.TensorProto) -> int:
+    return int(np.prod(init.dims, dtype=np.int64)) * _dtype_bytes(init.data_type)
+
+
+def largest_initializer(model: onnx.ModelProto) -> tuple[str, int]:
+    """Name and byte size of the biggest stored constant (("", 0) when there is none)."""
+    sizes = [(init.name, _init_bytes(init)) for init in model.graph.initializer]
+    return max(sizes, key=lambda s: s[1], default=("", 0))
+
+
+def largest_intermediate(model: onnx.ModelProto) -> tuple[str, int]:
+    """Largest tensor a node produces at run time (graph outputs included), from ONNX shape inference."""
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    typed = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    produced = [o for n in inferred.graph.node if n.op_type != "Constant" for o in n.output]
+    sizes = [(name, _value_bytes(typed[name])) for name in produced if name in typed]
+    known = [(name, b) for name, b in sizes if b is not None]
+    return max(known, key=lambda s: s[1], default=("", 0))
+
+
+def _shapes(values: Sequence[onnx.ValueInfoProto]) -> dict[str, list[int]]:
+    return {v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
+            for v in values}
+
+
+# -------------------------------------------------------------------------------------------- runtime
+
+
+def session(path: str | os.PathLike, threads: int | None = None) -> Any:
+    """An onnxruntime CPU session; `threads` caps intra-op threads (None: onnxruntime's default)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    if threads is not None:
+        opts.intra_op_num_threads = int(threads)
+        opts.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def run_onnx(path: Any, inputs: dict[str, np.ndarray] | tuple | list) -> list[np.ndarray]:
+    """Run an ONNX file (or an existing session) on named inputs, or positional ones in graph order."""
+    sess = path if hasattr(path, "get_inputs") else session(path)
+    names = [i.name for i in sess.get_inputs()]
+    if isinstance(inputs, dict):
+        missing = sorted(set(names) - set(inputs))
+        if missing:
+            raise ValueError(f"inputs is missing {missing}; the graph takes {names}")
+        feed = {n: np.asarray(inputs[n]) for n in names}
+    elif isinstance(inputs, (tuple, list)):
+        if len(inputs) != len(names):
+            raise ValueError(f"inputs has {len(inputs)} arrays but the graph takes {len(names)}: {names}")
+        feed = dict(zip(names, (np.asarray(a) for a in inputs)))
+    else:
+        raise TypeError(f"inputs must be a dict or a tuple of arrays, got {type(inputs).__name__}")
+    return list(sess.run(None, feed))
+
+
+def _flatten_outputs(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _flatten_outputs(o)]
+    raise TypeError(f"module must return tensors (or tuples of them), got {type(out).__name__}")
+
+
+def max_abs_diff(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> float:
+    """Largest absolute difference over matching outputs (inf on a shape mismatch or non-finite value)."""
+    if len(expected) != len(actual):
+        return float("inf")
+    worst = 0.0
+    for e, a in zip(expected, actual):
+        e64, a64 = np.asarray(e, dtype=np.float64), np.asarray(a, dtype=np.float64)
+        if e64.shape != a64.shape:
+            return float("inf")
+        if e64.size:
+            diff = np.abs(e64 - a64)
+            worst = max(worst, float(np.max(diff)) if np.all(np.isfinite(diff)) else float("inf"))
+    return worst
+
+
+# ------------------------------------------------------------------------------------------- building
+
+
+def _trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names: list[str],
+           output_names: list[str], opset: int) -> Any:
+    """torch.export -> ONNX (an onnx_ir model); the exporter's chatter is kept out of the notebook."""
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            program = torch.onnx.export(module, args, dynamo=True, opset_version=opset,
+                                        input_names=input_names, output_names=output_names,
+                                        external_data=False, optimize=True, verbose=False)
+    except Exception as exc:
+        raise ExportError(f"torch.onnx.export (dynamo) failed for {type(module).__name__}: "
+                          f"{type(exc).__name__}: {str(exc)[:2000]}") from exc
+    return program.model
+
+
+def _fold(model: Any) -> Any:
+    """Second optimizer pass with larger limits: fixed shapes make all index and shape math constant."""
+    import onnxscript.optimizer
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        onnxscript.optimizer.optimize(model, num_iterations=3, input_size_limit=FOLD_INPUT_LIMIT,
+                                      output_size_limit=FOLD_OUTPUT_LIMIT)
+    return model
+
+
+def _check_size(model: Any) -> None:
+    """Refuse before serialising: protobuf cannot hold a file above 2 GB, and we keep one file."""
+    total = sum(int(v.const_value.nbytes) for v in model.graph.initializers.values()
+                if v.const_value is not None)
+    if total >= PROTOBUF_LIMIT_BYTES:
+        raise ExportError(
+            f"initializers take {total / 2**30:.2f} GiB; one self-contained ONNX file must stay below "
+            f"protobuf's 2 GiB limit, and the external-data form is not accepted by this suite's gate")
+
+
+def _materialise_fills(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ConstantOfShape with a constant shape is a literal fill: store it as an initializer (onnxscript
+    never folds this op, to avoid bloat) unless it exceeds FILL_LIMIT_BYTES."""
+    inits = {i.name: i for i in model.graph.initializer}
+    keep = []
+    for node in model.graph.node:
+        shape_init = inits.get(node.input[0]) if node.op_type == "ConstantOfShape" and node.input else None
+        if shape_init is None:
+            keep.append(node)
+            continue
+        value = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"),
+                     np.zeros(1, dtype=np.float32))
+        shape = [int(d) for d in numpy_helper.to_array(shape_init)]
+        if int(np.prod(shape, dtype=np.int64)) * value.dtype.itemsize > FILL_LIMIT_BYTES:
+            keep.append(node)
+            continue
+        filled = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
+        model.graph.initializer.append(numpy_helper.from_array(filled, name=node.output[0]))
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    return model
+
+
+def _to_proto(model: Any) -> onnx.ModelProto:
+    import onnx_ir as ir
+
+    proto = ir.serde.serialize_model(model)
+    proto = _materialise_fills(proto)
+    if proto.ir_version > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+    return proto
+
+
+def _write_checked(proto: onnx.ModelProto, folder: Path) -> Path:
+    """Serialise to a temporary file next to the target and run the full checker on it."""
+    data = proto.SerializeToString()
+    fd, tmp_name = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        onnx.checker.check_model(str(tmp), full_check=True)
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise ExportError(f"onnx.checker rejected the exported graph: {type(exc).__name__}: {exc}") from exc
+    return tmp
+
+
+def _describe(proto: onnx.ModelProto, path: Path, atol: float, diff: float, seconds: float) -> ExportReport:
+    opset = next((o.version for o in proto.opset_import if o.domain in STANDARD_DOMAINS), -1)
+    ops = inventory(proto)
+    return ExportReport(
+        path=path, file_bytes=path.stat().st_size, ir_version=int(proto.ir_version), opset=int(opset),
+        ops=ops, nodes=node_names(proto),
+        domains=sorted({n.domain or "" for n in _all_nodes(proto)}),
+        largest_initializer=largest_initializer(proto), largest_intermediate=largest_intermediate(proto),
+        max_abs_diff=diff, parity_ok=bool(diff <= atol), atol=float(atol),
+        initializer_bytes=sum(_init_bytes(i) for i in proto.graph.initializer),
+        plumbing={op: ops[op] for op in SHAPE_PLUMBING if op in ops},
+        dynamic_gathers=dynamic_gathers(proto),
+        input_shapes=_shapes(proto.graph.input), output_shapes=_shapes(proto.graph.output),
+        export_seconds=seconds,
+    )
+
+
+def export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str | os.PathLike, *,
+           input_names: list[str], output_names: list[str], opset: int = 17,
+           atol: float = 1e-4) -> ExportReport:
+    """Export `module` at the fixed shapes of `args` to one ONNX file at `path` and check it.
+
+    The file is written only if the exporter, the optimizer, `onnx.checker` and onnxruntime all succeed;
+    `parity_ok` says whether onnxruntime matched torch within `atol` (a measurement, not an error).
+    """
+    target, ins, outs = _check_export_args(module, args, path, input_names, output_names, opset, atol)
+    module = module.eval()
+    with torch.no_grad():
+        expected = [t.detach().cpu().numpy() for t in _flatten_outputs(module(*args))]
+    _check_names(outs, "output_names", len(expected))
+    start = time.perf_counter()
+    model = _fold(_trace(module, args, ins, outs, opset))
+    _check_size(model)
+    proto = _to_proto(model)
+    seconds = time.perf_counter() - start
+    tmp = _write_checked(proto, target.parent)
+    try:
+        actual = run_onnx(tmp, {n: a.detach().cpu().numpy() for n, a in zip(ins, args)})
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise ExportError(f"onnxruntime could not run the exported graph: {type(exc).__name__}: {exc}") from exc
+    os.replace(tmp, target)
+    return _describe(proto, target, atol, max_abs_diff(expected, actual), seconds)
