@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import logging
 import os
 import tempfile
 import time
@@ -274,12 +275,26 @@ def max_abs_diff(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -
 # ------------------------------------------------------------------------------------------- building
 
 
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the exporter's progress prints, warnings and log lines (restored afterwards)."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
 def _trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names: list[str],
            output_names: list[str], opset: int) -> Any:
     """torch.export -> ONNX (an onnx_ir model); the exporter's chatter is kept out of the notebook."""
     try:
-        with contextlib.redirect_stdout(io.StringIO()), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with _quiet():
             program = torch.onnx.export(module, args, dynamo=True, opset_version=opset,
                                         input_names=input_names, output_names=output_names,
                                         external_data=False, optimize=True, verbose=False)
@@ -333,10 +348,17 @@ def _materialise_fills(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _to_proto(model: Any) -> onnx.ModelProto:
+def _opset(proto: onnx.ModelProto) -> int:
+    return next((int(o.version) for o in proto.opset_import if o.domain in STANDARD_DOMAINS), -1)
+
+
+def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
     import onnx_ir as ir
 
     proto = ir.serde.serialize_model(model)
+    if _opset(proto) != opset:
+        raise ExportError(f"the exporter could not convert the graph to opset {opset} "
+                          f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form")
     proto = _materialise_fills(proto)
     if proto.ir_version > MAX_IR_VERSION:
         proto.ir_version = MAX_IR_VERSION
@@ -359,10 +381,9 @@ def _write_checked(proto: onnx.ModelProto, folder: Path) -> Path:
 
 
 def _describe(proto: onnx.ModelProto, path: Path, atol: float, diff: float, seconds: float) -> ExportReport:
-    opset = next((o.version for o in proto.opset_import if o.domain in STANDARD_DOMAINS), -1)
     ops = inventory(proto)
     return ExportReport(
-        path=path, file_bytes=path.stat().st_size, ir_version=int(proto.ir_version), opset=int(opset),
+        path=path, file_bytes=path.stat().st_size, ir_version=int(proto.ir_version), opset=_opset(proto),
         ops=ops, nodes=node_names(proto),
         domains=sorted({n.domain or "" for n in _all_nodes(proto)}),
         largest_initializer=largest_initializer(proto), largest_intermediate=largest_intermediate(proto),
@@ -391,7 +412,7 @@ def export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str | 
     start = time.perf_counter()
     model = _fold(_trace(module, args, ins, outs, opset))
     _check_size(model)
-    proto = _to_proto(model)
+    proto = _to_proto(model, opset)
     seconds = time.perf_counter() - start
     tmp = _write_checked(proto, target.parent)
     try:

@@ -1,0 +1,50 @@
+"""Every notebook, executed by the suite runner on params/default.yaml, as CI and `make appendix` run it.
+
+One run serves all tests here (notebook 04 reads what 02 and 03 exported in the same run); the assertions
+read the values each notebook recorded in its metrics.json, not its printed text.
+"""
+
+import json
+
+import pytest
+
+from weftlib import params, suite
+from weftlib.report import load_metrics
+
+pytestmark = pytest.mark.notebook
+PLAN = params.load_plan(params.REPO_ROOT / "params" / "default.yaml")
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    root = tmp_path_factory.mktemp("suite")
+    result = suite.run_suite(PLAN, out=root / "run", appendix=root / "appendix", progress=False, log=print)
+    return result, root
+
+
+def metrics(default_run, name):
+    result, _ = default_run
+    return load_metrics(result.run_dir, name)["metrics"]
+
+
+@pytest.mark.parametrize("name", [nb.name for nb in PLAN.notebooks])
+def test_notebook_passes_on_defaults(default_run, name):
+    result, _ = default_run
+    nb = next(r for r in result.notebooks if r.name == name)
+    assert nb.status == "passed", nb.describe_error()
+    assert (result.run_dir / f"{name}.html").stat().st_size > 10_000
+    assert metrics(default_run, name), f"{name} recorded nothing"
+
+
+def test_clean_default_run_is_published(default_run):
+    result, root = default_run
+    assert result.published == (root / "appendix").resolve()
+    summary = json.loads((root / "appendix" / "summary.json").read_text())
+    assert [n["name"] for n in summary["notebooks"]] == [nb.name for nb in PLAN.notebooks]
+    assert summary["params_hash"] == PLAN.digest()
+
+
+def test_overview_reports_environment(default_run):
+    m = metrics(default_run, "00_overview")
+    assert m["versions"]["torch"].startswith("2.13.0") and m["versions"]["natten"] == "0.21.7"
+    assert m["natten"]["installed"] and m["hailo_dfc"]["importable"] is False

@@ -1,0 +1,54 @@
+"""pyproject.toml is the single source of dependencies; environment.yml and the Makefile must follow it."""
+
+import re
+import tomllib
+
+import yaml
+
+from tests.conftest import REPO
+
+PYPROJECT = tomllib.loads((REPO / "pyproject.toml").read_text())
+ENV_TEXT = (REPO / "environment.yml").read_text()
+ENV = yaml.safe_load(ENV_TEXT)
+
+
+def pip_entries() -> list[str]:
+    return next(d["pip"] for d in ENV["dependencies"] if isinstance(d, dict) and "pip" in d)
+
+
+def test_python_version_agrees():
+    conda_python = next(d for d in ENV["dependencies"] if isinstance(d, str) and d.startswith("python"))
+    assert conda_python == "python=3.11"
+    assert PYPROJECT["project"]["requires-python"] == ">=3.11,<3.12"
+
+
+def test_pins_agree():
+    deps = PYPROJECT["project"]["dependencies"]
+    assert "torch==2.13.0" in deps and "natten==0.21.7" in deps
+    build = PYPROJECT["build-system"]["requires"]
+    for entry in pip_entries():
+        name = re.split(r"[=<>]", entry)[0]
+        in_pyproject = [d for d in deps + build if re.split(r"[=<>]", d)[0] == name]
+        assert in_pyproject, f"environment.yml installs {entry!r}, which pyproject.toml does not declare"
+        assert entry in in_pyproject, f"environment.yml pins {entry!r}; pyproject.toml says {in_pyproject}"
+
+
+def test_install_line_uses_declared_extras():
+    match = re.search(r'pip install --no-build-isolation -e "\.\[([a-z,]+)\]"', ENV_TEXT)
+    assert match, "environment.yml must say how to install the project"
+    extras = set(match.group(1).split(","))
+    assert extras <= set(PYPROJECT["project"]["optional-dependencies"]), extras
+    assert "jupyterlab" in " ".join(PYPROJECT["project"]["optional-dependencies"]["lab"])
+
+
+def test_makefile_takes_torch_pin_from_pyproject():
+    makefile = (REPO / "Makefile").read_text()
+    assert not re.search(r"torch==\d", makefile), "the Makefile must read the torch pin from pyproject.toml"
+    assert "pyproject.toml" in makefile
+    assert "--no-build-isolation -e" in makefile
+
+
+def test_readme_first_screen_has_the_two_commands():
+    first_screen = "\n".join((REPO / "README.md").read_text().splitlines()[:25])
+    assert "make appendix" in first_screen and "make test" in first_screen
+    assert "make test" in (REPO / ".ci" / "run").read_text()

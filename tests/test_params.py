@@ -1,0 +1,89 @@
+"""Parameter files are checked against each notebook's real `parameters` cell before anything runs."""
+
+import time
+
+import pytest
+
+from weftlib import params
+from weftlib.__main__ import main
+
+
+def plan(tiny_suite, text):
+    nb_dir, write = tiny_suite
+    return params.load_plan(write(text), notebook_dir=nb_dir)
+
+
+def test_good_file_validates(tiny_suite):
+    p = plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {size: 5, scale: 2, label: y}\n  - 20_bad\n")
+    params.validate(p)
+    assert [nb.name for nb in p.notebooks] == ["10_ok", "20_bad"]
+    assert p.notebooks[0].parameters == {"size": 5, "scale": 2, "label": "y"}
+
+
+def test_misspelled_key_names_file_key_and_valid_keys(tiny_suite):
+    p = plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {sise: 5}\n")
+    with pytest.raises(params.ParamsError) as err:
+        params.validate(p)
+    msg = str(err.value)
+    assert "params.yaml" in msg and "sise" in msg and "did you mean 'size'" in msg
+    assert "valid keys: label, scale, size" in msg
+
+
+@pytest.mark.parametrize("value, word", [('"five"', "expected int"), ("true", "expected int"), ("[1]", "expected int")])
+def test_wrong_type_is_refused(tiny_suite, value, word):
+    p = plan(tiny_suite, f"notebooks:\n  - name: 10_ok\n    parameters: {{size: {value}}}\n")
+    with pytest.raises(params.ParamsError, match=word):
+        params.validate(p)
+
+
+def test_int_may_stand_for_float_but_not_the_reverse(tiny_suite):
+    params.validate(plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {scale: 1}\n"))
+    with pytest.raises(params.ParamsError, match="expected int"):
+        params.validate(plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {size: 1.5}\n"))
+
+
+@pytest.mark.parametrize("text, word", [
+    ("notebooks: [10_ok]\ncell_timout: 5\n", "unknown key 'cell_timout'"),
+    ("notebooks:\n  - name: 99_missing\n", "no notebook '99_missing'"),
+    ("notebooks:\n  - name: 10_ok\n    parameters: {run_dir: /tmp}\n", "set by the runner"),
+    ("notebooks: [10_ok, 10_ok]\n", "listed twice"),
+    ("notebooks: [\n", "not valid YAML"),
+    ("- just a list\n", "expected a mapping"),
+])
+def test_structural_errors(tiny_suite, text, word):
+    with pytest.raises(params.ParamsError, match=word):
+        params.validate(plan(tiny_suite, text))
+
+
+def test_only_keeps_file_order_and_rejects_unknown(tiny_suite):
+    nb_dir, write = tiny_suite
+    path = write("notebooks: [10_ok, 20_bad]\n")
+    assert [n.name for n in params.load_plan(path, ["20_bad"], nb_dir).notebooks] == ["20_bad"]
+    with pytest.raises(params.ParamsError, match="'30_x' is not in this file"):
+        params.load_plan(path, ["30_x"], nb_dir)
+
+
+def test_digest_changes_with_values(tiny_suite):
+    a = plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {size: 5}\n")
+    b = plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {size: 6}\n")
+    assert a.digest() != b.digest()
+
+
+def test_cli_misspelled_key_fast_and_runs_nothing(tmp_path, capsys):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("notebooks:\n  - name: 00_overview\n    parameters: {appendix_ram_gb: 4}\n")
+    out = tmp_path / "run"
+    start = time.perf_counter()
+    code = main(["run", "--params", str(bad), "--out", str(out), "--appendix", str(tmp_path / "app")])
+    assert time.perf_counter() - start < 5
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "appendix_ram_gb" in err and "valid keys: appendix_ram_gib" in err
+    assert not out.exists() and not (tmp_path / "app").exists()
+
+
+def test_shipped_parameter_files_are_valid():
+    for name in ("default.yaml", "appendix.yaml"):
+        plan_ = params.load_plan(params.REPO_ROOT / "params" / name)
+        params.validate(plan_)
+        assert plan_.notebooks[0].name == "00_overview"

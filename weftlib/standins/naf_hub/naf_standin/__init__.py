@@ -1,0 +1,1 @@
+"""STAND-IN model code for the NAF-shaped hub repository (random weights)."""
