@@ -49,9 +49,10 @@ def _row(run_dir: Path, nb: "NotebookResult") -> str:
     if metrics.exists():
         links.append(f'<a href="{html.escape(nb.name)}/metrics.json">metrics</a>')
     figures = "".join(f"<li><b>{html.escape(k)}</b>: {_cell(v)}</li>" for k, v in nb.headline.items())
+    given = ", ".join(f"{k}={_cell(v)}" for k, v in nb.parameters.items()) or "defaults"
     error = f'<div class="err">{html.escape(nb.describe_error())}</div>' if nb.error else ""
     return (f'<tr class="{nb.status.replace(" ", "-")}"><td>{html.escape(nb.name)}</td>'
-            f'<td class="status">{html.escape(nb.status)}</td><td>{nb.seconds:.1f} s</td>'
+            f'<td class="status">{html.escape(nb.status)}</td><td>{nb.seconds:.1f} s</td><td>{given}</td>'
             f"<td><ul>{figures}</ul>{error}</td><td>{' · '.join(links)}</td></tr>")
 
 
@@ -96,7 +97,7 @@ def write_index(run_dir: Path, plan: "SuitePlan", results: list["NotebookResult"
     page = (f"<!doctype html><html><head><meta charset='utf-8'><title>RFD 1129 appendix</title>"
             f"<style>{_STYLE}</style></head><body><h1>RFD 1129 appendix: run index</h1>"
             f"<p>{html.escape(plan.description)}</p><p><b>{html.escape(verdict)}</b></p>"
-            "<table><tr><th>notebook</th><th>status</th><th>duration</th><th>headline figures</th>"
+            "<table><tr><th>notebook</th><th>status</th><th>duration</th><th>parameters</th><th>headline figures</th>"
             f"<th>links</th></tr>{''.join(_row(run_dir, r) for r in results)}</table>"
             f"<h2>Provenance</h2><table>{_provenance_rows(summary)}</table>"
             "<p><a href='summary.json'>summary.json</a></p></body></html>")
