@@ -1,0 +1,94 @@
+"""weftlib.standins: the NAF-shaped hub repo and the Pixal3D-shaped host behave as the suite relies on."""
+
+from __future__ import annotations
+
+import ast
+
+import natten
+import pytest
+import torch
+
+from weftlib import checkpoint, standins, trace
+
+ON_CPU_ONLY = not (natten.HAS_LIBNATTEN and torch.cuda.is_available())
+
+
+def load(**kwargs):
+    return torch.hub.load(str(standins.NAF_HUB_DIR), "naf", source="local", trust_repo=True, **kwargs)
+
+
+@pytest.fixture()
+def recorded_na2d(monkeypatch):
+    """Replace natten.na2d by a recorder returning zeros of the output shape (what a swap would do)."""
+    calls = []
+
+    def fake(q, k, v, **kwargs):
+        calls.append((q.shape, k.shape, v.shape, kwargs))
+        return torch.zeros(*q.shape[:-1], v.shape[-1])
+
+    monkeypatch.setattr(natten, "na2d", fake)
+    return calls
+
+
+def test_upsampler_calls_na2d_with_nafs_arguments(recorded_na2d):
+    model = load(channels=32, qk_dim=16)
+    out = model(torch.randn(2, 3, 40, 40), torch.randn(2, 32, 10, 10), (40, 40))
+    assert out.shape == (2, 32, 40, 40)
+    ((q, k, v, kwargs),) = recorded_na2d
+    assert q == (2, 40, 40, 4, 16) and k == (2, 40, 40, 4, 16) and v == (2, 40, 40, 4, 8)
+    assert kwargs == {"kernel_size": (9, 9), "dilation": (4, 4), "stride": 1, "backend": "cutlass-fna"}
+
+
+@pytest.mark.skipif(not ON_CPU_ONLY, reason="libnatten with CUDA would run the kernel")
+def test_on_cpu_the_call_fails_inside_cutlass_fna_generic():
+    model = load()
+    result = trace.trace_calls(model, torch.randn(1, 3, 64, 64), torch.randn(1, 64, 16, 16), (64, 64))
+    assert "libnatten" in result.raised
+    (chain,) = result.ending("natten.functional.na2d -> neighborhood_attention_generic -> cutlass_fna_generic")
+    assert [label.split(":")[0] for label in chain.labels()[:2]] == ["naf.py", "attentions.py"]
+
+
+def test_seeded_weights_are_deterministic_and_leave_the_global_rng_alone():
+    state = torch.random.get_rng_state()
+    a, b, c = load(seed=1).state_dict(), load(seed=1).state_dict(), load(seed=2).state_dict()
+    assert torch.equal(state, torch.random.get_rng_state())
+    assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)
+    with pytest.raises(ValueError, match="pretrained"):
+        load(pretrained=True)
+
+
+def test_host_never_imports_natten_and_only_installs_it():
+    hits = [h for h in trace.static_scan(standins.HOST_ROOT, "natten") if h.kind != "hub_load"]
+    assert {h.kind for h in hits} == {"install", "requirement"}
+    assert not any(h.path.endswith(".py") for h in hits)
+    (hub,) = [h for h in trace.static_scan(standins.HOST_ROOT, "natten") if h.kind == "hub_load"]
+    assert hub.path == "pixal3d_standin/image_conditioned_proj.py" and "source='local'" in hub.detail
+    for path in standins.HOST_ROOT.rglob("*.py"):
+        names = [a.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import) for a in n.names]
+        assert not any(n.split(".")[0] == "natten" for n in names), path
+    assert [h.kind for h in trace.static_scan(standins.NAF_HUB_DIR, "natten") if h.kind != "mention"] == [
+        "hub_dependency", "import"]
+
+
+def test_host_config_table_and_projection_width(recorded_na2d):
+    inference = standins.import_from(standins.HOST_ROOT, "pixal3d_standin.inference")
+    table = inference.IMAGE_COND_CONFIGS
+    assert list(table) == ["ss", "shape_512", "shape_1024", "tex_1024"]
+    assert [bool(c.get("use_naf_upsample")) for c in table.values()] == [False, True, True, True]
+    small = {"image_size": 160, "naf_target_size": 40, "grid_resolution": 4, "embed_dim": 16}
+    ss = inference.build_image_cond_model(table["ss"], **small)
+    shape = inference.build_image_cond_model(table["shape_512"], **small)
+    image = torch.randn(1, 3, 50, 50)
+    assert ss.proj_channels == 16 and ss(image).shape == (1, 16, 16)
+    assert shape.proj_channels == 32 and shape(image).shape == (1, 16, 32)
+    assert len(recorded_na2d) == 1
+
+
+def test_flow_checkpoint_needs_the_flag_on():
+    flow = standins.import_from(standins.HOST_ROOT, "pixal3d_standin.flow")
+    state = flow.build_flow_model(True, embed_dim=64).state_dict()
+    on, off = checkpoint.checkpoint_compatibility(lambda **kw: flow.build_flow_model(embed_dim=64, **kw),
+                                                  "use_naf_upsample", state)
+    assert on.loads and off.mismatches == (checkpoint.Mismatch("cond_proj.weight", (32, 64), (32, 128)),)
+    with pytest.raises(FileNotFoundError, match="root"):
+        standins.import_from(standins.HOST_ROOT / "nope", "x")

@@ -1,0 +1,718 @@
+"""Where a dependency comes from: what the source says (static) and what actually runs (dynamic).
+
+A dependency can arrive without any `import` in the code that needs it: a `torch.hub.load` executes another
+repository's code, which imports and calls the dependency. Reading the host's source then finds only install
+lines. This module puts the three views side by side:
+
+- `static_scan(root, name)`: what a reader of the source finds (mentions, imports, hub loads, requirements);
+- `trace_calls(fn, *args, target=..., **kwargs)`: every distinct call chain from the code under study into the
+  target package, plus the import statements executed during the call and who executed them;
+- `audit(host_root, traces)`: declared vs. found vs. imported, flagging what arrives undeclared.
+
+The tracer uses the profile hook (`sys.setprofile`, 3.11 has no `sys.monitoring`): the hook sees every Python
+call, so it does one string-prefix test per call and only walks the stack when the target is entered.
+"""
+
+from __future__ import annotations
+
+import ast
+import builtins
+import dataclasses
+import functools
+import importlib.metadata
+import importlib.util
+import os
+import re
+import sys
+import sysconfig
+import threading
+import time
+import tomllib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import FrameType, TracebackType
+from typing import Any
+
+SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", ".ipynb_checkpoints"}
+MAX_FILE_BYTES = 2_000_000
+REQUIREMENT_FILE = re.compile(r"(requirements|constraints)[^/]*\.(txt|in)$", re.IGNORECASE)
+MANIFEST_NAMES = {"pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml", "Pipfile"}
+INSTALL_COMMAND = re.compile(r"\b(pip3?|uv pip|conda|mamba|poetry|uv) (install|add)\b")
+REQUIREMENT_NAME = re.compile(r"^\s*[\"']?([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(?:[<>=!~;@,\"'\s]|$)")
+MAX_ENTRIES = 64
+
+
+# ----------------------------------------------------------------------------------------------- static scan
+
+@dataclass(frozen=True)
+class ScanHit:
+    """One line a reader would find: kind is import, hub_load, hub_dependency, requirement, install or mention."""
+
+    kind: str
+    path: str
+    line: int
+    text: str
+    detail: str = ""
+
+
+def normalize(name: str) -> str:
+    """PEP 503 form, so `Foo_Bar` in a requirement matches the distribution `foo-bar`."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def requirement_name(line: str) -> str | None:
+    """The distribution a requirement line names (None for comments, options, URLs)."""
+    stripped = line.split("#", 1)[0].strip()
+    if not stripped or stripped.startswith(("-", "git+", "http:", "https:", "[")):
+        return None
+    match = REQUIREMENT_NAME.match(stripped)
+    return normalize(match.group(1)) if match else None
+
+
+def _text_files(root: Path) -> Iterable[tuple[Path, str]]:
+    """Every readable text file under root, skipping VCS/env/cache folders, binaries and huge files."""
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = sorted(d for d in dirs if d not in SKIP_DIRS and not d.endswith(".egg-info"))
+        for name in sorted(files):
+            path = Path(folder) / name
+            try:
+                if path.stat().st_size > MAX_FILE_BYTES:
+                    continue
+                raw = path.read_bytes()
+            except OSError:
+                continue
+            if b"\0" in raw[:8192]:
+                continue
+            yield path, raw.decode("utf-8", errors="replace")
+
+
+def _dotted(node: ast.AST) -> str:
+    """`torch.hub.load` for an attribute chain, '' for anything else."""
+    if isinstance(node, ast.Name):
+        return node.id
+    if isinstance(node, ast.Attribute):
+        base = _dotted(node.value)
+        return f"{base}.{node.attr}" if base else ""
+    return ""
+
+
+def _argument(call: ast.Call, position: int, keyword: str) -> str:
+    """Source text of a call argument given by position or keyword ('' when absent)."""
+    if len(call.args) > position:
+        return ast.unparse(call.args[position])
+    return next((ast.unparse(k.value) for k in call.keywords if k.arg == keyword), "")
+
+
+def _python_hits(tree: ast.AST, rel: str, lines: list[str], name: str, hubconf: bool) -> list[ScanHit]:
+    """Import statements of `name`, every torch.hub.load call, and a hubconf's declared dependencies."""
+    hits = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == name for a in node.names):
+            hits.append(ScanHit("import", rel, node.lineno, lines[node.lineno - 1].strip()))
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == name:
+            hits.append(ScanHit("import", rel, node.lineno, lines[node.lineno - 1].strip()))
+        elif isinstance(node, ast.Call) and _dotted(node.func).endswith("hub.load"):
+            detail = (f"repo={_argument(node, 0, 'repo_or_dir')}, entry={_argument(node, 1, 'model')}, "
+                      f"source={_argument(node, 99, 'source') or 'github'}")
+            hits.append(ScanHit("hub_load", rel, node.lineno, lines[node.lineno - 1].strip(), detail))
+        elif hubconf and isinstance(node, ast.Assign) and any(_dotted(t) == "dependencies" for t in node.targets):
+            try:
+                declared = [normalize(d) for d in ast.literal_eval(node.value)]
+            except (ValueError, TypeError, SyntaxError):
+                continue
+            if normalize(name) in declared:
+                hits.append(ScanHit("hub_dependency", rel, node.lineno, lines[node.lineno - 1].strip()))
+    return hits
+
+
+def _line_kind(path: Path, line: str, name: str) -> str:
+    """Classify a line that mentions `name` and is not an import statement."""
+    manifest = REQUIREMENT_FILE.search(path.name) or path.name in MANIFEST_NAMES
+    if manifest and requirement_name(line) == normalize(name):
+        return "requirement"
+    if INSTALL_COMMAND.search(line):
+        return "install"
+    return "mention"
+
+
+def _check_scan_args(root: str | os.PathLike, name: str) -> Path:
+    path = Path(root)
+    if not path.is_dir():
+        raise FileNotFoundError(f"root: {str(root)!r} is not a directory")
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9._-]*", name or ""):
+        raise ValueError(f"name: {name!r} is not a package or distribution name")
+    return path
+
+
+def static_scan(root: str | os.PathLike, name: str) -> list[ScanHit]:
+    """What reading the tree at `root` reveals about `name`, one hit per line, sorted by path and line.
+
+    Python files are parsed (imports and `torch.hub.load` calls come from the AST, so a commented-out import
+    is a mention, not an import); every other text file is read line by line. `hub_load` hits are listed
+    whatever their target, since a hub load is how code can arrive without an import.
+    """
+    root_path = _check_scan_args(root, name)
+    word = re.compile(rf"(?<![A-Za-z0-9_]){re.escape(name)}(?![A-Za-z0-9_])", re.IGNORECASE)
+    hits: list[ScanHit] = []
+    for path, text in _text_files(root_path):
+        rel = path.relative_to(root_path).as_posix()
+        lines = text.splitlines()
+        structured: list[ScanHit] = []
+        if path.suffix == ".py":
+            try:
+                structured = _python_hits(ast.parse(text), rel, lines, name, path.name == "hubconf.py")
+            except SyntaxError:
+                structured = []
+        taken = {h.line for h in structured if h.kind != "hub_load"}
+        hits.extend(structured)
+        hits.extend(
+            ScanHit(_line_kind(path, line, name), rel, number, line.strip()[:200])
+            for number, line in enumerate(lines, 1)
+            if number not in taken and word.search(line)
+        )
+    return sorted(hits, key=lambda h: (h.path, h.line, h.kind))
+
+
+def find_assignments(root: str | os.PathLike, variable: str) -> list[tuple[str, int, Any]]:
+    """Module-level `variable = <literal>` in the Python files under root: (path, line, value)."""
+    root_path = _check_scan_args(root, variable)
+    found = []
+    for path, text in _text_files(root_path):
+        if path.suffix != ".py" or variable not in text:
+            continue
+        try:
+            tree = ast.parse(text)
+        except SyntaxError:
+            continue
+        for node in tree.body:
+            if isinstance(node, ast.Assign) and any(_dotted(t) == variable for t in node.targets):
+                try:
+                    found.append((path.relative_to(root_path).as_posix(), node.lineno, ast.literal_eval(node.value)))
+                except (ValueError, TypeError, SyntaxError):
+                    continue
+    return found
+
+
+def declared_dependencies(root: str | os.PathLike) -> dict[str, list[str]]:
+    """What installing the project at root installs: `[project].dependencies` of its pyproject.toml and the
+    lines of its top-level requirements.txt, as {normalized name: ['file:line', ...]}."""
+    root_path = Path(root)
+    declared: dict[str, list[str]] = {}
+    requirements = root_path / "requirements.txt"
+    if requirements.is_file():
+        for number, line in enumerate(requirements.read_text(errors="replace").splitlines(), 1):
+            if (dep := requirement_name(line)) is not None:
+                declared.setdefault(dep, []).append(f"requirements.txt:{number}")
+    pyproject = root_path / "pyproject.toml"
+    if pyproject.is_file():
+        text = pyproject.read_text(errors="replace")
+        for requirement in tomllib.loads(text).get("project", {}).get("dependencies", []):
+            if (dep := requirement_name(requirement)) is not None:
+                number = next((i for i, ln in enumerate(text.splitlines(), 1) if requirement in ln), 0)
+                declared.setdefault(dep, []).append(f"pyproject.toml:{number}")
+    return declared
+
+
+# ---------------------------------------------------------------------------------------------- call tracing
+
+def _library_prefixes() -> tuple[str, ...]:
+    """Installed-library locations: frames there are plumbing (torch, importlib), hidden when rendering."""
+    paths = sysconfig.get_paths()
+    roots = {os.path.realpath(paths[k]) for k in ("stdlib", "platstdlib", "purelib", "platlib") if k in paths}
+    return tuple(sorted(r.rstrip(os.sep) + os.sep for r in roots))
+
+
+LIBRARY_PREFIXES = _library_prefixes()
+COMPREHENSIONS = {"<genexpr>", "<listcomp>", "<dictcomp>", "<setcomp>"}
+
+
+@functools.lru_cache(maxsize=4096)
+def _is_plumbing(filename: str) -> bool:
+    """Frozen importlib, installed libraries, and this module's own hooks: not the code under study."""
+    if filename.startswith("<") or filename == __file__:
+        return True
+    return os.path.realpath(filename).startswith(LIBRARY_PREFIXES)
+
+
+@dataclass(frozen=True)
+class Frame:
+    """One stack frame: the line it was executing (the call site) and which function it is."""
+
+    file: str
+    line: int
+    function: str
+    module: str
+    in_target: bool
+    library: bool
+
+    def label(self, qualified: bool) -> str:
+        """`file.py:LINE` outside the target; `module.qualname` or `qualname` inside it."""
+        if not self.in_target:
+            return f"{os.path.basename(self.file)}:{self.line}"
+        if self.function == "<module>":  # import-time execution: the module is the name
+            return self.module
+        return f"{self.module}.{self.function}" if qualified else self.function
+
+
+@dataclass(frozen=True)
+class CallChain:
+    """A path through the stack, outermost first. Library frames are kept but not rendered."""
+
+    frames: tuple[Frame, ...]
+
+    def shown(self) -> tuple[Frame, ...]:
+        """Frames of the code under study and of the target (library plumbing left out)."""
+        return tuple(f for f in self.frames if f.in_target or not f.library)
+
+    def labels(self) -> list[str]:
+        """Rendered frames; a target frame is fully qualified where the chain enters the target."""
+        shown = self.shown()
+        return [f.label(qualified=not (i and shown[i - 1].in_target)) for i, f in enumerate(shown)]
+
+    def __str__(self) -> str:
+        return " -> ".join(self.labels())
+
+    def key(self) -> tuple[str, ...]:
+        return tuple(self.labels())
+
+    def enters_target(self) -> bool:
+        return any(f.in_target for f in self.frames)
+
+
+@dataclass(frozen=True)
+class TensorSpec:
+    """Shape, dtype and device of a tensor argument: enough to rebuild an equivalent input later."""
+
+    shape: tuple[int, ...]
+    dtype: str
+    device: str
+
+    def empty(self) -> Any:
+        """An uninitialised tensor with this spec (for probing code that only looks at metadata)."""
+        import torch
+
+        return torch.empty(self.shape, dtype=getattr(torch, self.dtype.removeprefix("torch.")), device=self.device)
+
+
+@dataclass(frozen=True)
+class TargetEntry:
+    """A call that crossed into the target from outside it, with its arguments summarised."""
+
+    chain: CallChain
+    function: str
+    args: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class ImportEvent:
+    """An import statement executed during the traced call, where it was executed, and the stack above it."""
+
+    name: str
+    importer: str
+    new: bool
+    chain: CallChain
+
+    @property
+    def top_level(self) -> str:
+        return self.name.split(".")[0]
+
+    @property
+    def direct(self) -> bool:
+        """Executed by the code under study, not inside another library (transitive imports are not)."""
+        return bool(self.chain.frames) and not self.chain.frames[-1].library
+
+
+@dataclass
+class CallTrace:
+    """What `trace_calls` saw. `error` holds the exception `fn` raised (not re-raised)."""
+
+    target: str
+    chains: list[CallChain] = field(default_factory=list)
+    counts: list[int] = field(default_factory=list)
+    entries: list[TargetEntry] = field(default_factory=list)
+    imports: list[ImportEvent] = field(default_factory=list)
+    new_modules: list[str] = field(default_factory=list)
+    result: Any = None
+    error: BaseException | None = None
+    error_chain: CallChain | None = None
+    seconds: float = 0.0
+
+    @property
+    def entered(self) -> bool:
+        return bool(self.chains)
+
+    @property
+    def raised(self) -> str:
+        """'Type: message' of the exception fn raised, '' when it returned."""
+        return "" if self.error is None else f"{type(self.error).__name__}: {self.error}"
+
+    def ending(self, suffix: str) -> list[CallChain]:
+        """Chains whose rendering ends with `suffix` (e.g. 'neighborhood_attention_generic -> cutlass_fna_generic')."""
+        return [c for c in self.chains if str(c).endswith(suffix)]
+
+    def leaves(self) -> list[CallChain]:
+        """The deepest chains: those that are not the beginning of another recorded chain."""
+        keys = [c.key() for c in self.chains]
+        return [c for c, k in zip(self.chains, keys) if not any(len(o) > len(k) and o[: len(k)] == k for o in keys)]
+
+    def records(self) -> list[dict[str, Any]]:
+        """One row per distinct chain, for a table or metrics.json."""
+        return [{"chain": str(c), "depth": len(c.shown()), "calls": n} for c, n in zip(self.chains, self.counts)]
+
+
+def _summarise(value: Any) -> Any:
+    """Tensors by spec, small literals as they are, anything else by type name."""
+    if all(hasattr(value, a) for a in ("shape", "dtype", "device")):
+        return TensorSpec(tuple(int(s) for s in value.shape), str(value.dtype), str(value.device))
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    if isinstance(value, (tuple, list)) and len(value) <= 8:
+        return tuple(_summarise(v) for v in value)
+    return type(value).__name__
+
+
+class _Tracer:
+    """One traced call: the profile hook, the import wrapper, and what they collected."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.prefix = _target_prefix(target)
+        self.trace = CallTrace(target=target)
+        self.index: dict[tuple[str, ...], int] = {}
+        self.boundary: FrameType | None = None
+        self.thread = threading.get_ident()
+        self.active = False
+
+    def frame(self, frame: FrameType) -> Frame:
+        code = frame.f_code
+        filename = code.co_filename
+        in_target = filename.startswith(self.prefix)
+        library = in_target or _is_plumbing(filename)
+        return Frame(filename, frame.f_lineno, code.co_qualname, frame.f_globals.get("__name__", "?"), in_target,
+                     library)
+
+    def chain(self, frame: FrameType | None) -> CallChain:
+        """The stack from `frame` up to (not including) the frame that called `trace_calls`."""
+        frames = []
+        while frame is not None and frame is not self.boundary:
+            frames.append(self.frame(frame))
+            frame = frame.f_back
+        return CallChain(tuple(reversed(frames)))
+
+    def on_target_call(self, frame: FrameType) -> None:
+        if not self.active or frame.f_code.co_name in COMPREHENSIONS:  # generators resuming: not calls to follow
+            return
+        chain = self.chain(frame)
+        key = chain.key()
+        if key in self.index:
+            self.trace.counts[self.index[key]] += 1
+            return
+        self.index[key] = len(self.trace.chains)
+        self.trace.chains.append(chain)
+        self.trace.counts.append(1)
+        caller = frame.f_back
+        outside = caller is None or not caller.f_code.co_filename.startswith(self.prefix)
+        if outside and len(self.trace.entries) < MAX_ENTRIES:
+            code = frame.f_code
+            names = code.co_varnames[: code.co_argcount + code.co_kwonlyargcount]
+            args = {n: _summarise(frame.f_locals[n]) for n in names if n in frame.f_locals}
+            function = f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
+            self.trace.entries.append(TargetEntry(chain, function, args))
+
+    def make_hook(self) -> Callable[[FrameType, str, Any], None]:
+        """The profile function: one comparison per event, one prefix test per Python call."""
+        prefix, on_call = self.prefix, self.on_target_call
+
+        def hook(frame: FrameType, event: str, arg: Any) -> None:
+            if event == "call" and frame.f_code.co_filename.startswith(prefix):
+                on_call(frame)
+
+        return hook
+
+    def importer(self, original: Callable[..., Any]) -> Callable[..., Any]:
+        """A `builtins.__import__` that notes each import statement of this thread, then imports."""
+
+        def traced_import(name: str, globals: Any = None, locals: Any = None, fromlist: Any = (), level: int = 0):
+            caller = sys._getframe(1)
+            if self.active and threading.get_ident() == self.thread and not caller.f_code.co_filename.startswith("<"):
+                self.on_import(caller, name, globals, level)
+            return original(name, globals, locals, fromlist, level)
+
+        return traced_import
+
+    def on_import(self, caller: FrameType, name: str, globals: Any, level: int) -> None:
+        if level:
+            package = (globals or {}).get("__package__") or ""
+            try:
+                name = importlib.util.resolve_name("." * level + name, package)
+            except ImportError:
+                name = "." * level + name
+        where = f"{os.path.basename(caller.f_code.co_filename)}:{caller.f_lineno}"
+        self.trace.imports.append(ImportEvent(name, where, name not in sys.modules, self.chain(caller)))
+
+
+def _target_prefix(target: str) -> str:
+    """The directory of the target package (found without importing it), with a trailing separator."""
+    if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", target or ""):
+        raise ValueError(f"target: {target!r} is not a top-level package name")
+    spec = importlib.util.find_spec(target)
+    if spec is None:
+        raise ModuleNotFoundError(f"target: no package {target!r} is installed, so nothing could enter it")
+    if spec.submodule_search_locations:
+        return os.path.join(list(spec.submodule_search_locations)[0], "")
+    if spec.origin:
+        return spec.origin
+    raise ValueError(f"target: {target!r} has no source location to recognise its frames by")
+
+
+def _traceback_chain(tracer: _Tracer, tb: TracebackType | None) -> CallChain:
+    """Frames of a traceback below `trace_calls`, each at the line that was executing."""
+    frames = []
+    while tb is not None:
+        frames.append(dataclasses.replace(tracer.frame(tb.tb_frame), line=tb.tb_lineno))
+        tb = tb.tb_next
+    return CallChain(tuple(frames[1:]))  # the first frame is trace_calls' own
+
+
+def trace_calls(fn: Callable[..., Any], *args: Any, target: str = "natten", **kwargs: Any) -> CallTrace:
+    """Run `fn(*args, **kwargs)` and record every distinct call chain that enters the package `target`.
+
+    Also records the import statements executed during the call (with the importer's file:line) and the
+    modules that were loaded. If `fn` raises, the exception is kept on the result with the chains seen so far:
+    the path into a failing backend is evidence too. Any profile hook already installed is called through
+    and put back afterwards. Imports are recorded for the calling thread only.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    previous, previous_threads = sys.getprofile(), threading.getprofile()
+    if previous is not None and not callable(previous):
+        raise RuntimeError(f"a C-level profiler ({type(previous).__name__}, e.g. cProfile) is active: sys.setprofile "
+                           "could not put it back after tracing, so stop it first")
+    tracer = _Tracer(target)
+    hook = own = tracer.make_hook()
+    if callable(previous):
+        def hook(frame: FrameType, event: str, arg: Any) -> None:  # keep the previous profiler fed
+            own(frame, event, arg)
+            previous(frame, event, arg)
+    original_import = builtins.__import__
+    modules_before = set(sys.modules)
+    tracer.boundary = sys._getframe()
+    started = time.perf_counter()
+    tracer.active = True
+    builtins.__import__ = tracer.importer(original_import)
+    threading.setprofile(hook)
+    sys.setprofile(hook)
+    try:
+        tracer.trace.result = fn(*args, **kwargs)
+    except Exception as exc:  # kept as evidence, not re-raised
+        tracer.trace.error = exc
+        tracer.trace.error_chain = _traceback_chain(tracer, exc.__traceback__)
+    finally:
+        sys.setprofile(previous)
+        threading.setprofile(previous_threads)
+        builtins.__import__ = original_import
+        tracer.active = False
+    tracer.trace.seconds = time.perf_counter() - started
+    tracer.trace.new_modules = sorted(set(sys.modules) - modules_before)
+    return tracer.trace
+
+
+def _empty_hook(frame: FrameType, event: str, arg: Any) -> None:
+    """A profile function that does nothing: the floor cost of any sys.setprofile-based tracer."""
+
+
+def _with_profile(hook: Callable[..., None], fn: Callable[..., Any], *args: Any) -> None:
+    previous = sys.getprofile()
+    sys.setprofile(hook)
+    try:
+        fn(*args)
+    finally:
+        sys.setprofile(previous)
+
+
+def tracing_overhead(fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5) -> dict[str, float]:
+    """Median seconds of `fn(*args)` plain, under an empty profile hook, and under `trace_calls`.
+
+    The three are interleaved in the same run, so the ratios compare like with like on a busy machine.
+    The empty hook is the floor: a profile function is called for every Python and C call whatever it does.
+    """
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    if not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
+    runs: dict[str, list[float]] = {"plain": [], "empty_hook": [], "traced": []}
+    for _ in range(repeats):
+        for name, run in (("plain", lambda: fn(*args)), ("empty_hook", lambda: _with_profile(_empty_hook, fn, *args)),
+                          ("traced", lambda: trace_calls(fn, *args, target=target))):
+            start = time.perf_counter()
+            run()
+            runs[name].append(time.perf_counter() - start)
+    median = {name: sorted(times)[len(times) // 2] for name, times in runs.items()}
+    return {**{f"{k}_s": v for k, v in median.items()},
+            "traced_over_plain": median["traced"] / median["plain"],
+            "traced_over_empty_hook": median["traced"] / median["empty_hook"]}
+
+
+# ---------------------------------------------------------------------------------------------------- audit
+
+@dataclass(frozen=True)
+class AuditRow:
+    """One third-party distribution seen at run time or declared by the host."""
+
+    distribution: str
+    declared: tuple[str, ...]
+    install_hints: tuple[str, ...]
+    host_imports: tuple[str, ...]
+    imported: bool
+    first_importer: str
+    arrived_via: str
+    through_hub: bool
+    flag: str
+
+
+def _distribution_of(top_level: str, mapping: Mapping[str, list[str]]) -> str | None:
+    """The installed distribution providing a top-level module; None for stdlib and local code."""
+    if top_level in sys.stdlib_module_names or top_level not in mapping:
+        return None
+    return normalize(mapping[top_level][0])
+
+
+def _through_hub(chain: CallChain) -> bool:
+    """Whether a stack passes through a torch.hub entry point (a hubconf.py, or torch.hub itself)."""
+    return any(os.path.basename(f.file) == "hubconf.py" or f.module == "torch.hub" for f in chain.frames)
+
+
+def _runtime_evidence(traces: Sequence[CallTrace], mapping: Mapping[str, list[str]]) -> dict[str, list[Any]]:
+    """Per distribution, the direct import events and target chains that show it running, in order."""
+    evidence: dict[str, list[Any]] = {}
+    for trace in traces:
+        for event in trace.imports:
+            if event.direct and (dist := _distribution_of(event.top_level, mapping)) is not None:
+                evidence.setdefault(dist, []).append(event)
+        if trace.entered and (dist := _distribution_of(trace.target, mapping)) is not None:
+            evidence.setdefault(dist, []).extend(trace.chains[:1])
+    return evidence
+
+
+def _flag(declared: bool, imported: bool, host_imports: bool, through_hub: bool) -> str:
+    if imported and not declared:
+        return "undeclared: imported at run time, not in the host's manifest"
+    if imported and not host_imports and through_hub:
+        return "declared, but only reached through a hub load (no import in the host)"
+    if declared and not imported:
+        return "declared, not imported in the traced calls"
+    return ""
+
+
+def _audit_row(host: Path, dist: str, modules: Sequence[str], events: list[Any],
+               declared: Mapping[str, list[str]]) -> AuditRow:
+    row_declared = tuple(declared.get(dist, ()))
+    hints = tuple(f"{h.kind} {h.path}:{h.line}" for h in static_scan(host, dist)
+                  if h.kind in ("install", "requirement") and f"{h.path}:{h.line}" not in row_declared)
+    imports = tuple(f"{h.path}:{h.line}" for m in modules for h in static_scan(host, m) if h.kind == "import")
+    first = events[0] if events else None
+    chain = first.chain if isinstance(first, ImportEvent) else first
+    hub = any(_through_hub(e.chain if isinstance(e, ImportEvent) else e) for e in events)
+    imported = first is not None
+    return AuditRow(
+        distribution=dist, declared=row_declared, install_hints=hints, host_imports=imports,
+        imported=imported, first_importer=first.importer if isinstance(first, ImportEvent) else "",
+        arrived_via=str(chain) if chain is not None else "", through_hub=hub,
+        flag=_flag(bool(row_declared), imported, bool(imports), hub),
+    )
+
+
+def audit(host_root: str | os.PathLike, traces: Sequence[CallTrace], extra: Iterable[str] = ()) -> list[AuditRow]:
+    """Declared (host manifest) vs. found (static scan of the host) vs. imported (traced run), per distribution.
+
+    Rows cover every third-party distribution imported or entered during `traces`, every distribution the
+    host declares, and the names in `extra`. `arrived_via` is the stack of the first import (or call) seen.
+    """
+    host = Path(host_root)
+    if not host.is_dir():
+        raise FileNotFoundError(f"host_root: {str(host_root)!r} is not a directory")
+    if isinstance(traces, CallTrace) or not all(isinstance(t, CallTrace) for t in traces):
+        raise TypeError("traces: expected a sequence of CallTrace results from trace_calls")
+    mapping = importlib.metadata.packages_distributions()
+    declared = declared_dependencies(host)
+    evidence = _runtime_evidence(traces, mapping)
+    names = sorted(set(evidence) | set(declared) | {normalize(e) for e in extra})
+    modules: dict[str, list[str]] = {}
+    for module, dists in mapping.items():
+        if module.isidentifier() and not module.startswith("_"):
+            modules.setdefault(normalize(dists[0]), []).append(module)
+    return [_audit_row(host, d, modules.get(d, [d.replace("-", "_")]), evidence.get(d, []), declared) for d in names]
+
+
+# ---------------------------------------------------------------------------------------------------- probes
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether one check passed, what it returned, and the reason it gave when it refused."""
+
+    name: str
+    ok: bool
+    value: str
+    reason: str
+
+
+def verdicts(checks: Mapping[str, Callable[[], Any]]) -> list[Verdict]:
+    """Run each zero-argument check; a raised exception is its reason (checks that log instead of raising
+    should be called in their raising mode, e.g. natten's `can_run_*(..., raise_error=True)`)."""
+    results = []
+    for name, check in checks.items():
+        if not callable(check):
+            raise TypeError(f"checks[{name!r}]: expected a zero-argument callable, got {type(check).__name__}")
+        try:
+            value = check()
+        except Exception as exc:  # the refusal is the finding
+            results.append(Verdict(name, False, "", f"{type(exc).__name__}: {exc}"))
+            continue
+        results.append(Verdict(name, bool(value), repr(value), ""))
+    return results
+
+
+# --------------------------------------------------------------------------------------------------- drawing
+
+def chain_tree(chains: Sequence[CallChain]) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]]]:
+    """Merge chains into a tree: nodes (depth, row, label) and edges (parent index, child index)."""
+    nodes: list[tuple[int, int, str]] = []
+    edges: list[tuple[int, int]] = []
+    index: dict[tuple[str, ...], int] = {}
+    rows = 0
+    for chain in chains:
+        labels = chain.labels()
+        for depth in range(len(labels)):
+            key = tuple(labels[: depth + 1])
+            if key in index:
+                continue
+            if nodes and depth <= nodes[-1][0]:
+                rows += 1
+            index[key] = len(nodes)
+            nodes.append((depth, rows, labels[depth]))
+            if depth:
+                edges.append((index[key[:-1]], index[key]))
+    return nodes, edges
+
+
+def draw_chains(chains: Sequence[CallChain], ax: Any, highlight: str = "") -> None:
+    """Draw the call tree left to right; nodes inside the target are shaded, `highlight`ed labels in red."""
+    nodes, edges = chain_tree(chains)
+    depth = max((n[0] for n in nodes), default=0) + 1
+    rows = max((n[1] for n in nodes), default=0) + 1
+    texts = []
+    for x, y, label in nodes:
+        outside = re.search(r"\.py:\d+$", label) is not None
+        colour = "mistyrose" if highlight and label.endswith(highlight) else ("white" if outside else "lavender")
+        texts.append(ax.text(x, -y, label, ha="center", va="center", fontsize=8,
+                             bbox={"boxstyle": "round", "fc": colour, "ec": "0.4"}))
+    for parent, child in edges:  # same row: straight on; lower rows: down from the parent, then right
+        same_row = nodes[parent][1] == nodes[child][1]
+        ax.annotate("", xy=(0, 0.5), xycoords=texts[child], xytext=(1, 0.5) if same_row else (0.85, 0),
+                    textcoords=texts[parent],
+                    arrowprops={"arrowstyle": "->", "color": "0.45", "shrinkA": 0, "shrinkB": 2,
+                                "connectionstyle": "arc3" if same_row else "angle,angleA=-90,angleB=180,rad=0"})
+    ax.set_xlim(-0.6, depth - 0.4)
+    ax.set_ylim(-rows + 0.4, 0.6)
+    ax.axis("off")
