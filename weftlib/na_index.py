@@ -2,6 +2,8 @@
 
 Every exportable formulation in `weftlib.attention` is built from these tables, so the ONNX graphs hold
 them as constants (index tables, one-hot matrices, slice bounds) and never compute an index at run time.
+They are built with Python and numpy, never torch ops, so an exporter tracing a first call records them
+as plain constants.
 
 natten 0.21's rule per axis (its Flex mask and C++ reference say the same): with dilation `d` the axis
 splits into `d` interleaved groups (`i mod d`); group `g` holds `ceil((size - g) / d)` tokens, so groups
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 from functools import lru_cache
 
+import numpy as np
 import torch
 
 Runs = tuple[tuple[int, int], ...]
@@ -56,24 +59,24 @@ def shift_runs(size: int, kernel: int, dilation: int) -> tuple[Runs, ...]:
     return tuple(contiguous_runs(tuple(row[a] for row in table)) for a in range(kernel))
 
 
-@lru_cache(maxsize=64)
+@lru_cache(maxsize=4)  # HW x kh*kw int64 each
 def neighbor_index(shape: tuple[int, int], kernel: tuple[int, int],
                    dilation: tuple[int, int]) -> torch.Tensor:
     """`[H*W, kh*kw]` int64 table of flat key indices per flat query (row-major window order)."""
-    rows = torch.tensor(axis_table(shape[0], kernel[0], dilation[0]), dtype=torch.int64)
-    cols = torch.tensor(axis_table(shape[1], kernel[1], dilation[1]), dtype=torch.int64)
+    rows = np.array(axis_table(shape[0], kernel[0], dilation[0]), dtype=np.int64)
+    cols = np.array(axis_table(shape[1], kernel[1], dilation[1]), dtype=np.int64)
     flat = rows[:, None, :, None] * shape[1] + cols[None, :, None, :]  # [H, W, kh, kw]
-    return flat.reshape(shape[0] * shape[1], kernel[0] * kernel[1])
+    return torch.from_numpy(flat.reshape(shape[0] * shape[1], kernel[0] * kernel[1]))
 
 
-@lru_cache(maxsize=16)
+@lru_cache(maxsize=2)  # (HW)^2 booleans each
 def neighbor_mask(shape: tuple[int, int], kernel: tuple[int, int],
                   dilation: tuple[int, int]) -> torch.Tensor:
     """`[H*W, H*W]` boolean: True where the key (column) is in the query's (row) neighborhood."""
-    index = neighbor_index(shape, kernel, dilation)
-    mask = torch.zeros(index.shape[0], index.shape[0], dtype=torch.bool)
-    mask.scatter_(1, index, True)
-    return mask
+    index = neighbor_index(shape, kernel, dilation).numpy()
+    mask = np.zeros((index.shape[0], index.shape[0]), dtype=bool)
+    np.put_along_axis(mask, index, True, axis=1)
+    return torch.from_numpy(mask)
 
 
 def default_tile(size: int, kernel: int, dilation: int) -> int:
@@ -103,9 +106,67 @@ def onehot_tiles(size: int, kernel: int, dilation: int,
         highs.append(max(r[-1] for r in rows))
     span = max(h - lo + 1 for lo, h in zip(lows, highs))
     starts = tuple(min(lo, size - span) for lo in lows)
-    onehot = torch.zeros(n_tiles, tile * kernel, span)
+    onehot = np.zeros((n_tiles, tile * kernel, span), dtype=np.float32)
     for i, row in enumerate(table):
         t, r = divmod(i, tile)
         for a, j in enumerate(row):
             onehot[t, r * kernel + a, j - starts[t]] = 1.0
-    return starts, span, onehot
+    return starts, span, torch.from_numpy(onehot)
+
+
+@lru_cache(maxsize=64)
+def halo_tiles(size: int, kernel: int, dilation: int,
+               tile: int = 8) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+    """Query tiles with the key halo they need, per axis: `(padded, n_tiles, span, keys, allowed)`.
+
+    The axis is zero-padded to `padded = dilation * n_tiles * tile` and viewed as `[group, tile index, row]`
+    (original index `i = (t * tile + r) * dilation + g`), so every tile lies inside one dilation group and
+    its keys form one contiguous run of group positions. `keys[g, t, s]` (`[dilation, n_tiles, span]`) is the
+    original index of halo slot `s`; `allowed[g, t, r, s]` says whether row `r` attends to slot `s`. Slots
+    past a short group point at index 0 and are never allowed; padded rows attend to slot 0 only, so
+    their (discarded) softmax stays finite.
+    """
+    table = axis_table(size, kernel, dilation)
+    longest = -(-size // dilation)
+    tile = min(tile, longest)
+    n_tiles = -(-longest // tile)
+    ranges = {}
+    for i, row in enumerate(table):
+        g, p = i % dilation, i // dilation
+        lo, hi = ranges.get((g, p // tile), (row[0] // dilation, row[-1] // dilation))
+        ranges[(g, p // tile)] = (min(lo, row[0] // dilation), max(hi, row[-1] // dilation))
+    span = max(hi - lo + 1 for lo, hi in ranges.values())
+    keys = np.zeros((dilation, n_tiles, span), dtype=np.int64)
+    allowed = np.zeros((dilation, n_tiles, tile, span), dtype=bool)
+    allowed[..., 0] = True  # padded rows; real rows are overwritten below
+    for g in range(dilation):
+        length = (size - g + dilation - 1) // dilation
+        for t in range(n_tiles):
+            start = max(0, min(ranges.get((g, t), (0, 0))[0], length - span))
+            pos = start + np.arange(span)
+            keys[g, t] = np.where(pos < length, g + dilation * pos, 0)
+            for r in range(tile):
+                p = t * tile + r
+                if p < length:
+                    allowed[g, t, r] = np.isin(g + dilation * pos, table[p * dilation + g]) & (pos < length)
+    return dilation * n_tiles * tile, n_tiles, span, keys, allowed
+
+
+@lru_cache(maxsize=4)  # the bias grows with HW x halo
+def halo_plan(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int],
+              tile: int = 8) -> dict:
+    """Both axes of `halo_tiles` combined for 2-D tiles (order: row group, col group, row tile, col tile).
+
+    `index` `[G * S]`: flat key index of each halo slot (S = span_r * span_c per tile); `bias` `[G, 1, T, S]`:
+    0 where a tile row (T = tile_r * tile_c queries) attends to a slot, -inf elsewhere.
+    """
+    pr, nr, sr, keys_r, ok_r = halo_tiles(shape[0], kernel[0], dilation[0], tile)
+    pc, nc, sc, keys_c, ok_c = halo_tiles(shape[1], kernel[1], dilation[1], tile)
+    index = keys_r[:, None, :, None, :, None] * shape[1] + keys_c[None, :, None, :, None, :]
+    ok = ok_r[:, None, :, None, :, None, :, None] & ok_c[None, :, None, :, None, :, None, :]
+    groups = dilation[0] * dilation[1] * nr * nc
+    bias = np.where(ok, np.float32(0.0), np.float32(-np.inf)).reshape(groups, 1, ok_r.shape[2] * ok_c.shape[2],
+                                                                      sr * sc)
+    return {"padded": (pr, pc), "tiles": (nr, nc), "tile": (ok_r.shape[2], ok_c.shape[2]),
+            "index": torch.from_numpy(np.ascontiguousarray(index.reshape(-1))), "bias": torch.from_numpy(bias),
+            "slots": sr * sc, "groups": groups}
