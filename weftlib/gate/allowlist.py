@@ -8,7 +8,7 @@ checked and every error names the file, the entry and what is valid.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 

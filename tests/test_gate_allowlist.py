@@ -1,0 +1,98 @@
+"""params/device_ops.yaml: loading, clear errors, and the allowlist checked against its evidence."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from weftlib.gate import DeviceOpsError, check_recorded_verdicts, evidence_table, load_device_ops, parse_device_ops
+from weftlib.gate.allowlist import DEFAULT_PATH
+
+
+@pytest.fixture(scope="module")
+def raw() -> dict:
+    return yaml.safe_load(DEFAULT_PATH.read_text())
+
+
+def statuses(data: dict) -> dict[str, str]:
+    return {row["op"]: row["status"] for row in evidence_table(parse_device_ops(data))}
+
+
+def test_the_committed_file_loads_and_holds_the_issue_evidence():
+    ops = load_device_ops()
+    assert {"MatMul", "Softmax", "LayerNormalization", "Erf", "Conv", "Slice", "Concat", "Gather"} <= ops.allowed
+    assert {"GatherElements", "TopK", "Mod", "ScatterND", "Tile", "Where", "Expand", "QuantizeLinear",
+            "MatMulInteger"} <= ops.blockers
+    assert not ops.allowed & ops.blockers
+    assert (ops.condition("Gather"), ops.condition("Erf"), ops.condition("Softmax")) == (
+        "constant_index", "gelu_pattern", "last_axis")
+    assert (ops.max_ir_version, ops.opsets, ops.target_arch) == (10, (13, 23), "hailo10h")
+
+
+def test_committed_allowlist_has_no_contradiction_and_every_verdict_is_explained():
+    ops = load_device_ops()
+    rows = evidence_table(ops)
+    assert not [r["op"] for r in rows if r["status"] == "contradicted"]
+    assert [r["op"] for r in rows if r["status"] == "contested"] == ["Concat"]
+    assert all(r["explained"] for r in check_recorded_verdicts(ops))
+
+
+def test_moving_a_rejected_op_into_device_ops_is_a_contradiction(raw):
+    data = copy.deepcopy(raw)
+    data["device_ops"]["TopK"] = data["known_blockers"].pop("TopK")
+    data["device_ops"]["TopK"].pop("reason")
+    assert statuses(data)["TopK"] == "contradicted"
+    data = copy.deepcopy(raw)
+    data["device_ops"]["Tile"] = {"evidence": data["known_blockers"].pop("Tile")["evidence"]}
+    unexplained = [r for r in check_recorded_verdicts(parse_device_ops(data)) if not r["explained"]]
+    assert [(r["op"], r["verdict"]) for r in unexplained] == [("Tile", "rejected")]
+
+
+def test_statuses_weigh_target_evidence_only(raw):
+    got = statuses(raw)
+    assert got["Softmax"] == "supported"  # its hailo8l rejection is another DFC/arch
+    assert got["Reshape"] == "off-target only" and got["Add"] == "assumed"
+    assert got["Gather"] == "supported"  # the rejection was with a non-constant index: the condition
+
+
+def test_a_parsed_graph_containing_a_blocker_is_unexplained(raw):
+    data = copy.deepcopy(raw)
+    data["recorded_verdicts"][2]["contains"].append("TopK")
+    rows = [r for r in check_recorded_verdicts(parse_device_ops(data)) if not r["explained"]]
+    assert [(r["op"], r["finding"]) for r in rows] == [
+        ("TopK", "blocker here, yet the graph parsed: the allowlist is too strict")]
+
+
+@pytest.mark.parametrize("edit, message", [
+    (lambda d: d.update(devices_ops={}), "file: unknown key(s) ['devices_ops']"),
+    (lambda d: d["device_ops"]["MatMul"].update(evidnce=[]), "device_ops.MatMul: unknown key(s) ['evidnce']"),
+    (lambda d: d["device_ops"].update(TopK={"evidence": "assumed"}), "TopK is in both"),
+    (lambda d: d["device_ops"]["Gather"].update(condition="constant"), "'constant' is not a condition"),
+    (lambda d: d["device_ops"]["MatMul"]["evidence"][0].update(seen="ok"), "evidence[0].seen: 'ok'"),
+    (lambda d: d["device_ops"]["MatMul"]["evidence"][0].pop("source"), "missing key(s) ['source']"),
+    (lambda d: d["device_ops"]["MatMul"].update(evidence=[]), "write `evidence: assumed`"),
+    (lambda d: d["compiler"].update(opsets=[23, 13]), "lowest 23 is above highest 13"),
+    (lambda d: d["recorded_verdicts"][0].pop("blocked_by"), "needs `blocked_by`"),
+    (lambda d: d["recorded_verdicts"][0].update(verdict="ok"), "verdict: 'ok'"),
+    (lambda d: d.pop("known_blockers"), "missing key(s) ['known_blockers']"),
+])
+def test_bad_entries_are_clear_errors(raw, edit, message):
+    data = copy.deepcopy(raw)
+    edit(data)
+    with pytest.raises(DeviceOpsError) as info:
+        parse_device_ops(data, "ops.yaml")
+    assert str(info.value).startswith("ops.yaml: ") and message in str(info.value)
+
+
+def test_bad_yaml_and_missing_file(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("device_ops: [unclosed\n")
+    with pytest.raises(DeviceOpsError, match="not valid YAML"):
+        load_device_ops(bad)
+    with pytest.raises(DeviceOpsError, match="cannot read"):
+        load_device_ops(tmp_path / "missing.yaml")
+    bad.write_text("- just a list\n")
+    with pytest.raises(DeviceOpsError, match="file: expected a mapping"):
+        load_device_ops(bad)

@@ -1,0 +1,56 @@
+"""Notebook 04's helpers: finding graphs, matching DFC results by stem, the op matrix and the edits table."""
+
+from __future__ import annotations
+
+from tests.test_gate_graphs import attention, gather, save, topk_head
+from weftlib.gate import (collect_dfc, device_gate, edits_table, evidence_table, find_models, gate_table,
+                          load_device_ops, op_matrix, pair, pairing_table, plot_op_matrix)
+from weftlib.gate.summary import result_files
+
+
+def test_models_results_and_tables(tmp_path, monkeypatch):
+    ops = load_device_ops()
+    (tmp_path / "02" / "sub").mkdir(parents=True)
+    (tmp_path / "03").mkdir()
+    a = save(attention(), tmp_path / "02" / "sub" / "attn.onnx")
+    h = save(topk_head(), tmp_path / "03" / "head.onnx")
+    g = save(gather(False), tmp_path / "03" / "sel.onnx")
+    models = find_models([tmp_path / "02", tmp_path / "03", tmp_path / "missing"])
+    assert models == [a, h, g]
+
+    results_dir = tmp_path / "dfc"
+    results_dir.mkdir()
+    (results_dir / "attn.dfc.log").write_text("[info] Translation completed on ONNX model attn\n")
+    (results_dir / "head.txt").write_text(
+        " UnsupportedOperationError in op /head/TopK: TopK operation is unsupported\n")
+    (results_dir / "unrelated.md").write_text("not a result")
+    assert sorted(result_files(results_dir)) == ["attn", "head"]
+    dfc, how = collect_dfc(models, str(results_dir), "hailo10h")
+    assert how == "results_dir" and dfc[g] is None
+    assert (dfc[a].verdict, dfc[h].verdict) == ("parsed", "rejected")
+
+    results = {m: device_gate(m, ops) for m in models}
+    table = gate_table(results, tmp_path)
+    assert list(table["model"]) == ["02/sub/attn.onnx", "03/head.onnx", "03/sel.onnx"]
+    assert list(table["gate"]) == ["PASS", "FAIL", "FAIL"]
+    pairings = {m: pair(results[m], dfc[m], m) for m in models}
+    assert list(pairing_table(pairings, tmp_path)["verdict"]) == ["allowlist held", "both reject", "DFC not run"]
+
+    counts, status = op_matrix(results, ops, tmp_path)
+    assert counts.loc["03/sel.onnx", "Gather"] == 1 and status.loc["03/sel.onnx", "Gather"] == "condition broken"
+    assert status.loc["03/head.onnx", "TopK"] == "blocker" and status.loc["03/sel.onnx", "ArgMax"] == "unlisted"
+    assert status.loc["02/sub/attn.onnx", "TopK"] == "" and status.loc["02/sub/attn.onnx", "MatMul"] == "allowed"
+    assert int(counts.to_numpy().sum()) == sum(r.nodes for r in results.values())
+    fig = plot_op_matrix(counts, status)
+    assert len(fig.axes[0].texts) == int((counts > 0).to_numpy().sum())
+
+    edits = edits_table(pairings, evidence_table(ops), tmp_path)
+    assert [(r["action"], r["op"]) for _, r in edits.iterrows()] == [("review", "Concat")]
+
+
+def test_collect_without_results_or_parser_is_not_run(tmp_path, monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "hailo_sdk_client", None)
+    model = save(attention(), tmp_path / "a.onnx")
+    assert collect_dfc([model], "", "hailo10h") == ({model: None}, "not run")

@@ -1,0 +1,26 @@
+"""The two gates that decide whether a device-half ONNX graph can go on the Hailo accelerator, as a pair.
+
+The device gate (`device_gate`) checks every op against DEVICE_OPS, a hand-kept claim about the compiler
+(`params/device_ops.yaml`); the DFC gate (`run_dfc`, or `read_dfc_log` on its output) is the compiler
+itself. `pair` puts them side by side: their disagreement says which allowlist entry to move.
+"""
+
+from .allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
+from .device import ConditionFailure, GateResult, OpUse, device_gate
+from .dfc_log import DfcError, DfcResult, load_dfc_result, read_dfc_log
+from .dfc_runner import DfcUnavailable, check_arch, cli_docker_command, dfc_available, docker_command, run_dfc
+from .evidence import check_recorded_verdicts, evidence_table
+from .pairing import PAIR_VERDICTS, Edit, Pairing, pair
+from .summary import (collect_dfc, commands_table, edits_table, find_models, gate_all, gate_table, op_matrix,
+                      pairing_table, plot_op_matrix)
+
+__all__ = [
+    "DeviceOps", "DeviceOpsError", "load_device_ops", "parse_device_ops",
+    "ConditionFailure", "GateResult", "OpUse", "device_gate",
+    "DfcError", "DfcResult", "load_dfc_result", "read_dfc_log",
+    "DfcUnavailable", "check_arch", "cli_docker_command", "dfc_available", "docker_command", "run_dfc",
+    "check_recorded_verdicts", "evidence_table",
+    "PAIR_VERDICTS", "Edit", "Pairing", "pair",
+    "collect_dfc", "commands_table", "edits_table", "find_models", "gate_all", "gate_table", "op_matrix",
+    "pairing_table", "plot_op_matrix",
+]

@@ -1,0 +1,119 @@
+"""Running the Dataflow Compiler's parser, or saying exactly how to run it elsewhere.
+
+`hailo_sdk_client` only installs on Linux x86-64 (here: the `weftspun-hailo-dfc:5.3.0` image). Where it
+does not import, the gate prints the `docker run` command instead of pretending; a parse that returns but
+writes no HAR is not a pass.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import shlex
+from pathlib import Path
+from typing import Sequence
+
+from .dfc_log import DfcError, DfcResult, read_dfc_log
+
+IMAGE = "weftspun-hailo-dfc:5.3.0"
+DFC_VERSION = "5.3.0"
+DFC5_ARCHS = ("hailo10h", "hailo15h", "hailo15m", "hailo15l")
+DFC3_ARCHS = ("hailo8", "hailo8l", "hailo8r")
+REPO_WEFTLIB = Path(__file__).resolve().parent.parent
+
+
+class DfcUnavailable(RuntimeError):
+    """`hailo_sdk_client` does not import here; `command` is what to run instead."""
+
+    def __init__(self, reason: str, command: str) -> None:
+        super().__init__(f"the DFC parser is not available here ({reason}); run it in its image:\n{command}")
+        self.reason, self.command = reason, command
+
+
+def check_arch(arch: str) -> str:
+    """The arch, if DFC 5.x can target it; otherwise a ValueError that says which DFC can."""
+    if arch in DFC5_ARCHS:
+        return arch
+    if arch in DFC3_ARCHS:
+        raise ValueError(f"arch: {arch} needs DFC 3.x; DFC {DFC_VERSION} ({IMAGE}) targets only "
+                         f"{', '.join(DFC5_ARCHS)}")
+    raise ValueError(f"arch: unknown hw arch {arch!r}; DFC {DFC_VERSION} targets {', '.join(DFC5_ARCHS)}")
+
+
+def docker_command(onnx_path: str | os.PathLike, arch: str = "hailo10h", out: str | None = None) -> str:
+    """The exact `docker run` that parses `onnx_path` in the DFC image and writes the JSON result.
+
+    The model's folder is mounted at /model and this checkout's weftlib read-only at /weft, so the image
+    needs nothing but the DFC; the result lands next to the model as `<stem>.dfc.json` unless `out` is given.
+    """
+    check_arch(arch)
+    model = Path(onnx_path).resolve()
+    result = Path(out).name if out else f"{model.stem}.dfc.json"
+    inner = ["python", "-m", "weftlib.gate", "dfc", f"/model/{model.name}", "--arch", arch,
+             "--out", f"/model/{result}"]
+    outer = ["docker", "run", "--rm", "-v", f"{model.parent}:/model", "-v", f"{REPO_WEFTLIB}:/weft/weftlib:ro",
+             "-e", "PYTHONPATH=/weft", "-w", "/model", IMAGE, *inner]
+    return shlex.join(outer)
+
+
+def cli_docker_command(onnx_path: str | os.PathLike, arch: str = "hailo10h") -> str:
+    """The same parse through the DFC's own CLI (`hailo parser onnx`), its log saved next to the model."""
+    check_arch(arch)
+    model = Path(onnx_path).resolve()
+    outer = ["docker", "run", "--rm", "-v", f"{model.parent}:/model", "-w", "/model", IMAGE,
+             "hailo", "parser", "onnx", f"/model/{model.name}", "--hw-arch", arch]
+    return f"{shlex.join(outer)} > {shlex.quote(str(model.parent / (model.stem + '.dfc.log')))} 2>&1"
+
+
+def dfc_available() -> tuple[bool, str]:
+    """Whether `hailo_sdk_client` imports here, and why not."""
+    try:
+        importlib.import_module("hailo_sdk_client")
+    except Exception as exc:  # ImportError, or a broken install
+        return False, f"{type(exc).__name__}: {exc}"
+    return True, ""
+
+
+def run_dfc(onnx_path: str | os.PathLike, arch: str = "hailo10h", *, har_path: str | os.PathLike | None = None,
+            start_node_names: Sequence[str] | None = None, end_node_names: Sequence[str] | None = None,
+            net_input_shapes: dict | None = None) -> DfcResult:
+    """Parse `onnx_path` with the DFC's Python API and save the HAR; raises DfcUnavailable where it cannot."""
+    check_arch(arch)
+    model = Path(onnx_path)
+    if not model.is_file():
+        raise FileNotFoundError(f"onnx_path: {model} does not exist")
+    available, why = dfc_available()
+    if not available:
+        raise DfcUnavailable(why, docker_command(model, arch))
+    client = importlib.import_module("hailo_sdk_client")
+    har = Path(har_path) if har_path else model.with_suffix(f".{arch}.har")
+    har.unlink(missing_ok=True)  # a stale HAR must not read as this run's
+    version = getattr(client, "__version__", None)
+    try:
+        runner = client.ClientRunner(hw_arch=arch)
+        runner.translate_onnx_model(str(model), model.stem.replace("-", "_"), start_node_names=start_node_names,
+                                    end_node_names=end_node_names, net_input_shapes=net_input_shapes)
+    except Exception as exc:  # the parser's rejection, or a plain exception from inside it
+        return _rejection(exc, arch, version, str(model))
+    try:
+        runner.save_har(str(har))
+    except Exception as exc:
+        return DfcResult("unrecognised", reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}",
+                         arch=arch, dfc_version=version, source=str(model))
+    if not har.is_file():
+        return DfcResult("unrecognised", reason=f"translated, but no HAR was written at {har}: not a pass",
+                         arch=arch, dfc_version=version, source=str(model))
+    return DfcResult("parsed", har=str(har), model=model.stem, reason="translation completed, HAR saved",
+                     arch=arch, dfc_version=version, source=str(model))
+
+
+def _rejection(exc: Exception, arch: str, version: str | None, source: str) -> DfcResult:
+    """Turn the parser's exception into a rejection, reading its text the way a log would be read."""
+    cls = type(exc)
+    line = f"{cls.__module__}.{cls.__name__}: {exc}"
+    from_text = read_dfc_log(line)
+    errors = from_text.errors or (DfcError(cls.__name__, None, None, str(exc)[:2000]),)
+    return DfcResult("rejected", errors=errors, end_nodes=from_text.end_nodes,
+                     exception=f"{cls.__name__}: {str(exc)[:2000]}",
+                     reason=f"{cls.__name__} from translate_onnx_model", arch=arch, dfc_version=version,
+                     source=source)

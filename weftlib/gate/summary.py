@@ -1,0 +1,167 @@
+"""Tables and the op-matrix plot notebook 04 publishes, built from gate results and pairings.
+
+The notebook may not loop, so gathering the graphs, collecting DFC results by file stem and shaping the
+tables lives here, where it is tested.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from .allowlist import DeviceOps
+from .device import GateResult, device_gate
+from .dfc_log import DfcResult, load_dfc_result
+from .dfc_runner import dfc_available, docker_command, run_dfc
+from .pairing import Pairing
+
+STATUS_COLOURS = {"allowed": "#4caf50", "condition broken": "#ff9800", "blocker": "#e53935",
+                  "unlisted": "#9e9e9e"}
+RESULT_SUFFIXES = (".json", ".log", ".txt")
+
+
+def find_models(folders: Iterable[str | os.PathLike]) -> list[Path]:
+    """Every `*.onnx` under the given folders (recursively, sorted); missing folders contribute nothing."""
+    found: list[Path] = []
+    for folder in map(Path, folders):
+        if folder.is_dir():
+            found += sorted(p for p in folder.rglob("*.onnx") if p.is_file())
+    return found
+
+
+def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
+    """The device gate over each model (a progress bar when someone is watching)."""
+    from tqdm.auto import tqdm
+
+    from ..report import headless
+
+    return {m: device_gate(m, ops) for m in tqdm(models, desc="device gate", disable=headless() or len(models) < 4)}
+
+
+def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> "pd.DataFrame":
+    import pandas as pd
+
+    rows = [{"model": _label(path, root), "gate": "PASS" if r.passed else "FAIL", "nodes": r.nodes,
+             "ir": r.ir_version, "opset": r.opset,
+             "ops outside": ", ".join(f"{op} x{u.count}" for op, u in r.outside.items()),
+             "conditions broken": ", ".join(sorted({f"{c.op} ({c.condition})" for c in r.conditions})),
+             "problems": len(r.problems)} for path, r in results.items()]
+    return pd.DataFrame(rows)
+
+
+def _label(path: Path, root: str | os.PathLike) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return Path(path).name
+
+
+def result_files(results_dir: str | os.PathLike) -> dict[str, Path]:
+    """DFC result files in `results_dir` keyed by the model stem they are for (`<stem>.dfc.json`, `<stem>.log`).
+
+    JSON wins over a raw log for the same stem.
+    """
+    files: dict[str, Path] = {}
+    for path in sorted(Path(results_dir).iterdir(), key=lambda p: (p.suffix != ".json", p.name)):
+        if path.is_file() and path.suffix.lower() in RESULT_SUFFIXES:
+            stem = path.name[: -len(path.suffix)]
+            stem = stem[: -len(".dfc")] if stem.endswith(".dfc") else stem
+            files.setdefault(stem, path)
+    return files
+
+
+def collect_dfc(models: Sequence[Path], results_dir: str, arch: str) -> tuple[dict[Path, DfcResult | None], str]:
+    """DFC results per model: from `results_dir` (matched by stem), else from the parser, else None.
+
+    Returns the results and how they were obtained ("results_dir", "parser" or "not run").
+    """
+    if results_dir:
+        if not Path(results_dir).is_dir():
+            raise FileNotFoundError(f"dfc_results_dir: {results_dir} is not a folder")
+        files = result_files(results_dir)
+        return {m: load_dfc_result(files[m.stem]) if m.stem in files else None for m in models}, "results_dir"
+    if dfc_available()[0]:
+        return {m: _run_safely(m, arch) for m in models}, "parser"
+    return {m: None for m in models}, "not run"
+
+
+def _run_safely(model: Path, arch: str) -> DfcResult:
+    try:
+        return run_dfc(model, arch)
+    except Exception as exc:  # a crash of the tooling is not a verdict on the graph
+        return DfcResult("unrecognised", reason=f"running the parser failed: {type(exc).__name__}: {exc}")
+
+
+def commands_table(models: Sequence[Path], arch: str, root: str | os.PathLike) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame([{"model": _label(m, root), "run this where Docker runs": docker_command(m, arch)}
+                         for m in models])
+
+
+def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> "pd.DataFrame":
+    import pandas as pd
+
+    return pd.DataFrame([{"model": _label(path, root), "device gate": p.gate, "gate fails on": ", ".join(p.gate_ops),
+                          "DFC": p.dfc, "DFC rejects": ", ".join(p.dfc_ops + p.unresolved_nodes),
+                          "verdict": p.verdict, "agreement": p.agreement, "meaning": p.meaning}
+                         for path, p in pairings.items()])
+
+
+def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str | os.PathLike) -> "pd.DataFrame":
+    """Suggested DEVICE_OPS edits: from the pairings (DFC verdicts) and from the allowlist's own evidence."""
+    import pandas as pd
+
+    rows = [{"from": f"pairing: {_label(path, root)}", "action": e.action, "op": e.op, "why": e.reason}
+            for path, p in pairings.items() for e in p.edits]
+    for row in evidence:
+        if row["status"] == "contradicted":
+            action = "move out" if row["listed"] == "device_ops" else "move in"
+            rows.append({"from": "evidence", "action": action, "op": row["op"],
+                         "why": "its only on-target evidence says the opposite of its listing"})
+        elif row["status"] == "contested":
+            rows.append({"from": "evidence", "action": "review", "op": row["op"],
+                         "why": f"{row['for']} observation(s) back its listing, {row['against']} contradict it: "
+                                "the op parses in some shapes only (a `condition` may capture it)"})
+    return pd.DataFrame(rows, columns=["from", "action", "op", "why"])
+
+
+def op_matrix(results: dict[Path, GateResult], ops: DeviceOps,
+              root: str | os.PathLike) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+    """Model x op counts, and the allowlist status of each non-empty cell."""
+    import pandas as pd
+
+    names = sorted({op for r in results.values() for op in r.ops})
+    counts = pd.DataFrame([[r.ops.get(op, 0) for op in names] for r in results.values()],
+                          index=[_label(p, root) for p in results], columns=names, dtype=int)
+    status = pd.DataFrame([[_cell_status(r, op, ops) if r.ops.get(op) else "" for op in names]
+                           for r in results.values()], index=counts.index, columns=names)
+    return counts, status
+
+
+def _cell_status(result: GateResult, op: str, ops: DeviceOps) -> str:
+    if any(c.op == op for c in result.conditions):
+        return "condition broken"
+    return ops.status(op) if op in ops.entries else "unlisted"
+
+
+def plot_op_matrix(counts: "pd.DataFrame", status: "pd.DataFrame"):
+    """A heat-map-like grid: one row per model, one column per op, coloured by allowlist status."""
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    rows, cols = counts.shape
+    fig, ax = plt.subplots(figsize=(max(6.0, 0.45 * cols + 2), max(2.0, 0.45 * rows + 1.5)))
+    image = [[to_rgb(STATUS_COLOURS.get(status.iat[i, j], "#ffffff")) for j in range(cols)] for i in range(rows)]
+    ax.imshow(image, aspect="auto")
+    for (i, j), n in ((ij, counts.iat[ij]) for ij in ((i, j) for i in range(rows) for j in range(cols))):
+        if n:
+            ax.text(j, i, str(n), ha="center", va="center", fontsize=7)
+    ax.set_xticks(range(cols), counts.columns, rotation=90, fontsize=8)
+    ax.set_yticks(range(rows), counts.index, fontsize=8)
+    ax.set_title("ONNX ops per exported graph, coloured by DEVICE_OPS status (numbers: node count)")
+    ax.legend(handles=[Patch(color=c, label=s) for s, c in STATUS_COLOURS.items()],
+              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    return fig
