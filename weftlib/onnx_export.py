@@ -3,9 +3,13 @@
 Why these choices:
 - torch's dynamo exporter (`torch.export` based) is used, not the legacy TorchScript one: it is torch's
   supported path since 2.9, writes IR version 10 (the Dataflow Compiler 5.3.0's checker refuses newer IR),
-  stores constants as initializers instead of scattering `Constant` nodes, and runs onnxscript's optimizer.
+  and keeps constants as initializers instead of scattering `Constant` nodes. Its own optimizer (pattern
+  rewrites) is skipped: it took ~15 s on a 49-offset 'shift' graph; only constant folding and clean-up
+  passes run (`_fold`), which is what a fixed-shape graph needs.
   Its default of writing weights to an external `.data` file is switched off: the compiler and the gate of
   notebook 04 take one file, so the file must stay below protobuf's 2 GB limit or the export is refused.
+- torch's exporter implements opset 18 and up; onnx's own 18 -> 17 converter fails on some ops (it left an
+  opset-18 `Split` in our graphs), so `onnx_opset.to_opset17` rewrites the few ops that changed, explicitly.
 - Shapes are fixed (the accelerator compiles one geometry), so every `Shape`/`Range`/`ConstantOfShape`
   computation is folded away; what cannot be folded is reported in `ExportReport.plumbing`.
 - Nothing half-written: the file is built and checked under a temporary name and moved into place only
@@ -30,8 +34,11 @@ import onnx
 import torch
 from onnx import numpy_helper
 
+from . import onnx_opset
+
 MAX_IR_VERSION = 10
-MIN_OPSET = 13
+MIN_OPSET = 17
+EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 is reached by onnx_opset
 PROTOBUF_LIMIT_BYTES = 2**31 - 1
 SHAPE_PLUMBING = ("Shape", "Size", "Range", "ConstantOfShape")
 GATHER_OPS = ("Gather", "GatherND", "GatherElements")
@@ -225,6 +232,7 @@ def session(path: str | os.PathLike, threads: int | None = None) -> Any:
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
+    opts.log_severity_level = 3  # errors only: its warnings would clutter the published notebook
     if threads is not None:
         opts.intra_op_num_threads = int(threads)
         opts.inter_op_num_threads = 1
@@ -295,9 +303,10 @@ def _trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names:
     """torch.export -> ONNX (an onnx_ir model); the exporter's chatter is kept out of the notebook."""
     try:
         with _quiet():
-            program = torch.onnx.export(module, args, dynamo=True, opset_version=opset,
+            program = torch.onnx.export(module, args, dynamo=True,
+                                        opset_version=max(opset, EXPORTER_OPSET),
                                         input_names=input_names, output_names=output_names,
-                                        external_data=False, optimize=True, verbose=False)
+                                        external_data=False, optimize=False, verbose=False)
     except Exception as exc:
         raise ExportError(f"torch.onnx.export (dynamo) failed for {type(module).__name__}: "
                           f"{type(exc).__name__}: {str(exc)[:2000]}") from exc
@@ -305,13 +314,23 @@ def _trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names:
 
 
 def _fold(model: Any) -> Any:
-    """Second optimizer pass with larger limits: fixed shapes make all index and shape math constant."""
+    """Constant folding only (onnxscript's full optimizer also runs pattern rewrites, 10x slower here):
+    fixed shapes make all index and shape math constant; limits are raised so large index tables fold."""
     import onnxscript.optimizer
+    from onnx_ir.passes import common
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        onnxscript.optimizer.optimize(model, num_iterations=3, input_size_limit=FOLD_INPUT_LIMIT,
-                                      output_size_limit=FOLD_OUTPUT_LIMIT)
+        for _ in range(2):
+            result = onnxscript.optimizer.fold_constants(model, input_size_limit=FOLD_INPUT_LIMIT,
+                                                         output_size_limit=FOLD_OUTPUT_LIMIT)
+            onnxscript.optimizer.remove_unused_nodes(model)
+            if not result.modified:
+                break
+        for cleanup in (common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+                        common.IdentityEliminationPass(), common.CommonSubexpressionEliminationPass(),
+                        common.DeduplicateInitializersPass(), common.RemoveUnusedNodesPass()):
+            cleanup(model)
     return model
 
 
@@ -356,6 +375,11 @@ def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
     import onnx_ir as ir
 
     proto = ir.serde.serialize_model(model)
+    if opset < EXPORTER_OPSET:
+        try:
+            proto = onnx_opset.to_opset17(proto)
+        except onnx_opset.OpsetError as exc:
+            raise ExportError(f"opset {opset}: {exc}") from exc
     if _opset(proto) != opset:
         raise ExportError(f"the exporter could not convert the graph to opset {opset} "
                           f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form")
@@ -373,6 +397,9 @@ def _write_checked(proto: onnx.ModelProto, folder: Path) -> Path:
     try:
         with os.fdopen(fd, "wb") as fh:
             fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o666 & ~umask)  # mkstemp makes it private; the artefact is published like any file
         onnx.checker.check_model(str(tmp), full_check=True)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
@@ -394,6 +421,21 @@ def _describe(proto: onnx.ModelProto, path: Path, atol: float, diff: float, seco
         input_shapes=_shapes(proto.graph.input), output_shapes=_shapes(proto.graph.output),
         export_seconds=seconds,
     )
+
+
+def summarise(path: str | os.PathLike) -> dict[str, Any]:
+    """What the gate and the notebook ask of an existing file: size, versions, ops, domains, Gathers with
+    run-time indices, shape plumbing left, largest initializer and intermediate (bytes)."""
+    target = Path(path)
+    proto = _load(target)
+    ops = inventory(proto)
+    return {"path": str(target), "file_bytes": target.stat().st_size, "ir_version": int(proto.ir_version),
+            "opset": _opset(proto), "nodes": sum(ops.values()), "ops": ops,
+            "domains": sorted({n.domain or "" for n in _all_nodes(proto)}),
+            "dynamic_gathers": dynamic_gathers(proto),
+            "plumbing": {op: ops[op] for op in SHAPE_PLUMBING if op in ops},
+            "largest_initializer_bytes": largest_initializer(proto)[1],
+            "largest_intermediate_bytes": largest_intermediate(proto)[1]}
 
 
 def export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str | os.PathLike, *,

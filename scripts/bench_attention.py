@@ -1,0 +1,68 @@
+#!/usr/bin/env python
+"""Benchmark the neighborhood-attention formulations against natten on CPU (not a test: it takes minutes).
+
+Writes <out>/bench.json (rows, speedups, machine) and <out>/bench.md. The default runs the acceptance grid
+(32^2, 64^2, 128^2; kernel 7, 4 heads, dim 32) and NAF's 512^2 geometry with peak memory in capped
+subprocesses, e.g.:
+
+    .venv/bin/python scripts/bench_attention.py --out outputs/bench --threads 2
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+from weftlib import bench, report
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for bench.json/bench.md/ONNX")
+    p.add_argument("--sizes", type=int, nargs="*", default=[32, 64, 128], help="square grid sizes")
+    p.add_argument("--kernel", type=int, default=7)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--dim", type=int, default=32)
+    p.add_argument("--naf", type=int, nargs=2, action="append", metavar=("SIZE", "LOW"),
+                   help="add a NAF geometry (queries SIZE^2, k/v LOW^2); default: 512 32")
+    p.add_argument("--no-naf", action="store_true", help="skip the NAF geometry")
+    p.add_argument("--methods", nargs="*", default=None, help="formulations (default: all that apply)")
+    p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--natten-repeats", type=int, default=3)
+    p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
+    p.add_argument("--cap-gib", type=float, default=16.0, help="address-space cap of each measuring child")
+    p.add_argument("--natten-max-gib", type=float, default=8.0, help="skip natten above this dense-score size")
+    return p.parse_args(argv)
+
+
+def write(args: argparse.Namespace, rows: list[dict], ratios: list[dict]) -> None:
+    payload = {"rows": rows, "speedups": ratios, "threads": args.threads, "machine": report.machine(),
+               "versions": report.package_versions()}
+    (args.out / "bench.json").write_text(json.dumps(report.jsonable(payload), indent=2))
+    (args.out / "bench.md").write_text(f"# Attention benchmark ({args.threads} threads)\n\n"
+                                       f"{bench.to_markdown(rows)}\n\n{bench.to_markdown(ratios)}\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(sys.argv[1:] if argv is None else argv)
+    geoms = bench.grid(args.sizes, args.kernel, args.heads, args.dim)
+    if not args.no_naf:
+        geoms += [bench.naf_geometry(size=s, low=lo) for s, lo in (args.naf or [(512, 32)])]
+    args.out.mkdir(parents=True, exist_ok=True)
+    rows: list[dict] = []
+    for geom in geoms:  # the report is rewritten after each geometry: a long run keeps what it measured
+        rows += bench.sweep([geom], folder=args.out / "onnx", progress=True, methods=args.methods,
+                            repeats=args.repeats, natten_repeats=args.natten_repeats, threads=args.threads,
+                            memory=not args.no_memory, cap_bytes=int(args.cap_gib * 2**30),
+                            natten_max_bytes=int(args.natten_max_gib * 2**30))
+        ratios = bench.speedups(rows)
+        write(args, rows, ratios)
+    print(bench.to_markdown(ratios))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,198 @@
+"""onnx_export: one checked, folded, self-contained file per export, and clear refusals for bad calls."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import onnx
+import pytest
+import torch
+from onnx import TensorProto, helper, numpy_helper
+
+from weftlib import onnx_export
+
+
+class ShapeHeavy(torch.nn.Module):
+    """Uses the input's shape for arange/zeros/reshape: the plumbing a fixed-shape export must fold away."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.proj = torch.nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        b, h, w, c = x.shape
+        rows = torch.arange(h).flip(0)
+        z = self.proj(x)[:, rows] + y.reshape(b, h * w, c).reshape(b, h, w, c) + x.new_zeros(b, h, w, c)
+        return z.softmax(-1), z.sum()
+
+
+ARGS = (torch.randn(2, 5, 6, 8, generator=torch.Generator().manual_seed(0)),
+        torch.randn(2, 5, 6, 8, generator=torch.Generator().manual_seed(1)))
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[onnx_export.ExportReport, Path]:
+    folder = tmp_path_factory.mktemp("export")
+    torch.manual_seed(0)
+    rep = onnx_export.export(ShapeHeavy(), ARGS, folder / "m.onnx", input_names=["x", "y"],
+                             output_names=["p", "s"])
+    return rep, folder
+
+
+def test_export_writes_one_checked_file(exported):
+    rep, folder = exported
+    assert sorted(p.name for p in folder.iterdir()) == ["m.onnx"], "no .data side file, no temp file"
+    assert rep.file_bytes == (folder / "m.onnx").stat().st_size
+    onnx.checker.check_model(str(rep.path), full_check=True)
+    model = onnx.load(str(rep.path))
+    assert model.ir_version <= onnx_export.MAX_IR_VERSION == 10
+    assert rep.opset == 17 and rep.ir_version == model.ir_version
+    assert rep.input_shapes == {"x": [2, 5, 6, 8], "y": [2, 5, 6, 8]}
+    assert rep.output_shapes == {"p": [2, 5, 6, 8], "s": []}
+
+
+def test_export_folds_shape_plumbing(exported):
+    rep, _ = exported
+    assert rep.plumbing == {}
+    assert not set(onnx_export.SHAPE_PLUMBING) & set(rep.ops)
+    assert rep.standard_only and rep.domains == [""]
+
+
+def test_report_matches_file_and_runtime(exported):
+    rep, _ = exported
+    assert rep.ops == onnx_export.inventory(rep.path)
+    assert {k: len(v) for k, v in rep.nodes.items()} == rep.ops
+    assert rep.node_count == sum(rep.ops.values()) > 0
+    p, s = onnx_export.run_onnx(rep.path, tuple(a.numpy() for a in ARGS))
+    torch.manual_seed(0)
+    ref_p, ref_s = ShapeHeavy().eval()(*ARGS)
+    np.testing.assert_allclose(p, ref_p.detach().numpy(), atol=1e-5)
+    np.testing.assert_allclose(s, ref_s.detach().numpy(), rtol=1e-5)
+    assert rep.parity_ok and rep.max_abs_diff <= 1e-4
+    # the fp32 [2,5,6,8] intermediates and the Linear weight are the biggest tensors here
+    assert rep.largest_intermediate[1] == 2 * 5 * 6 * 8 * 4
+    assert rep.largest_initializer[1] >= 8 * 8 * 4
+
+
+def test_run_onnx_refuses_wrong_inputs(exported):
+    rep, _ = exported
+    with pytest.raises(ValueError, match="missing"):
+        onnx_export.run_onnx(rep.path, {"x": ARGS[0].numpy()})
+    with pytest.raises(ValueError, match="takes 2"):
+        onnx_export.run_onnx(rep.path, (ARGS[0].numpy(),))
+
+
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(module=lambda x: x), TypeError, "module"),
+    (dict(args=[ARGS[0]]), TypeError, "args"),
+    (dict(args=(ARGS[0], 3)), TypeError, r"args\[1\]"),
+    (dict(input_names=["x"]), ValueError, "input_names"),
+    (dict(input_names=["x", "x"]), ValueError, "unique"),
+    (dict(output_names=["p"]), ValueError, "output_names"),
+    (dict(opset=99), ValueError, "opset"),
+    (dict(atol=-1.0), ValueError, "atol"),
+    (dict(path="m.txt"), ValueError, "path"),
+    (dict(path="no/such/folder/m.onnx"), FileNotFoundError, "folder"),
+])
+def test_export_argument_errors(tmp_path, kwargs, error, match):
+    call = dict(module=ShapeHeavy(), args=ARGS, path="m.onnx", input_names=["x", "y"],
+                output_names=["p", "s"], opset=17, atol=1e-4)
+    call.update(kwargs)
+    call["path"] = tmp_path / call["path"]
+    with pytest.raises(error, match=match):
+        onnx_export.export(call.pop("module"), call.pop("args"), call.pop("path"), **call)
+    assert list(tmp_path.rglob("*")) == []
+
+
+def test_nothing_written_when_runtime_fails(tmp_path, monkeypatch):
+    def broken(*_args, **_kwargs):
+        raise RuntimeError("simulated onnxruntime failure")
+
+    monkeypatch.setattr(onnx_export, "run_onnx", broken)
+    with pytest.raises(onnx_export.ExportError, match="onnxruntime"):
+        onnx_export.export(ShapeHeavy(), ARGS, tmp_path / "m.onnx", input_names=["x", "y"],
+                           output_names=["p", "s"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_refuses_above_protobuf_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(onnx_export, "PROTOBUF_LIMIT_BYTES", 16)
+    with pytest.raises(onnx_export.ExportError, match="2 GiB"):
+        onnx_export.export(ShapeHeavy(), ARGS, tmp_path / "m.onnx", input_names=["x", "y"],
+                           output_names=["p", "s"])
+    assert list(tmp_path.iterdir()) == []
+
+
+def _gather_model(constant_index: bool) -> onnx.ModelProto:
+    data = helper.make_tensor_value_info("data", TensorProto.FLOAT, [4, 3])
+    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3])
+    inputs, inits = [data], []
+    if constant_index:
+        inits.append(numpy_helper.from_array(np.array([3, 0], dtype=np.int64), name="idx"))
+    else:
+        inputs.append(helper.make_tensor_value_info("idx", TensorProto.INT64, [2]))
+    node = helper.make_node("Gather", ["data", "idx"], ["out"], name="pick", axis=0)
+    graph = helper.make_graph([node], "g", inputs, [out], initializer=inits)
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def test_dynamic_gathers_tells_runtime_indices_from_constants():
+    assert onnx_export.dynamic_gathers(_gather_model(constant_index=False)) == ["pick"]
+    assert onnx_export.dynamic_gathers(_gather_model(constant_index=True)) == []
+
+
+def test_constant_fill_becomes_initializer(tmp_path):
+    shape = numpy_helper.from_array(np.array([2, 3], dtype=np.int64), name="shape")
+    fill = helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill",
+                            value=numpy_helper.from_array(np.array([1.5], dtype=np.float32)))
+    add = helper.make_node("Add", ["x", "c"], ["y"], name="add")
+    graph = helper.make_graph([fill, add], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], initializer=[shape])
+    model = onnx_export._materialise_fills(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
+    assert onnx_export.inventory(model) == {"Add": 1}
+    onnx.save(model, str(tmp_path / "f.onnx"))
+    (y,) = onnx_export.run_onnx(tmp_path / "f.onnx", {"x": np.zeros((2, 3), np.float32)})
+    np.testing.assert_array_equal(y, np.full((2, 3), 1.5, np.float32))
+
+
+def test_max_abs_diff():
+    a = [np.zeros((2, 2), np.float32)]
+    assert onnx_export.max_abs_diff(a, [np.full((2, 2), 0.25, np.float32)]) == 0.25
+    assert onnx_export.max_abs_diff(a, [np.zeros((4,), np.float32)]) == float("inf")
+    assert onnx_export.max_abs_diff(a, []) == float("inf")
+    assert onnx_export.max_abs_diff(a, [np.full((2, 2), np.nan, np.float32)]) == float("inf")
+
+
+class Opset18Ops(torch.nn.Module):
+    """Ops whose ONNX form changed at opset 18 (Split num_outputs, Reduce* axes as input)."""
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, ...]:
+        a, b, c = torch.split(x, 1, dim=-1)
+        return a + b * c, x.mean(-1), x.amax(-1), torch.chunk(x, 2, dim=1)[1], torch.logsumexp(x, -1)
+
+
+def test_opset18_ops_reach_opset17(tmp_path):
+    x = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(2))
+    rep = onnx_export.export(Opset18Ops(), (x,), tmp_path / "o.onnx", input_names=["x"],
+                             output_names=list("abcde"))
+    model = onnx.load(str(rep.path))
+    assert rep.opset == 17 and rep.parity_ok, rep.max_abs_diff
+    assert {"Split", "ReduceMean", "ReduceMax", "ReduceLogSumExp"} <= set(rep.ops)
+    for node in model.graph.node:
+        names = {a.name for a in node.attribute}
+        assert "num_outputs" not in names, node.name
+        if node.op_type.startswith("Reduce") and node.op_type != "ReduceSum":
+            assert len(node.input) == 1 and "axes" in names, node.name
+    used = {i for n in model.graph.node for i in n.input}
+    assert all(init.name in used for init in model.graph.initializer)
+
+
+def test_written_file_is_readable_by_others(exported):
+    rep, _ = exported
+    import os
+    import stat
+
+    umask = os.umask(0)
+    os.umask(umask)
+    assert stat.S_IMODE(rep.path.stat().st_mode) == 0o666 & ~umask
