@@ -48,3 +48,12 @@ def test_overview_reports_environment(default_run):
     m = metrics(default_run, "00_overview")
     assert m["versions"]["torch"].startswith("2.13.0") and m["versions"]["natten"] == "0.21.7"
     assert m["natten"]["installed"] and m["hailo_dfc"]["importable"] is False
+
+
+def test_trace_finds_the_chain_the_grep_cannot(default_run):
+    m = metrics(default_run, "01_trace_natten")
+    assert m["host_code_lines_naming_dependency"] == 0
+    assert m["natten_chain"].startswith("naf.py:")
+    assert m["natten_chain"].endswith("natten.functional.na2d -> neighborhood_attention_generic -> cutlass_fna_generic")
+    assert m["dependency_audit_flag"].startswith("undeclared")
+    assert m["flag_off_mismatch"] == ["cond_proj.weight: model [32, 1024] vs checkpoint [32, 2048]"]

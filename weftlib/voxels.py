@@ -16,13 +16,17 @@ deterministic and `kernel_map` can search them directly.
 from __future__ import annotations
 
 import math
-from importlib import resources
-from typing import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import torch
 
+if TYPE_CHECKING:
+    import pandas as pd
+
 SHAPES = ("sphere", "torus", "bunny")
+BUNNY_PATH = Path(__file__).resolve().parent / "data" / "bunny.npz"  # package data (pyproject: data/*)
 _BOX_CHUNK = 1 << 21  # boxes tested per batch: bounds temporaries to ~100 MB at any resolution
 _PAIR_CHUNK = 1 << 21  # (triangle, voxel) pairs tested per batch
 
@@ -143,8 +147,7 @@ def torus_shell(res: int, major: float = 0.35, minor: float = 0.14, center: floa
 # ----------------------------------------------------------------------------------------------- meshes
 def load_bunny() -> tuple[np.ndarray, np.ndarray]:
     """The Stanford bunny shipped with weftlib (npm bunny@1.0.1; see weftlib/data/README.md): vertices, faces."""
-    with resources.files("weftlib").joinpath("data/bunny.npz").open("rb") as fh:
-        data = np.load(fh)
+    with np.load(BUNNY_PATH) as data:
         return data["vertices"].astype(np.float64), data["faces"].astype(np.int64)
 
 
@@ -219,24 +222,25 @@ def _candidates(tri: torch.Tensor, res: int) -> tuple[torch.Tensor, torch.Tensor
 
 
 def _tri_box_overlap(tri: torch.Tensor, center: torch.Tensor, half: float) -> torch.Tensor:
-    """Exact separating-axis test (Akenine-Moller) of triangles [M, 3, 3] against boxes centre ± half."""
+    """Exact separating-axis test (Akenine-Moller) of triangles [M, 3, 3] against boxes centre +- half.
+
+    Thirteen candidate axes: the three box normals, the triangle normal, and the nine cross products of box
+    axes with triangle edges (written out per component, which is several times faster than generic cross).
+    """
     v = tri - center[:, None, :]
+    x, y, z = v[..., 0], v[..., 1], v[..., 2]  # [M, 3] each: the three vertices' coordinates
+    ok = ((x.amin(1) <= half) & (x.amax(1) >= -half) & (y.amin(1) <= half) & (y.amax(1) >= -half)
+          & (z.amin(1) <= half) & (z.amax(1) >= -half))
     e = v[:, [1, 2, 0]] - v  # edges e0 = v1-v0, e1 = v2-v1, e2 = v0-v2
-    ok = torch.ones(len(v), dtype=torch.bool)
-    # 1. box face normals: the triangle's AABB against the box
-    ok &= (v.min(dim=1).values <= half).all(dim=1) & (v.max(dim=1).values >= -half).all(dim=1)
-    # 2. the triangle's plane against the box
+    ex, ey, ez = e[..., 0], e[..., 1], e[..., 2]
     n = torch.linalg.cross(e[:, 0], e[:, 1])
     ok &= (n * v[:, 0]).sum(dim=1).abs() <= half * n.abs().sum(dim=1)
-    # 3. the nine cross products of box axes with triangle edges
-    for i in range(3):
-        unit = torch.zeros(3, dtype=v.dtype)
-        unit[i] = 1.0
-        for j in range(3):
-            a = torch.linalg.cross(unit.expand_as(e[:, j]), e[:, j])
-            p = (v * a[:, None, :]).sum(dim=2)
-            r = half * a.abs().sum(dim=1)
-            ok &= (p.min(dim=1).values <= r) & (p.max(dim=1).values >= -r)
+    for j in range(3):
+        # axis x cross e_j = (0, -ez, ey); y cross e_j = (ez, 0, -ex); z cross e_j = (-ey, ex, 0)
+        for pa, pb, ca, cb in ((z, y, ey[:, j], ez[:, j]), (x, z, ez[:, j], ex[:, j]), (y, x, ex[:, j], ey[:, j])):
+            p = pa * ca[:, None] - pb * cb[:, None]
+            r = half * (ca.abs() + cb.abs())
+            ok &= (p.amin(1) <= r) & (p.amax(1) >= -r)
     return ok
 
 
@@ -289,3 +293,25 @@ def fit_exponent(res: list[int] | np.ndarray, counts: list[int] | np.ndarray) ->
         raise ValueError("res and counts must be positive to take logs")
     slope, intercept = np.polyfit(np.log(r), np.log(n), 1)
     return float(slope), float(intercept)
+
+
+def count_table(shapes: list[str], resolutions: list[int], progress: bool = True) -> "pd.DataFrame":
+    """N(res) per shape with the occupied fraction of the grid (voxel sets are built and dropped one by one)."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    for shape in shapes:
+        _check_shape(shape)
+    for res in resolutions:
+        _check_res(res)
+    cases = [(s, r) for s in shapes for r in resolutions]
+    rows = [{"shape": s, "res": r, "N": len(voxel_set(s, r))} for s, r in tqdm(cases, desc="voxel sets",
+                                                                               disable=not progress)]
+    df = pd.DataFrame(rows)
+    df["grid_fraction"] = df["N"] / df["res"].astype("float64") ** 3
+    return df
+
+
+def exponents(counts: "pd.DataFrame") -> dict[str, float]:
+    """Fitted exponent of N ~ res^p per shape in a `count_table`."""
+    return {s: fit_exponent(g["res"].tolist(), g["N"].tolist())[0] for s, g in counts.groupby("shape", sort=False)}

@@ -1,0 +1,74 @@
+"""The memory model's arithmetic, and measured peaks (fresh subprocesses) against it."""
+
+from __future__ import annotations
+
+import pytest
+
+from weftlib import memory, sparse, voxels
+
+
+def test_components_at_the_1024_headline_are_the_rfd_numbers():
+    parts = memory.components(1024, 4_940_720, 64, 64, "float16")
+    assert parts["dense_tensor"] == 128 * 2 ** 30  # one 64-channel fp16 tensor on 2^30 cells
+    assert parts["dense_conv_in_out"] == 256 * 2 ** 30
+    assert parts["neighbor_table"] == 4_940_720 * 27 * 8
+    assert parts["im2col_buffer"] == 4_940_720 * 27 * 64 * 2
+    assert parts["accumulate_peak"] == 2 * 4_940_720 * 64 * 2
+
+
+def test_peak_model_by_hand():
+    n, c = 1000, 16
+    assert memory.peak_model("accumulate", 64, n, c, c, "float32") == n * c * 4 * 2 + n * 8
+    assert memory.peak_model("scatter", 64, n, c, c, "float32") == n * c * 4 * 3 + n * 16
+    assert memory.peak_model("im2col", 64, n, c, c, "float32") == n * c * 4 + n * 27 * (c * 4 + 8)
+    assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=100) == n * c * 4 + 100 * 27 * (c * 4 + 9)
+    assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=n) == memory.peak_model(
+        "im2col", 64, n, c, c, "float32")
+    assert memory.peak_model("dense", 64, n, c, c, "float16") == 64 ** 3 * 2 * c * 2 + 2 * n * c * 2
+
+
+def test_model_table_puts_dense_first_and_ratios_against_it():
+    table = memory.model_table(1024, 3_000_000, 64, 64, "float16")
+    assert table["method"].tolist() == list(sparse.METHODS)
+    assert table["dense_over_method"].iloc[0] == 1.0
+    assert (table["dense_over_method"].iloc[1:] > 10).all()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: memory.peak_model("hash", 8, 1, 1, 1), "method must be one of"),
+    (lambda: memory.components(8, 1, 1, 1, "bfloat16"), "dtype must be one of"),
+    (lambda: memory.measure_table([("sphere", 64, "accumulate")], {}, 8, progress=False), "no voxel count"),
+    (lambda: memory.benchmark(res=8, repeats=0), "repeats"),
+])
+def test_argument_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_split_transfer_and_decoder_stages():
+    moved = memory.split_transfer(1000, 64, 32, "float16")
+    assert moved == {"to_device_bytes": 1000 * 27 * 64 * 2, "to_host_bytes": 1000 * 32 * 2,
+                     "total_bytes": 1000 * 27 * 64 * 2 + 1000 * 32 * 2, "weight_bytes": 27 * 64 * 32 * 2}
+    stages = memory.decoder_transfers({64: 10, 512: 1000, 1024: 4000})
+    assert stages["res"].tolist() == [64, 512, 1024] and stages["C"].tolist() == [1024, 128, 64]
+
+
+@pytest.mark.parametrize("method, chunk", [("accumulate", None), ("scatter", None), ("im2col", 4096)])
+def test_measured_peak_is_within_the_model(method, chunk):
+    n = len(voxels.voxel_set("sphere", 64))
+    row = memory.measure(method, "sphere", 64, 32, n, "float32", threads=1, chunk_rows=chunk)
+    assert row["N"] == n and row["model_bytes"] > 4 * 2 ** 20
+    assert 0.8 <= row["measured_over_model"] <= 1.25, row
+
+
+def test_measurement_sees_a_model_that_is_wrong():
+    """The same measurement judged against a model missing the output buffer must fall outside 1.25x."""
+    n = len(voxels.voxel_set("sphere", 64))
+    row = memory.measure("accumulate", "sphere", 64, 32, n, "float32")
+    assert row["measured_bytes"] / (n * 32 * 4) > 1.6  # one N x C buffer is far from the measured two
+
+
+def test_kernel_map_peak_is_about_twice_its_table():
+    n = len(voxels.voxel_set("sphere", 128))
+    row = memory.measure_kernel_map("sphere", 128, n)
+    assert 1.0 <= row["measured_over_table"] <= 2.2, row

@@ -1,0 +1,253 @@
+"""Voxel sets, the kernel map and every submanifold-convolution method against brute force and dense conv3d."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import torch
+
+from weftlib import sparse, voxels
+
+
+def random_coords(res: int, n: int, seed: int) -> torch.Tensor:
+    """n distinct voxels of a res^3 grid, deliberately not sorted."""
+    gen = torch.Generator().manual_seed(seed)
+    keys = torch.randperm(res ** 3, generator=gen)[:n]
+    return torch.stack([keys // (res * res), (keys // res) % res, keys % res], dim=1)
+
+
+def brute_map(coords: torch.Tensor, k: int) -> torch.Tensor:
+    where = {tuple(c): i for i, c in enumerate(coords.tolist())}
+    return torch.tensor([[where.get(tuple(c + o), -1) for o in sparse.kernel_offsets(k).tolist()]
+                         for c in np.asarray(coords.tolist())])
+
+
+def layer(n: int, cin: int, cout: int, k: int, seed: int, dtype=torch.float32):
+    gen = torch.Generator().manual_seed(seed)
+    feats = torch.randn((n, cin), generator=gen)
+    weight = torch.randn((cout, cin, k, k, k), generator=gen) / math.sqrt(cin * k ** 3)
+    bias = torch.randn(cout, generator=gen)
+    return feats.to(dtype), weight.to(dtype), bias.to(dtype)
+
+
+# ----------------------------------------------------------------------------------------------- voxel sets
+def brute_shell(test, res: int) -> torch.Tensor:
+    grid = torch.cartesian_prod(*[torch.arange(res)] * 3)
+    return voxels.unique_sorted(grid[test(grid.double() / res, (grid + 1).double() / res)], res)
+
+
+@pytest.mark.parametrize("res", [7, 16, 21])
+def test_analytic_shells_equal_brute_force_box_tests(res):
+    assert torch.equal(voxels.sphere_shell(res), brute_shell(voxels._sphere_test(0.5, 0.49999), res))
+    assert torch.equal(voxels.torus_shell(res), brute_shell(voxels._torus_test(0.5, 0.35, 0.14), res))
+
+
+def test_sphere_box_test_is_exact_on_hand_cases():
+    hits = voxels._sphere_test(0.5, 0.25)
+    lo = torch.tensor([[0.7, 0.45, 0.45], [0.45, 0.45, 0.45], [0.0, 0.0, 0.0]], dtype=torch.float64)
+    # box 1 straddles the sphere at x=0.75; box 2 sits inside it; box 3 is in a corner outside it
+    assert hits(lo, lo + 0.1).tolist() == [True, False, False]
+
+
+def test_mesh_voxelization_equals_brute_force_sat_over_all_voxels():
+    vertices, faces = voxels.load_bunny()
+    unit = voxels.normalize_mesh(vertices)
+    res = 7
+    grid = torch.cartesian_prod(*[torch.arange(res)] * 3)
+    tris = torch.as_tensor(unit)[torch.as_tensor(faces)] * res
+    hit = torch.zeros(len(grid), dtype=torch.bool)
+    for part in tris.split(400):  # every (triangle, voxel) pair, 400 triangles at a time
+        pairs = voxels._tri_box_overlap(part.repeat_interleave(len(grid), 0), grid.double().repeat(len(part), 1) + 0.5, 0.5)
+        hit |= pairs.reshape(len(part), len(grid)).any(dim=0)
+    assert torch.equal(voxels.voxelize_mesh(unit, faces, res), voxels.unique_sorted(grid[hit], res))
+
+
+def test_triangle_box_test_rejects_a_triangle_only_an_edge_axis_separates():
+    # its bounding box and its plane both meet the box [0, 1]^3, yet the triangle misses it
+    tri = torch.tensor([[[0.5, 1.3, 2.2], [2.5, 2.1, 2.0], [1.9, -0.9, -0.8]]], dtype=torch.float64)
+    centre = torch.tensor([[0.5, 0.5, 0.5]], dtype=torch.float64)
+    assert not voxels._tri_box_overlap(tri, centre, 0.5).item()
+    assert voxels._tri_box_overlap(tri, centre + torch.tensor([[1.0, 0.0, 0.0]]), 0.5).item()
+
+
+def test_triangle_box_test_agrees_with_points_sampled_on_the_triangle():
+    gen = torch.Generator().manual_seed(3)
+    tris = torch.rand((400, 3, 3), generator=gen, dtype=torch.float64) * 3
+    centers = torch.rand((400, 3), generator=gen, dtype=torch.float64) * 3
+    w = torch.rand((400, 2000, 3), generator=gen, dtype=torch.float64)
+    w = w / w.sum(dim=2, keepdim=True)
+    points = torch.einsum("tpk,tkd->tpd", w, tris)
+    inside = ((points - centers[:, None]).abs() <= 0.5).all(dim=2).any(dim=1)
+    overlap = voxels._tri_box_overlap(tris, centers, 0.5)
+    assert bool((overlap | ~inside).all()), "a sampled point inside the box but the test says no overlap"
+    assert 20 < int(overlap.sum()) < 400
+
+
+def test_normalize_mesh_fits_the_unit_cube_with_longest_side_just_under_one():
+    vertices, _ = voxels.load_bunny()
+    unit = voxels.normalize_mesh(vertices * 7 + 3)
+    extent = unit.max(axis=0) - unit.min(axis=0)
+    assert extent.max() == pytest.approx(0.99999)
+    assert unit.min() > 0 and unit.max() < 1
+    assert np.allclose((unit.max(axis=0) + unit.min(axis=0)) / 2, 0.5)
+
+
+def test_bunny_data_is_the_npm_mesh():
+    vertices, faces = voxels.load_bunny()
+    assert vertices.shape == (1839, 3) and faces.shape == (3674, 3)
+    assert faces.min() == 0 and faces.max() == 1838
+
+
+def test_voxel_sets_are_unique_sorted_and_grow_as_res_squared():
+    counts = voxels.count_table(["sphere", "torus", "bunny"], [32, 64], progress=False)
+    for shape in ["sphere", "torus", "bunny"]:
+        coords = voxels.voxel_set(shape, 48)
+        keys = voxels.linear_keys(coords, 48)
+        assert bool((keys[1:] > keys[:-1]).all()) and coords.min() >= 0 and coords.max() < 48
+    assert all(1.8 < p < 2.2 for p in voxels.exponents(counts).values())
+
+
+def test_sphere_count_matches_the_mean_projected_area_formula():
+    n = len(voxels.sphere_shell(256))
+    assert n == pytest.approx(6 * math.pi * (0.49999 * 256) ** 2, rel=0.01)
+
+
+def test_fit_exponent_recovers_a_power_law():
+    res = np.array([16, 32, 64, 128])
+    slope, _ = voxels.fit_exponent(res, 5 * res ** 2.3)
+    assert slope == pytest.approx(2.3)
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: voxels.voxel_set("cube", 8), "shape must be one of"),
+    (lambda: voxels.voxel_set("sphere", 1), "res must be an int >= 2"),
+    (lambda: voxels.sphere_shell(8, radius=0.6), "radius"),
+    (lambda: voxels.normalize_mesh(np.zeros((3, 3)) + 1), "span no volume"),
+    (lambda: voxels.voxelize_mesh(np.ones((3, 3)) * 2, np.array([[0, 1, 2]]), 8), "unit cube"),
+    (lambda: voxels.fit_exponent([8], [3]), "two or more"),
+])
+def test_voxel_argument_errors_name_the_argument(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+# ----------------------------------------------------------------------------------------------- kernel map
+@pytest.mark.parametrize("k", [1, 3, 5])
+def test_kernel_map_equals_brute_force_on_unsorted_random_sets(k):
+    coords = random_coords(9, 250, seed=k)
+    assert torch.equal(sparse.kernel_map(coords, k), brute_map(coords, k))
+
+
+def test_kernel_map_on_a_sorted_shell_and_its_offset_order():
+    coords = voxels.voxel_set("torus", 24)
+    table = sparse.kernel_map(coords)
+    assert torch.equal(table, brute_map(coords, 3))
+    assert torch.equal(table[:, 13], torch.arange(len(coords)))  # the centre offset is the voxel itself
+    assert sparse.kernel_offsets(3)[1].tolist() == [-1, -1, 0]  # last axis fastest
+
+
+@pytest.mark.parametrize("coords, k, match", [
+    (torch.zeros((4, 2), dtype=torch.int64), 3, r"coords must be \[N, 3\]"),
+    (torch.zeros((4, 3)), 3, "integer"),
+    (-torch.ones((4, 3), dtype=torch.int64), 3, "non-negative"),
+    (torch.zeros((2, 3), dtype=torch.int64), 3, "unique"),
+    (torch.zeros((1, 3), dtype=torch.int64), 2, "odd"),
+])
+def test_kernel_map_argument_errors(coords, k, match):
+    if match == "unique":
+        coords = torch.tensor([[1, 2, 3], [0, 0, 0], [1, 2, 3]])
+    with pytest.raises(ValueError, match=match):
+        sparse.kernel_map(coords, k)
+
+
+# ----------------------------------------------------------------------------------------------- convolution
+@pytest.mark.parametrize("k", [1, 3, 5])
+@pytest.mark.parametrize("method", sparse.METHODS)
+def test_every_method_equals_dense_conv3d_fp32(method, k):
+    res = 11
+    coords = random_coords(res, 300, seed=10 + k)
+    feats, weight, bias = layer(len(coords), 6, 5, k, seed=k)
+    out = sparse.submanifold_conv3d(feats, sparse.kernel_map(coords, k), weight, bias, method=method,
+                                    coords=coords, res=res, chunk_rows=41)
+    ref = sparse.reference_conv3d(feats, coords, weight, res, bias)
+    assert out.dtype == torch.float32 and out.shape == (300, 5)
+    assert (out.double() - ref).abs().max().item() <= 1e-4
+
+
+@pytest.mark.parametrize("method", sparse.METHODS)
+def test_every_method_in_fp16_is_within_half_precision_of_the_reference(method):
+    res = 12
+    coords = voxels.voxel_set("bunny", res)
+    feats, weight, bias = layer(len(coords), 8, 8, 3, seed=5, dtype=torch.float16)
+    out = sparse.submanifold_conv3d(feats, sparse.kernel_map(coords), weight, bias, method=method,
+                                    coords=coords, res=res)
+    ref = sparse.reference_conv3d(feats.float(), coords, weight.float(), res, bias.float())
+    assert out.dtype == torch.float16
+    # outputs are O(1); fp16 keeps ~3 significant digits through a 216-term sum
+    assert (out.double() - ref).abs().max().item() <= 1e-2
+
+
+@pytest.mark.parametrize("method", sparse.METHODS)
+def test_methods_are_deterministic_and_correct_on_two_threads(method):
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        coords = voxels.voxel_set("sphere", 20)
+        nbr = sparse.kernel_map(coords)
+        feats, weight, _ = layer(len(coords), 16, 16, 3, seed=7)
+        runs = [sparse.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=20,
+                                          chunk_rows=500) for _ in range(2)]
+    finally:
+        torch.set_num_threads(before)
+    assert torch.equal(runs[0], runs[1])
+    assert (runs[0].double() - sparse.reference_conv3d(feats, coords, weight, 20)).abs().max().item() <= 1e-4
+
+
+def test_im2col_chunking_does_not_change_the_result():
+    coords = voxels.voxel_set("bunny", 16)
+    nbr = sparse.kernel_map(coords)
+    feats, weight, _ = layer(len(coords), 4, 3, 3, seed=2)
+    whole = sparse.submanifold_conv3d(feats, nbr, weight, method="im2col")
+    assert all(torch.allclose(whole, sparse.submanifold_conv3d(feats, nbr, weight, method="im2col", chunk_rows=c),
+                              atol=1e-6) for c in (1, 7, len(coords) - 1, len(coords) + 5))
+
+
+def test_dense_refuses_above_its_budget_and_names_the_bytes():
+    coords = voxels.voxel_set("sphere", 16)
+    feats, weight, _ = layer(len(coords), 4, 4, 3, seed=0)
+    need = sparse.dense_bytes(1024, 64, 64, torch.float16)
+    assert need == 2 ** 30 * 128 * 2  # two 64-channel fp16 grids of 2^30 cells
+    with pytest.raises(sparse.DenseBudgetError, match=f"needs {16 ** 3 * 8 * 4} bytes"):
+        sparse.submanifold_conv3d(feats, sparse.kernel_map(coords), weight, method="dense", coords=coords, res=16,
+                                  budget_bytes=1000)
+
+
+@pytest.mark.parametrize("kwargs, match", [
+    ({"method": "hash"}, "method must be one of"),
+    ({"weight": torch.zeros((4, 3, 3, 3, 3))}, "Cin=3"),
+    ({"weight": torch.zeros((4, 4, 3, 3, 2))}, "Conv3d layout"),
+    ({"nbr": torch.zeros((5, 27), dtype=torch.int64)}, r"nbr must be \[N, k\^3\]"),
+    ({"nbr": torch.zeros((10, 27), dtype=torch.int32)}, "int64"),
+    ({"bias": torch.zeros(3)}, r"bias must be \[Cout\]"),
+    ({"method": "dense"}, "needs coords= and res="),
+    ({"chunk_rows": 0}, "chunk_rows"),
+    ({"method": "dense", "coords": torch.full((10, 3), 8), "res": 8}, "outside a grid of res=8"),
+])
+def test_conv_argument_errors_name_the_argument(kwargs, match):
+    args = {"feats": torch.zeros((10, 4)), "nbr": torch.zeros((10, 27), dtype=torch.int64),
+            "weight": torch.zeros((4, 4, 3, 3, 3)), **kwargs}
+    with pytest.raises(ValueError, match=match):
+        sparse.submanifold_conv3d(**args)
+
+
+def test_accumulate_export_has_no_scatter_and_matches_torch(tmp_path):
+    onnx_export = pytest.importorskip("weftlib.onnx_export")
+    coords = voxels.voxel_set("sphere", 8)
+    feats, weight, bias = layer(len(coords), 4, 4, 3, seed=9)
+    reports = sparse.export_methods(weight, bias, feats, sparse.kernel_map(coords), tmp_path, ("accumulate",))
+    report = reports["accumulate"]
+    assert report.parity_ok and "ScatterND" not in report.ops
+    assert report.ops.get("Gemm", 0) + report.ops.get("MatMul", 0) == 27  # one product per offset
+    assert onnx_export.inventory(report.path) == report.ops

@@ -1,0 +1,251 @@
+"""How much memory each submanifold-convolution method needs: an analytic model, and measurements against it.
+
+The model counts the bytes a method allocates on top of its inputs (features, neighbour table, weight) while it
+runs, following the implementation in `weftlib.sparse` tensor by tensor. Measurements run each method in a
+fresh Python process (`timing.peak_rss_subprocess`): the workload is built there, warmed up on a tiny problem
+so library initialisation is not counted, and the extra peak resident memory of one forward is read from the
+kernel. The dense method's model is exact for its two grids; its conv3d workspace is the CPU backend's business
+and is reported, not modelled. At 1024 the dense case is only ever computed from the model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import numpy as np
+import torch
+
+from weftlib import sparse, timing, voxels
+
+if TYPE_CHECKING:  # pandas is imported where tables are built: measuring subprocesses start faster without it
+    import pandas as pd
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16}
+TARGET = "weftlib.memory:conv_workload"
+# TRELLIS.2 sparse decoder: channel width per grid resolution (one 64-wide conv at 1024, 128 at 512, ...)
+DECODER_STAGES = ((64, 1024), (128, 512), (256, 256), (512, 128), (1024, 64))
+
+
+def _itemsize(dtype: str) -> int:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
+    return torch.empty((), dtype=DTYPES[dtype]).element_size()
+
+
+# ----------------------------------------------------------------------------------------------- model
+def components(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3) -> dict[str, int]:
+    """The named quantities of the RFD in bytes: dense tensor, dense conv in+out, sparse features, im2col
+    buffer, accumulate peak, neighbour table."""
+    e, k3 = _itemsize(dtype), kernel_size ** 3
+    return {
+        "dense_tensor": res ** 3 * cout * e,
+        "dense_conv_in_out": res ** 3 * (cin + cout) * e,
+        "sparse_features": n * (cin + cout) * e,
+        "im2col_buffer": n * k3 * cin * e,
+        "accumulate_peak": n * (cin + cout) * e,
+        "neighbor_table": n * k3 * 8,
+    }
+
+
+def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = "float16",
+               kernel_size: int = 3, chunk_rows: int | None = None) -> int:
+    """Bytes `sparse.submanifold_conv3d(method)` allocates beyond its inputs at its peak.
+
+    im2col: output + the [rows, k^3 Cin] buffer (all rows, or one reused chunk) + its int64 gather index;
+    accumulate: output + one offset's gathered rows (+ an int64 index column); the product is added in place;
+    scatter: output + one offset's gathered rows + their product + the compacted destination/source indices;
+    dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included).
+    """
+    if method not in sparse.METHODS:
+        raise ValueError(f"method must be one of {sparse.METHODS}, got {method!r}")
+    e, k3 = _itemsize(dtype), kernel_size ** 3
+    out = n * cout * e
+    if method == "im2col":
+        if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
+            return out + n * k3 * (cin * e + 8)
+        return out + chunk_rows * k3 * (cin * e + 8 + 1)  # reused buffer + index + one chunk's bool mask
+    if method == "accumulate":
+        return out + n * cin * e + n * 8
+    if method == "scatter":
+        return out + n * (cin + cout) * e + n * 16
+    return res ** 3 * (cin + cout) * e + 2 * out
+
+
+def model_table(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3,
+                chunk_rows: int | None = None) -> pd.DataFrame:
+    """Modelled peak of every method at one geometry, with its ratio to the dense route."""
+    import pandas as pd
+
+    rows = [{"method": m, "peak_bytes": peak_model(m, res, n, cin, cout, dtype, kernel_size,
+                                                    chunk_rows if m == "im2col" else None)}
+            for m in sparse.METHODS]
+    df = pd.DataFrame(rows)
+    df["GiB"] = df["peak_bytes"] / 2**30
+    df["dense_over_method"] = df["peak_bytes"].iloc[0] / df["peak_bytes"]
+    return df
+
+
+# ----------------------------------------------------------------------------------------------- workloads
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+
+
+def _rss_tracks_tensors(threshold: int = 1 << 16) -> bool:
+    """Make resident memory follow live tensors in a measuring process (glibc only; False elsewhere).
+
+    glibc raises its mmap threshold after a large free (up to 32 MiB), so later buffers below that size come
+    from heap pages that stay resident after use: a method then appears to need less (it reuses pages freed
+    during setup) or more (two generations of buffers) than it holds. A fixed threshold of `threshold` bytes
+    maps every tensor-sized block on its own and unmaps it on free, which is the default behaviour for the
+    large buffers of the 1024 grid anyway.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
+
+
+def _inputs(shape: str, res: int, channels: int, dtype: str, seed: int, kernel_size: int = 3
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Voxel set, neighbour table, random features and a Conv3d-layout weight scaled to unit gain."""
+    coords = voxels.voxel_set(shape, res)
+    nbr = sparse.kernel_map(coords, kernel_size)
+    gen = torch.Generator().manual_seed(seed)
+    feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
+    fan_in = channels * kernel_size ** 3
+    weight = (torch.randn((channels, channels, kernel_size, kernel_size, kernel_size), generator=gen)
+              / fan_in ** 0.5).to(DTYPES[dtype])
+    return coords, nbr, feats, weight
+
+
+def _warm_up(method: str, channels: int, dtype: str) -> None:
+    """Run the method once on a tiny voxel set so one-off library allocations happen before measuring."""
+    coords, nbr, feats, weight = _inputs("sphere", 8, channels, dtype, seed=1)
+    sparse.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=8, chunk_rows=64)
+
+
+def conv_workload(shape: str, res: int, channels: int, method: str, dtype: str = "float32", threads: int = 1,
+                  chunk_rows: int | None = None, budget_bytes: int = sparse.DEFAULT_DENSE_BUDGET,
+                  seed: int = 0) -> Callable[[], torch.Tensor]:
+    """Measurement target: build one layer's inputs here (not counted) and return its forward as `run`."""
+    _rss_tracks_tensors()
+    torch.set_num_threads(threads)
+    _warm_up(method, channels, dtype)
+    coords, nbr, feats, weight = _inputs(shape, res, channels, dtype, seed)
+
+    def run() -> torch.Tensor:
+        return sparse.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=res,
+                                         budget_bytes=budget_bytes, chunk_rows=chunk_rows)
+
+    return run
+
+
+def kernel_map_workload(shape: str, res: int, threads: int = 1) -> Callable[[], torch.Tensor]:
+    """Measurement target for `sparse.kernel_map` itself (its table is part of what it allocates)."""
+    _rss_tracks_tensors()
+    torch.set_num_threads(threads)
+    sparse.kernel_map(voxels.voxel_set("sphere", 8))
+    coords = voxels.voxel_set(shape, res)
+    return lambda: sparse.kernel_map(coords)
+
+
+# ----------------------------------------------------------------------------------------------- measurement
+def measure(method: str, shape: str, res: int, channels: int, n: int, dtype: str = "float32", threads: int = 1,
+            chunk_rows: int | None = None) -> dict[str, Any]:
+    """One model-versus-measured row: a fresh subprocess runs one forward of `method` at (shape, res)."""
+    got = timing.peak_rss_subprocess(TARGET, {
+        "shape": shape, "res": res, "channels": channels, "method": method, "dtype": dtype,
+        "threads": threads, "chunk_rows": chunk_rows, "budget_bytes": 1 << 62})
+    model = peak_model(method, res, n, channels, channels, dtype, chunk_rows=chunk_rows)
+    return {"shape": shape, "res": res, "N": n, "method": method, "C": channels, "dtype": dtype,
+            "chunk_rows": chunk_rows, "model_bytes": model, "measured_bytes": got["peak_bytes"],
+            "measured_over_model": got["peak_bytes"] / model, "seconds": got["seconds"]}
+
+
+def measure_table(cases: Iterable[tuple[str, int, str]], counts: dict[tuple[str, int], int], channels: int,
+                  dtype: str = "float32", threads: int = 1, chunk_rows: int | None = None,
+                  progress: bool = True) -> pd.DataFrame:
+    """Model versus measured peak for each (shape, res, method) case, one fresh process per case."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    cases = list(cases)
+    missing = [(s, r) for s, r, _ in cases if (s, r) not in counts]
+    if missing:
+        raise ValueError(f"counts has no voxel count for {missing}; count those sets first")
+    rows = [measure(m, s, r, channels, counts[(s, r)], dtype, threads, chunk_rows if m == "im2col" else None)
+            for s, r, m in tqdm(cases, desc="peak memory", disable=not progress)]
+    return pd.DataFrame(rows)
+
+
+def measure_kernel_map(shape: str, res: int, n: int, threads: int = 1) -> dict[str, Any]:
+    """Peak of building the neighbour table, against the table's own size."""
+    got = timing.peak_rss_subprocess("weftlib.memory:kernel_map_workload",
+                                     {"shape": shape, "res": res, "threads": threads})
+    table = sparse.kernel_map_bytes(n)
+    return {"shape": shape, "res": res, "N": n, "table_bytes": table, "measured_bytes": got["peak_bytes"],
+            "measured_over_table": got["peak_bytes"] / table, "seconds": got["seconds"]}
+
+
+# ----------------------------------------------------------------------------------------------- timing
+def time_methods(coords: torch.Tensor, nbr: torch.Tensor, res: int, channels: int, methods: Iterable[str],
+                 dtype: str = "float32", repeats: int = 3, chunk_rows: int | None = None, seed: int = 0,
+                 progress: bool = True) -> pd.DataFrame:
+    """Median forward seconds per method on one voxel set, measured in this process in the same sweep."""
+    import pandas as pd
+    from tqdm.auto import tqdm
+
+    gen = torch.Generator().manual_seed(seed)
+    feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
+    weight = (torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5).to(DTYPES[dtype])
+    rows = []
+    for method in tqdm(list(methods), desc="time per method", disable=not progress):
+        def run(m: str = method) -> torch.Tensor:
+            return sparse.submanifold_conv3d(feats, nbr, weight, method=m, coords=coords, res=res,
+                                             chunk_rows=chunk_rows if m == "im2col" else None)
+        rows.append({"method": method, "seconds": timing.median_seconds(run, repeats=repeats, warmup=1)})
+    df = pd.DataFrame(rows)
+    df["over_fastest"] = df["seconds"] / df["seconds"].min()
+    return df
+
+
+def benchmark(shape: str = "bunny", res: int = 1024, channels: int = 64, method: str = "accumulate",
+              dtype: str = "float32", threads: int = 2, repeats: int = 3, chunk_rows: int | None = None,
+              n: int | None = None) -> dict[str, Any]:
+    """Forward time and peak of one layer, each repeat in a fresh process: median seconds, worst peak.
+
+    `n` is the voxel count of (shape, res) when the caller already knows it (it is counted otherwise).
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    n = len(voxels.voxel_set(shape, res)) if n is None else n
+    runs = [measure(method, shape, res, channels, n, dtype, threads, chunk_rows) for _ in range(repeats)]
+    worst = max(r["measured_bytes"] for r in runs)
+    return {"shape": shape, "res": res, "N": n, "C": channels, "dtype": dtype, "method": method,
+            "threads": threads, "chunk_rows": chunk_rows, "repeats": repeats,
+            "median_seconds": float(np.median([r["seconds"] for r in runs])),
+            "seconds": [r["seconds"] for r in runs], "model_bytes": runs[0]["model_bytes"],
+            "peak_bytes": worst, "peak_over_model": worst / runs[0]["model_bytes"]}
+
+
+# ----------------------------------------------------------------------------------------------- split
+def split_transfer(n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3) -> dict[str, int]:
+    """Bytes a host-gather / device-matmul split moves for one layer: the gathered [N, k^3 Cin] rows in, the
+    [N, Cout] result out (the weight stays resident on the device)."""
+    e, k3 = _itemsize(dtype), kernel_size ** 3
+    to_device, to_host = n * k3 * cin * e, n * cout * e
+    return {"to_device_bytes": to_device, "to_host_bytes": to_host, "total_bytes": to_device + to_host,
+            "weight_bytes": k3 * cin * cout * e}
+
+
+def decoder_transfers(counts: dict[int, int], dtype: str = "float16",
+                      stages: Iterable[tuple[int, int]] = DECODER_STAGES) -> pd.DataFrame:
+    """Per decoder stage (res, channels) with a known voxel count: what one conv layer moves under the split."""
+    import pandas as pd
+
+    rows = [{"res": r, "C": c, "N": counts[r], **split_transfer(counts[r], c, c, dtype)}
+            for r, c in stages if r in counts]
+    return pd.DataFrame(rows)
