@@ -21,7 +21,8 @@ def test_peak_model_by_hand():
     assert memory.peak_model("accumulate", 64, n, c, c, "float32") == n * c * 4 * 2 + n * 8
     assert memory.peak_model("scatter", 64, n, c, c, "float32") == n * c * 4 * 3 + n * 16
     assert memory.peak_model("im2col", 64, n, c, c, "float32") == n * c * 4 + n * 27 * (c * 4 + 8)
-    assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=100) == n * c * 4 + 100 * 27 * (c * 4 + 9)
+    assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=100) == (
+        n * c * 4 + (n + 1) * c * 4 + 100 * 27 * (c * 4 + 9))
     assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=n) == memory.peak_model(
         "im2col", 64, n, c, c, "float32")
     assert memory.peak_model("dense", 64, n, c, c, "float16") == 64 ** 3 * 2 * c * 2 + 2 * n * c * 2

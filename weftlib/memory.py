@@ -51,7 +51,8 @@ def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = 
                kernel_size: int = 3, chunk_rows: int | None = None) -> int:
     """Bytes `sparse.submanifold_conv3d(method)` allocates beyond its inputs at its peak.
 
-    im2col: output + the [rows, k^3 Cin] buffer (all rows, or one reused chunk) + its int64 gather index;
+    im2col: output + the [rows, k^3 Cin] buffer (all rows, or one reused chunk, then also the features
+    padded with a zero row) + its int64 gather index;
     accumulate: output + one offset's gathered rows (+ an int64 index column); the product is added in place;
     scatter: output + one offset's gathered rows + their product + the compacted destination/source indices;
     dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included).
@@ -63,7 +64,8 @@ def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = 
     if method == "im2col":
         if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
             return out + n * k3 * (cin * e + 8)
-        return out + chunk_rows * k3 * (cin * e + 8 + 1)  # reused buffer + index + one chunk's bool mask
+        # features padded with a zero row + the reused buffer and its index + one chunk's bool mask
+        return out + (n + 1) * cin * e + chunk_rows * k3 * (cin * e + 8 + 1)
     if method == "accumulate":
         return out + n * cin * e + n * 8
     if method == "scatter":

@@ -59,3 +59,14 @@ def natten_output(model: nn.Module, *args: torch.Tensor) -> torch.Tensor:
     """`model(*args)` with its natten calls answered by real natten (no grad)."""
     with natten_on_cpu(), torch.no_grad():
         return model(*args)
+
+
+def reference_output(model: nn.Module, *args: torch.Tensor, reference: str = "natten") -> torch.Tensor:
+    """The answer the export is checked against: real natten, or (where natten's dense CPU path cannot
+    hold the scores, e.g. 512^2 queries) one of our formulations already proven equal to natten."""
+    if reference == "natten":
+        return natten_output(model, *args)
+    if reference not in attention.METHODS:
+        raise ValueError(f"reference must be 'natten' or one of {attention.METHODS}, got {reference!r}")
+    with attention.swap_natten(reference), torch.no_grad():
+        return model(*args)
