@@ -246,7 +246,7 @@ def _measure_method(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]
 def sweep(geometries: Iterable[Geometry], *, folder: str | Path | None = None, progress: bool = False,
           **kwargs: Any) -> list[dict[str, Any]]:
     """`measure_geometry` over several geometries (ONNX files in `folder`, a temporary one if None)."""
-    from tqdm.auto import tqdm
+    from .report import progress as tqdm
 
     geometries = list(geometries)
     with tempfile.TemporaryDirectory() as tmp:

@@ -172,7 +172,7 @@ def measure_table(cases: Iterable[tuple[str, int, str]], counts: dict[tuple[str,
                   progress: bool = True) -> pd.DataFrame:
     """Model versus measured peak for each (shape, res, method) case, one fresh process per case."""
     import pandas as pd
-    from tqdm.auto import tqdm
+    from .report import progress as tqdm
 
     cases = list(cases)
     missing = [(s, r) for s, r, _ in cases if (s, r) not in counts]
@@ -198,7 +198,7 @@ def time_methods(coords: torch.Tensor, nbr: torch.Tensor, res: int, channels: in
                  progress: bool = True) -> pd.DataFrame:
     """Median forward seconds per method on one voxel set, measured in this process in the same sweep."""
     import pandas as pd
-    from tqdm.auto import tqdm
+    from .report import progress as tqdm
 
     gen = torch.Generator().manual_seed(seed)
     feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])

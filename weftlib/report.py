@@ -15,6 +15,7 @@ import math
 import os
 import platform
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -212,3 +213,19 @@ def capabilities(env: dict[str, Any], appendix_ram_gib: float) -> list[dict[str,
          + ("runs here" if dfc else "needs the weftspun-hailo-dfc Docker image (Linux x86-64)")),
     ]
     return [{"notebook": n, "fully here": "yes" if ok else "partly", "why": why} for n, ok, why in rows]
+
+
+def progress(iterable: Any, **kwargs: Any) -> Any:
+    """A tqdm progress bar that suits where the code runs.
+
+    In JupyterLab a widget bar (tqdm.auto); under the suite runner the bar goes to the terminal that started
+    the run (the kernel's own stderr), not into the published page; under CI (plain log lines) none.
+    """
+    if headless():
+        from tqdm import tqdm
+
+        kwargs["disable"] = kwargs.get("disable", False) or bool(os.environ.get("CI"))
+        return tqdm(iterable, file=sys.__stderr__, mininterval=5.0, **kwargs)
+    from tqdm.auto import tqdm
+
+    return tqdm(iterable, **kwargs)

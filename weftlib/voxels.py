@@ -298,7 +298,7 @@ def fit_exponent(res: list[int] | np.ndarray, counts: list[int] | np.ndarray) ->
 def count_table(shapes: list[str], resolutions: list[int], progress: bool = True) -> "pd.DataFrame":
     """N(res) per shape with the occupied fraction of the grid (voxel sets are built and dropped one by one)."""
     import pandas as pd
-    from tqdm.auto import tqdm
+    from .report import progress as tqdm
 
     for shape in shapes:
         _check_shape(shape)

@@ -32,7 +32,7 @@ def find_models(folders: Iterable[str | os.PathLike]) -> list[Path]:
 
 def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
     """The device gate over each model (a progress bar when someone is watching)."""
-    from tqdm.auto import tqdm
+    from ..report import progress as tqdm
 
     from ..report import headless
 
