@@ -133,3 +133,24 @@ def test_device_cli_exit_codes(tmp_path, capsys):
     assert main(["device", str(save(topk_head(), tmp_path / "h.onnx"))]) == 1
     out = capsys.readouterr().out
     assert "PASS" in out and "outside DEVICE_OPS: TopK x1" in out
+
+
+def test_numeric_check_beside_the_file_decides_too(tmp_path):
+    """The export's torch-vs-onnxruntime check (written by weftlib.onnx_export) is part of the gate."""
+    import json
+
+    import torch
+
+    from weftlib import onnx_export
+    from weftlib.gate import device_gate
+
+    rep = onnx_export.export(torch.nn.Linear(4, 3), (torch.randn(2, 4),), tmp_path / "lin.onnx",
+                             input_names=["x"], output_names=["y"])
+    allow = ["Gemm", "MatMul", "Add", "Transpose"]
+    good = device_gate(rep.path, allow)
+    assert good.passed and good.parity["parity_ok"] and good.parity["max_abs_diff"] <= 1e-4
+    onnx_export.parity_path(rep.path).write_text(json.dumps({"max_abs_diff": 0.5, "atol": 1e-4, "parity_ok": False}))
+    bad = device_gate(rep.path, allow)
+    assert not bad.passed and any("differs from torch by 0.5" in p for p in bad.problems)
+    onnx_export.parity_path(rep.path).write_text("{not json")
+    assert not device_gate(rep.path, allow).passed

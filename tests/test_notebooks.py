@@ -57,3 +57,27 @@ def test_trace_finds_the_chain_the_grep_cannot(default_run):
     assert m["natten_chain"].endswith("natten.functional.na2d -> neighborhood_attention_generic -> cutlass_fna_generic")
     assert m["dependency_audit_flag"].startswith("undeclared")
     assert m["flag_off_mismatch"] == ["cond_proj.weight: model [32, 1024] vs checkpoint [32, 2048]"]
+
+
+def test_attention_formulations_equal_natten_and_export_clean(default_run):
+    m = metrics(default_run, "02_export_attention")
+    assert m["equality_worst_abs_diff"] <= 1e-5
+    assert m["edge_exports_clean"] == ["gather", "matmul", "shift"]
+    assert m["naf_onnx_vs_natten"] <= 1e-4 and m["naf_reference"] == "natten"
+
+
+def test_sparse_memory_model_holds_and_exports(default_run):
+    m = metrics(default_run, "03_sparse_conv_memory")
+    assert 1 / 1.25 <= m["sparse_measured_over_model_min"] <= m["sparse_measured_over_model_max"] <= 1.25
+    assert m["equality_max_abs_err_fp32"] and max(m["equality_max_abs_err_fp32"].values()) <= 1e-4
+    assert m["headline_dense_bytes"] > 10 * m["headline_accumulate_bytes"]
+    assert m["scatter_export_scatternd"] == 27
+
+
+def test_gate_pairs_every_graph_02_and_03_exported(default_run):
+    result, _ = default_run
+    m = metrics(default_run, "04_gate_pairing")
+    exported = sorted(p.relative_to(result.run_dir).as_posix() for p in result.run_dir.glob("0[23]_*/**/*.onnx"))
+    assert m["graphs_found"] == len(exported) > 0
+    assert m["pairing_verdicts"] == {"DFC not run": len(exported)}
+    assert m["contradicted_ops"] == []

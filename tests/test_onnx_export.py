@@ -42,7 +42,7 @@ def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[onnx_export.Expo
 
 def test_export_writes_one_checked_file(exported):
     rep, folder = exported
-    assert sorted(p.name for p in folder.iterdir()) == ["m.onnx"], "no .data side file, no temp file"
+    assert sorted(p.name for p in folder.iterdir()) == ["m.onnx", "m.parity.json"], "no .data side file, no temp file"
     assert rep.file_bytes == (folder / "m.onnx").stat().st_size
     onnx.checker.check_model(str(rep.path), full_check=True)
     model = onnx.load(str(rep.path))

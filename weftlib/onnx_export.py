@@ -463,4 +463,22 @@ def export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str | 
         tmp.unlink(missing_ok=True)
         raise ExportError(f"onnxruntime could not run the exported graph: {type(exc).__name__}: {exc}") from exc
     os.replace(tmp, target)
-    return _describe(proto, target, atol, max_abs_diff(expected, actual), seconds)
+    report = _describe(proto, target, atol, max_abs_diff(expected, actual), seconds)
+    write_parity(report)
+    return report
+
+
+def parity_path(onnx_path: str | os.PathLike) -> Path:
+    """Where the numeric check of an exported file is kept: `<stem>.parity.json` beside it."""
+    return Path(onnx_path).with_suffix(".parity.json")
+
+
+def write_parity(report: ExportReport) -> Path:
+    """Keep the torch-versus-onnxruntime check next to the file, so the device gate (which reads ONNX
+    files and never the torch model) can include it."""
+    import json
+
+    target = parity_path(report.path)
+    target.write_text(json.dumps({"max_abs_diff": float(report.max_abs_diff), "atol": report.atol,
+                                  "parity_ok": report.parity_ok}))
+    return target

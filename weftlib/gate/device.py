@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Iterable
 
@@ -49,6 +49,7 @@ class GateResult:
     ir_version: int | None = None
     opset: int | None = None
     nodes: int = 0
+    parity: dict | None = None  # the export's torch-vs-onnxruntime check, when the exporter left one
 
     @property
     def name(self) -> str:
@@ -66,7 +67,27 @@ def device_gate(onnx_path: str | os.PathLike, allow: DeviceOps | Iterable[str]) 
     graph, complaint = read_graph(onnx_path)
     if graph is None:
         return GateResult(path=str(onnx_path), passed=False, problems=(complaint,))
-    return _gate(graph, ops, str(onnx_path), complaint)
+    return _with_parity(_gate(graph, ops, str(onnx_path), complaint))
+
+
+def _with_parity(result: GateResult) -> GateResult:
+    """Add the numeric check `weftlib.onnx_export` wrote beside the file (`<stem>.parity.json`), if any:
+    a graph whose onnxruntime output left torch's tolerance fails the gate whatever its ops."""
+    import json
+
+    sidecar = Path(result.path).with_suffix(".parity.json")
+    if not sidecar.exists():
+        return result
+    try:
+        parity = json.loads(sidecar.read_text())
+        ok, diff, atol = bool(parity["parity_ok"]), float(parity["max_abs_diff"]), float(parity["atol"])
+    except (ValueError, KeyError, TypeError) as exc:
+        problem = f"unreadable numeric check {sidecar.name}: {exc}"
+        return replace(result, passed=False, problems=result.problems + (problem,))
+    if ok:
+        return replace(result, parity=parity)
+    problem = f"onnxruntime differs from torch by {diff:.3g} > {atol:.3g} (export check)"
+    return replace(result, passed=False, parity=parity, problems=result.problems + (problem,))
 
 
 def _check_args(onnx_path: object, allow: object) -> DeviceOps:
