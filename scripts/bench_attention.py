@@ -28,6 +28,8 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--naf", type=int, nargs=2, action="append", metavar=("SIZE", "LOW"),
                    help="add a NAF geometry (queries SIZE^2, k/v LOW^2); default: 512 32")
     p.add_argument("--no-naf", action="store_true", help="skip the NAF geometry")
+    p.add_argument("--naf-methods", nargs="+", default=["lowres", "gather"],
+                   help="formulations timed at the NAF geometry (default: %(default)s)")
     p.add_argument("--methods", nargs="*", default=None, help="formulations (default: all that apply)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
@@ -50,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     geoms = bench.grid(args.sizes, args.kernel, args.heads, args.dim)
     if not args.no_naf:
-        geoms += [bench.naf_geometry(size=s, low=lo) for s, lo in (args.naf or [(512, 32)])]
+        geoms += [bench.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])]
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []
     for geom in geoms:  # the report is rewritten after each geometry: a long run keeps what it measured

@@ -69,3 +69,12 @@ def test_masked_refusal_is_reported_not_raised(tmp_path, monkeypatch):
     rows = bench.measure_geometry(bench.Geometry("t", (8, 8), 2, 8, 8, 3), ["masked"], folder=tmp_path,
                                   repeats=1, memory=False, run_natten=False)
     assert rows[0]["status"].startswith("refused") and rows[1]["status"].startswith("not exported")
+
+
+def test_naf_geometry_limits_its_formulations_and_refuses_unknown_ones():
+    from weftlib import bench
+
+    geom = bench.naf_geometry(size=32, low=8, kernel=3, methods=["lowres", "gather"])
+    assert geom.methods == ("lowres", "gather")
+    with pytest.raises(ValueError, match="unknown formulation"):
+        bench.naf_geometry(size=32, low=8, kernel=3, methods=["fast"])

@@ -44,6 +44,7 @@ class Geometry:
     dilation: int = 1
     batch: int = 1
     low: tuple[int, int] | None = None
+    methods: tuple[str, ...] | None = None  # None: every formulation that applies
 
     def __post_init__(self) -> None:
         if self.low is not None and tuple(n * self.dilation for n in self.low) != tuple(self.size):
@@ -68,11 +69,17 @@ def grid(sizes: Iterable[int] = (32, 64, 128), kernel: int = 7, heads: int = 4, 
 
 
 def naf_geometry(size: int = 512, low: int = 32, heads: int = 4, dim: int = 64, v_dim: int = 256,
-                 kernel: int = 9) -> Geometry:
-    """NAF's call: queries at `size`^2, k/v nearest-resized from `low`^2, dilation = size / low."""
+                 kernel: int = 9, methods: Iterable[str] | None = None) -> Geometry:
+    """NAF's call: queries at `size`^2, k/v nearest-resized from `low`^2, dilation = size / low.
+
+    `methods` limits the formulations timed there: at 512^2 the full-resolution ones take minutes each."""
     if size % low:
         raise ValueError(f"size {size} must be a multiple of low {low}")
-    return Geometry(f"naf_{size}", (size, size), heads, dim, v_dim, kernel, size // low, 1, (low, low))
+    chosen = tuple(methods) if methods else None
+    unknown = set(chosen or ()) - set(attention.METHODS)
+    if unknown:
+        raise ValueError(f"methods: unknown formulation(s) {sorted(unknown)}; known: {attention.METHODS}")
+    return Geometry(f"naf_{size}", (size, size), heads, dim, v_dim, kernel, size // low, 1, (low, low), chosen)
 
 
 def methods_for(geom: Geometry) -> tuple[str, ...]:
@@ -189,7 +196,7 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
     not even tried when its dense score matrix alone exceeds `natten_max_bytes`."""
     torch.set_num_threads(threads)
     inputs = make_inputs(geom)
-    methods = tuple(methods or methods_for(geom))
+    methods = tuple(methods or geom.methods or methods_for(geom))
     rows: list[dict[str, Any]] = []
     ref, ref_name = None, None
     if run_natten and geom.natten_dense_bytes() > natten_max_bytes:
@@ -203,7 +210,8 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
             ref, ref_name = call(), "natten"
             row["seconds"] = timing.median_seconds(call, repeats=natten_repeats, warmup=1)
         rows.append(row)
-    if ref is None and fallback in methods:
+    if ref is None and run_natten and methods:  # natten too big: a formulation proven equal answers
+        fallback = fallback if fallback in methods else methods[0]
         ref, ref_name = _torch_call(geom, fallback, inputs)(), fallback
     for method in methods:
         rows.extend(_measure_method(geom, method, inputs, ref, ref_name, folder=Path(folder), repeats=repeats,
