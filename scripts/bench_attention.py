@@ -28,7 +28,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--naf", type=int, nargs=2, action="append", metavar=("SIZE", "LOW"),
                    help="add a NAF geometry (queries SIZE^2, k/v LOW^2); default: 512 32")
     p.add_argument("--no-naf", action="store_true", help="skip the NAF geometry")
-    p.add_argument("--naf-methods", nargs="+", default=["lowres", "gather"],
+    p.add_argument("--naf-methods", nargs="+", default=["lowres"],
                    help="formulations timed at the NAF geometry (default: %(default)s)")
     p.add_argument("--methods", nargs="*", default=None, help="formulations (default: all that apply)")
     p.add_argument("--threads", type=int, default=2)

@@ -66,3 +66,23 @@ def test_html_hides_tagged_input(tmp_path):
     nbformat.write(nb, tmp_path / "n.ipynb")
     page = render_html(tmp_path / "n.ipynb", tmp_path / "n.html").read_text()
     assert "visible_source_line" in page and "secret_source_line" not in page
+
+
+def test_dead_kernel_failure_names_the_cell_it_died_in(tmp_path):
+    from tests.conftest import write_notebook
+    from weftlib import params, suite
+
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    write_notebook(nb_dir / "30_dies.ipynb", 'run_dir = ""', "import os\nos._exit(9)")
+    plan = params.load_plan(_write(tmp_path, "notebooks: [30_dies]\n"), None, nb_dir)
+    result = suite.run_suite(plan, out=tmp_path / "run", appendix=None, progress=False, log=lambda line: None)
+    err = result.notebooks[0].error
+    assert result.notebooks[0].status == "failed" and err["ename"] == "DeadKernelError"
+    assert err["cell"] == 4, err  # markdown, imports, parameters, injected parameters, the dying cell
+
+
+def _write(folder, text):
+    path = folder / "p.yaml"
+    path.write_text(text)
+    return path

@@ -113,6 +113,16 @@ def _error_of(exc: BaseException) -> dict[str, Any]:
     }
 
 
+def _running_cell(executed: Path) -> int | None:
+    """Index of the cell a kernel died in (e.g. out of memory): the last one the kernel had started."""
+    import nbformat
+
+    cells = nbformat.read(executed, as_version=4).cells
+    started = [i for i, c in enumerate(cells)
+               if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    return started[-1] if started else None
+
+
 def execute_one(nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, progress: bool) -> NotebookResult:
     """Execute one notebook into the run folder and render its HTML, whatever the outcome."""
     import papermill
@@ -131,6 +141,8 @@ def execute_one(nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, p
         result.status = "failed"
         result.error = _error_of(exc)
     result.seconds = round(time.perf_counter() - start, 2)
+    if result.error and result.error["cell"] is None and output.exists():
+        result.error["cell"] = _running_cell(output)  # a dead kernel names no cell; the saved state does
     if output.exists():
         render_html(output, run_dir / f"{nb.name}.html")
     recorded = load_metrics(run_dir, nb.name)
