@@ -9,11 +9,11 @@ from __future__ import annotations
 import os
 import sys
 import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
+from unittest import mock
 
 from . import params as params_mod
 from .publish import publish_appendix, render_html, write_index
@@ -84,20 +84,6 @@ def ensure_kernel(name: str = KERNEL_NAME) -> None:
     from ipykernel.kernelspec import install
 
     install(kernel_name=name, display_name="weftlib (RFD 1129)", prefix=sys.prefix)
-
-
-@contextmanager
-def _headless_env() -> Iterator[None]:
-    """Tell kernels started by papermill that nobody is watching (no live servers, no widgets)."""
-    old = os.environ.get(HEADLESS_ENV)
-    os.environ[HEADLESS_ENV] = "1"
-    try:
-        yield
-    finally:
-        if old is None:
-            os.environ.pop(HEADLESS_ENV, None)
-        else:
-            os.environ[HEADLESS_ENV] = old
 
 
 def _error_of(exc: BaseException) -> dict[str, Any]:
@@ -171,7 +157,7 @@ def run_suite(
     started = datetime.now(timezone.utc)
     results: list[NotebookResult] = []
     log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
-    with _headless_env():
+    with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):  # kernels inherit it: nobody is watching
         for i, nb in enumerate(plan.notebooks, 1):
             log(f"[{i}/{len(plan.notebooks)}] {nb.name}: running")
             res = execute_one(nb, run_dir, plan.cell_timeout, progress)
