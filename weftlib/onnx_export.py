@@ -35,6 +35,8 @@ import torch
 from onnx import numpy_helper
 
 from . import onnx_opset
+from .gate.conditions import constant_index
+from .gate.graph import index_model
 
 MAX_IR_VERSION = 10
 MIN_OPSET = 17
@@ -128,21 +130,9 @@ def _check_export_args(module: Any, args: Any, path: Any, input_names: Any, outp
 # ------------------------------------------------------------------------------------------- analysis
 
 
-def _graphs(graph: onnx.GraphProto) -> Iterator[onnx.GraphProto]:
-    """The graph and every subgraph (Loop/If/Scan bodies), so nothing hides from the inventory."""
-    yield graph
-    for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == onnx.AttributeProto.GRAPH:
-                yield from _graphs(attr.g)
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                for g in attr.graphs:
-                    yield from _graphs(g)
-
-
-def _all_nodes(model: onnx.ModelProto) -> Iterator[onnx.NodeProto]:
-    for graph in _graphs(model.graph):
-        yield from graph.node
+def _all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Every node, Loop/If/Scan bodies included, so nothing hides from the inventory (the gate's walk)."""
+    return index_model(model).nodes
 
 
 def _load(path_or_model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
@@ -170,18 +160,11 @@ def node_names(path: str | os.PathLike | onnx.ModelProto) -> dict[str, list[str]
     return names
 
 
-def _constant_names(model: onnx.ModelProto) -> set[str]:
-    consts = {init.name for init in model.graph.initializer}
-    consts |= {out for node in _all_nodes(model) if node.op_type == "Constant" for out in node.output}
-    return consts
-
-
 def dynamic_gathers(path: str | os.PathLike | onnx.ModelProto) -> list[str]:
-    """Names of Gather-family nodes whose indices are computed at run time (the compiler wants constants)."""
-    model = _load(path)
-    consts = _constant_names(model)
-    return [n.name for n in _all_nodes(model)
-            if n.op_type in GATHER_OPS and len(n.input) > 1 and n.input[1] not in consts]
+    """Names of Gather-family nodes whose indices are computed at run time (the compiler wants constants);
+    the same rule as the device gate's `constant_index` condition."""
+    graph = index_model(_load(path))
+    return [n.name for n in graph.nodes if n.op_type in GATHER_OPS and constant_index(n, graph) is not None]
 
 
 def _dtype_bytes(elem_type: int) -> int:

@@ -63,7 +63,7 @@ def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
         onnx.checker.check_model(model)
     except Exception as exc:
         complaint = f"the ONNX checker rejects it ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
-    return _index(model), complaint
+    return index_model(model), complaint
 
 
 def _walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
@@ -77,7 +77,8 @@ def _walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                     yield from _walk(sub)
 
 
-def _index(model: onnx.ModelProto) -> Graph:
+def index_model(model: onnx.ModelProto) -> Graph:
+    """Every node (subgraphs included), producers, consumers and constant names of an in-memory model."""
     g = Graph(model=model, nodes=list(_walk(model.graph)))
     g.constants = {t.name for t in model.graph.initializer}
     g.constants |= {t.values.name for t in model.graph.sparse_initializer}
