@@ -30,3 +30,19 @@ def test_progress_is_silent_under_ci_and_visible_headless(monkeypatch, capsys):
     assert report.progress(range(3), desc="x").disable
     monkeypatch.delenv("CI")
     assert not report.progress(range(3), desc="x").disable
+
+
+def test_conclude_records_answer_and_status(tmp_path):
+    rec = report.Recorder("99_x", tmp_path)
+    got = rec.conclude(" yes, it exports ", rests_on={"sources": "stand-in", "geometry": "32 grid"})
+    assert got["status"] == "answered on a stand-in"
+    stored = report.load_metrics(tmp_path, "99_x")["metrics"]["conclusion"]
+    assert stored == {"answer": "yes, it exports", "rests_on": {"sources": "stand-in", "geometry": "32 grid"},
+                      "unmet": [], "status": "answered on a stand-in"}
+    unmet = rec.conclude("no verdict", rests_on={"sources": "real checkout"}, unmet=["DFC not run", "no weights"])
+    assert unmet["status"] == "unanswered: DFC not run; no weights"
+    assert rec.conclude("done", rests_on={"sources": "real checkout"})["status"] == "answered"
+    import pytest
+
+    with pytest.raises(ValueError, match="empty"):
+        rec.conclude("  ", rests_on={})

@@ -17,7 +17,7 @@ import platform
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRATCH = REPO_ROOT / "outputs" / "scratch"
@@ -75,6 +75,22 @@ class Recorder:
         self._write()
         return value
 
+    def conclude(self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = ()) -> dict[str, Any]:
+        """Record the notebook's answer to its RFD question, in one sentence, for the run's answer table.
+
+        `rests_on` says what the answer stands on (keys such as `sources`: "real checkout" | "stand-in",
+        `natten`, `dfc`, `geometry`), so a reader sees at once whether it was the full-size appendix, the real
+        code and the real compiler. `unmet` names each precondition that was not met (e.g. "DFC not run:
+        needs the weftspun-hailo-dfc:5.3.0 image"): a silent skip would read like a pass, so any entry there
+        makes the row "unanswered" (see `answer_status`).
+        """
+        if not answer.strip():
+            raise ValueError("conclude: the answer is empty")
+        conclusion = {"answer": answer.strip(), "rests_on": dict(rests_on), "unmet": list(unmet)}
+        conclusion["status"] = answer_status(conclusion)
+        self.record("conclusion", conclusion)
+        return conclusion
+
     def path(self, filename: str) -> Path:
         """Where an artefact of this notebook goes (ONNX files, plots, tables)."""
         return self.dir / filename
@@ -94,6 +110,15 @@ class Recorder:
         tmp = self.dir / "metrics.json.tmp"
         tmp.write_text(json.dumps(payload, indent=2, sort_keys=False))
         tmp.replace(self.dir / "metrics.json")
+
+
+def answer_status(conclusion: dict[str, Any]) -> str:
+    """"answered", "answered on a stand-in", or "unanswered: <each unmet precondition>"."""
+    if conclusion.get("unmet"):
+        return "unanswered: " + "; ".join(conclusion["unmet"])
+    if conclusion.get("rests_on", {}).get("sources") == "stand-in":
+        return "answered on a stand-in"
+    return "answered"
 
 
 def load_metrics(run_dir: str | os.PathLike, name: str) -> dict[str, Any]:
