@@ -61,7 +61,7 @@ def test_gather_index_from_constant_node_counts_as_constant(tmp_path, ops):
 def test_standalone_erf_and_non_last_axis_softmax_break_their_conditions(tmp_path, ops):
     erf = device_gate(save(standalone_erf(), tmp_path / "erf.onnx"), ops)
     assert [(c.op, c.condition) for c in erf.conditions] == [("Erf", "gelu_pattern")]
-    assert device_gate(save(softmax_axis(2), tmp_path / "s2.onnx"), ops).passed  # rank 3: axis 2 is last
+    assert device_gate(save(softmax_axis(3), tmp_path / "s2.onnx"), ops).passed  # rank 4: axis 3 is last
     s1 = device_gate(save(softmax_axis(1), tmp_path / "s1.onnx"), ops)
     assert [(c.op, c.condition) for c in s1.conditions] == [("Softmax", "last_axis")]
 
@@ -88,13 +88,13 @@ def test_non_standard_domain_and_dynamic_input_are_problems(tmp_path, ops):
 
 def test_ops_inside_subgraphs_are_counted(tmp_path, ops):
     branch = helper.make_graph([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="/if/TopK", axis=-1)],
-                               "then", [], [tensor("v", (1, 4, 2)), helper.make_tensor_value_info(
+                               "then", [], [tensor("v", (1, 1, 4, 2)), helper.make_tensor_value_info(
                                    "i", onnx.TensorProto.INT64, [1, 4, 2])])
     other = helper.make_graph([helper.make_node("Identity", ["x"], ["w"], name="/else/Id")], "else", [],
                               [tensor("w")])
     nodes = [helper.make_node("If", ["c"], ["out"], name="/If", then_branch=branch, else_branch=other)]
     model = make(nodes, [tensor("x"), helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
-                 [tensor("out", (1, 4, 2))], [onnx.numpy_helper.from_array(__import__("numpy").array([2]), "k")])
+                 [tensor("out", (1, 1, 4, 2))], [onnx.numpy_helper.from_array(__import__("numpy").array([2]), "k")])
     result = device_gate(save(model, tmp_path / "if.onnx"), ops)
     assert set(result.outside) == {"If", "TopK"}
 
@@ -144,9 +144,9 @@ def test_numeric_check_beside_the_file_decides_too(tmp_path):
     from weftlib import onnx_export
     from weftlib.gate import device_gate
 
-    rep = onnx_export.export(torch.nn.Linear(4, 3), (torch.randn(2, 4),), tmp_path / "lin.onnx",
+    rep = onnx_export.export(torch.nn.Conv2d(4, 3, 1), (torch.randn(1, 4, 2, 2),), tmp_path / "lin.onnx",
                              input_names=["x"], output_names=["y"])
-    allow = ["Gemm", "MatMul", "Add", "Transpose"]
+    allow = ["Conv"]
     good = device_gate(rep.path, allow)
     assert good.passed and good.parity["parity_ok"] and good.parity["max_abs_diff"] <= 1e-4
     onnx_export.parity_path(rep.path).write_text(json.dumps({"max_abs_diff": 0.5, "atol": 1e-4, "parity_ok": False}))
@@ -154,3 +154,47 @@ def test_numeric_check_beside_the_file_decides_too(tmp_path):
     assert not bad.passed and any("differs from torch by 0.5" in p for p in bad.problems)
     onnx_export.parity_path(rep.path).write_text("{not json")
     assert not device_gate(rep.path, allow).passed
+
+
+def dit_inputs() -> onnx.ModelProto:
+    """RFD 1154's input layer case: x [1,8,8,8,8] (rank 5), a rank-1 timestep, a rank-3 conditioning."""
+    nodes = [helper.make_node("ReduceMean", ["x"], ["xm"], name="/x/ReduceMean", axes=[4], keepdims=0),
+             helper.make_node("Add", ["xm", "t"], ["xt"], name="/t/Add"),
+             helper.make_node("ReduceMean", ["cond"], ["cm"], name="/c/ReduceMean", axes=[1], keepdims=0),
+             helper.make_node("Relu", ["xt"], ["y"], name="/y/Relu")]
+    return make(nodes, [tensor("x", (1, 8, 8, 8, 8)), tensor("t", (1,)), tensor("cond", (1, 4, 8))],
+                [tensor("y", (1, 8, 8, 8)), tensor("cm", (1, 8))])
+
+
+def test_inputs_not_rank_4_fail_the_gate_with_the_input_layers_reason(tmp_path, ops):
+    result = device_gate(save(dit_inputs(), tmp_path / "dit.onnx"), ops)
+    assert not result.passed and not result.readable
+    assert result.ops_passed  # every op is allowlisted: the failure is the input regime alone
+    assert len(result.input_problems) == 3
+    x, t, cond = result.input_problems
+    assert "'x' [1, 8, 8, 8, 8] is rank 5" in x and "_add_input_layers" in x and "before reading any operator" in x
+    assert "'t' [1] is rank 1" in t and "'cond' [1, 4, 8] is rank 3" in cond
+    assert result.inputs == (("x", (1, 8, 8, 8, 8)), ("t", (1,)), ("cond", (1, 4, 8)))
+
+
+@pytest.mark.parametrize("shape", [(1, 8), (1, 4, 8, 8, 2)])
+def test_rank_2_and_rank_5_fail_rank_4_does_not(tmp_path, ops, shape):
+    bad = device_gate(save(softmax_like(shape), tmp_path / "bad.onnx"), ops)
+    assert not bad.readable and any("_add_input_layers" in p for p in bad.problems)
+    good = device_gate(save(softmax_like((1, 2, 4, 8)), tmp_path / "good.onnx"), ops)
+    assert good.readable and good.passed, good.problems
+
+
+def softmax_like(shape) -> onnx.ModelProto:
+    nodes = [helper.make_node("Relu", ["x"], ["y"], name="/r/Relu")]
+    return make(nodes, [tensor("x", shape)], [tensor("y", shape)])
+
+
+def test_weights_listed_as_inputs_are_not_inputs(tmp_path, ops):
+    import numpy as np
+
+    model = softmax_like((1, 2, 4, 8))
+    model.graph.input.append(tensor("w", (3,)))
+    model.graph.initializer.append(onnx.numpy_helper.from_array(np.zeros(3, np.float32), "w"))
+    result = device_gate(save(model, tmp_path / "w.onnx"), ops)
+    assert result.readable and result.inputs == (("x", (1, 2, 4, 8)),)

@@ -1,4 +1,4 @@
-"""read_dfc_log over every real DFC excerpt in ../shared/fixtures/dfc-logs, plus malformed and huge input.
+"""read_dfc_log over every real DFC excerpt in tests/fixtures/dfc-logs, plus malformed and huge input.
 
 The expected verdicts, classes, nodes, ops and end nodes below were read off each file by hand.
 """
@@ -12,8 +12,8 @@ import pytest
 
 from weftlib.gate import DfcResult, load_dfc_result, read_dfc_log
 
-FIXTURES = Path(__file__).resolve().parent.parent.parent / "shared" / "fixtures" / "dfc-logs"
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="../shared/fixtures/dfc-logs not present")
+FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dfc-logs"  # public DFC output, copied into the project
+needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="tests/fixtures/dfc-logs not present")
 
 SHUFFLE = "UnsupportedShuffleLayerError"
 EXPECTED = {

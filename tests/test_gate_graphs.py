@@ -30,7 +30,7 @@ def save(model: onnx.ModelProto, path: Path) -> Path:
     return path
 
 
-def tensor(name, shape=(1, 4, 8)):
+def tensor(name, shape=(1, 1, 4, 8)):  # image-shaped (rank 4): the DFC's input regime
     return helper.make_tensor_value_info(name, F, list(shape))
 
 
@@ -41,7 +41,7 @@ def const(name, values, dtype=np.float32):
 def attention(**kw) -> onnx.ModelProto:
     """Attention + LayerNorm + exact GELU: only allowlisted ops, each under its condition."""
     nodes = [
-        helper.make_node("Transpose", ["k"], ["kt"], name="/attn/Transpose", perm=[0, 2, 1]),
+        helper.make_node("Transpose", ["k"], ["kt"], name="/attn/Transpose", perm=[0, 1, 3, 2]),
         helper.make_node("MatMul", ["q", "kt"], ["s"], name="/attn/MatMul"),
         helper.make_node("Softmax", ["s"], ["p"], name="/attn/Softmax", axis=-1),
         helper.make_node("MatMul", ["p", "v"], ["o"], name="/attn/MatMul_1"),
@@ -68,18 +68,18 @@ def topk_head(extra_softmax: bool = False) -> onnx.ModelProto:
     """A detection-head-like selection: Softmax then TopK (a known blocker)."""
     nodes = [helper.make_node("Softmax", ["x"], ["p"], name="/head/Softmax", axis=-1),
              helper.make_node("TopK", ["p", "k"], ["vals", "idx"], name="/head/TopK", axis=-1)]
-    return make(nodes, [tensor("x")], [tensor("vals", (1, 4, 2)), helper.make_tensor_value_info(
-        "idx", TensorProto.INT64, [1, 4, 2])], [const("k", [2], np.int64)])
+    return make(nodes, [tensor("x")], [tensor("vals", (1, 1, 4, 2)), helper.make_tensor_value_info(
+        "idx", TensorProto.INT64, [1, 1, 4, 2])], [const("k", [2], np.int64)])
 
 
 def gather(constant_index: bool) -> onnx.ModelProto:
     """Gather rows of x with an index that is an initializer, or one computed from another input."""
     if constant_index:
-        nodes = [helper.make_node("Gather", ["x", "idx"], ["y"], name="/emb/Gather", axis=1)]
-        return make(nodes, [tensor("x")], [tensor("y", (1, 2, 8))], [const("idx", [0, 3], np.int64)])
-    nodes = [helper.make_node("ArgMax", ["s"], ["i"], name="/sel/ArgMax", axis=1, keepdims=0),
-             helper.make_node("Gather", ["x", "i"], ["y"], name="/sel/Gather", axis=1)]
-    return make(nodes, [tensor("x"), tensor("s", (1, 4))], [tensor("y", (1, 1, 8))])
+        nodes = [helper.make_node("Gather", ["x", "idx"], ["y"], name="/emb/Gather", axis=2)]
+        return make(nodes, [tensor("x")], [tensor("y", (1, 1, 2, 8))], [const("idx", [0, 3], np.int64)])
+    nodes = [helper.make_node("ArgMax", ["s"], ["i"], name="/sel/ArgMax", axis=3, keepdims=0),
+             helper.make_node("Gather", ["x", "i"], ["y"], name="/sel/Gather", axis=2)]
+    return make(nodes, [tensor("x"), tensor("s", (1, 1, 1, 4))], [tensor("y", (1, 1, 1, 1, 1, 8))])
 
 
 def standalone_erf() -> onnx.ModelProto:
@@ -118,9 +118,9 @@ def test_attention_builder_computes_attention_then_gelu(tmp_path):
 
     path = save(attention(), tmp_path / "a.onnx")
     rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal((1, 4, 8)).astype(np.float32) for _ in range(3))
+    q, k, v = (rng.standard_normal((1, 1, 4, 8)).astype(np.float32) for _ in range(3))
     (got,) = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"]).run(None, {"q": q, "k": k, "v": v})
-    s = q @ k.transpose(0, 2, 1)
+    s = q @ k.transpose(0, 1, 3, 2)
     p = np.exp(s - s.max(-1, keepdims=True))
     o = (p / p.sum(-1, keepdims=True)) @ v
     n = (o - o.mean(-1, keepdims=True)) / np.sqrt(o.var(-1, keepdims=True) + 1e-5)

@@ -50,6 +50,21 @@ class GateResult:
     opset: int | None = None
     nodes: int = 0
     parity: dict | None = None  # the export's torch-vs-onnxruntime check, when the exporter left one
+    input_problems: tuple[str, ...] = ()  # inputs the DFC's parser cannot lay out (see `input_regime`)
+    inputs: tuple[tuple[str, tuple[int | str, ...]], ...] = ()  # graph inputs (name, shape), weights excluded
+
+    @property
+    def readable(self) -> bool:
+        """Whether the DFC's parser can read the graph's inputs at all (every input image-shaped, rank 4).
+
+        A graph it cannot read judges none of its ops: the parser stops before the first operator.
+        """
+        return not self.input_problems
+
+    @property
+    def ops_passed(self) -> bool:
+        """Every op inside DEVICE_OPS and meeting its condition (said apart from `readable`)."""
+        return not self.outside and not self.conditions
 
     @property
     def name(self) -> str:
@@ -117,13 +132,51 @@ def _gate(graph: Graph, ops: DeviceOps, path: str, complaint: str | None) -> Gat
                 failures.append(ConditionFailure(key, node.name or f"<unnamed {key}>", condition, why))
     outside = {op: OpUse(counts[op], tuple(names), ops.entries[op].note if op in ops.blockers else "")
                for op, names in sorted(where.items())}
-    problems = ([complaint] if complaint else []) + _graph_problems(graph, ops)
+    regime = input_regime(graph)
+    problems = ([complaint] if complaint else []) + _graph_problems(graph, ops) + regime
     problems += [f"{op} x{use.count} outside DEVICE_OPS" + (f" (known blocker: {use.blocker})"
                  if use.blocker else "") for op, use in outside.items()]
     problems += [f"{f.op} {f.node!r} breaks {f.condition}: {f.reason}" for f in failures]
     return GateResult(path=path, passed=not problems, ops=dict(sorted(counts.items())), outside=outside,
                       conditions=tuple(failures), problems=tuple(problems), ir_version=graph.model.ir_version,
-                      opset=graph.opset, nodes=len(graph.nodes))
+                      opset=graph.opset, nodes=len(graph.nodes), input_problems=tuple(regime),
+                      inputs=tuple(graph_inputs(graph)))
+
+
+IMAGE_RANK = 4
+INPUT_LAYERS = ("the DFC's parser stops in `_add_input_layers` (output_format is None) before reading any "
+                "operator; it takes image-shaped inputs only (RFD 1154 details)")
+
+
+def graph_inputs(graph: Graph) -> list[tuple[str, tuple[int | str, ...]]]:
+    """(name, shape) of every real graph input (initializers listed as inputs are weights, not inputs)."""
+    out = []
+    for info in graph.model.graph.input:
+        if info.name in graph.constants:
+            continue
+        tensor = info.type.tensor_type
+        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim) \
+            if tensor.HasField("shape") else ()
+        out.append((info.name, dims))
+    return out
+
+
+def input_regime(graph: Graph) -> list[str]:
+    """The graph-level input rule: every input rank 4 (NCHW). One problem per input that breaks it, naming it.
+
+    Evidence: RFD 1154 details (a rank-5 `x [1,8,8,8,8]`, a rank-1 timestep and a rank-3 conditioning stop
+    the parser in `_add_input_layers` before any operator is read); every graph the DFC parsed in the public
+    record (RFD 1167's 825-node keypoint half) had image inputs.
+    """
+    problems = []
+    for name, dims in graph_inputs(graph):
+        if len(dims) != IMAGE_RANK:
+            problems.append(f"input {name!r} {list(dims)} is rank {len(dims)}, not image-shaped (rank "
+                            f"{IMAGE_RANK}): {INPUT_LAYERS}")
+    if not graph_inputs(graph):
+        problems.append("the graph has no input: the DFC's parser reports 'Inputs found: 0' before reading any "
+                        "operator (weftspun/rf-detr-cpp scripts/gen_op_tests.py)")
+    return problems
 
 
 def _graph_problems(graph: Graph, ops: DeviceOps) -> list[str]:
