@@ -22,6 +22,7 @@ def test_models_results_and_tables(tmp_path, monkeypatch):
     results_dir.mkdir()
     (results_dir / "attn.dfc.log").write_text("[info] Translation completed on ONNX model attn\n")
     (results_dir / "head.txt").write_text(
+        "[info] Translation started on ONNX model head\n"
         " UnsupportedOperationError in op /head/TopK: TopK operation is unsupported\n")
     (results_dir / "unrelated.md").write_text("not a result")
     assert sorted(result_files(results_dir)) == ["attn", "head"]

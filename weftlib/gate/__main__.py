@@ -3,7 +3,11 @@
 device MODEL.onnx                              exit 0 PASS, 1 FAIL (prints the ops outside DEVICE_OPS)
 dfc MODEL.onnx --arch hailo10h --out R.json    exit 0 parsed, 1 rejected/unrecognised,
                                                2 no DFC here (prints the docker command) or an arch it refuses
-pair MODEL.onnx --dfc R.json|LOG               exit 0 when the allowlist held, 1 otherwise
+pair MODEL.onnx --dfc R.json|LOG [--matched-by-hand]
+                                               exit 0 when the allowlist held, 1 otherwise, 2 when the
+                                               result is about another model (or names none) or a path is bad
+probes --out DIR                               one small graph per unjudged op, a manifest and the DFC script
+evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from typing import Sequence
 
 from . import (DfcUnavailable, DeviceOpsError, check_arch, cli_docker_command, device_gate, load_device_ops,
                load_dfc_result, pair, run_dfc)
-from .pairing import HELD
+from .pairing import HELD, REFUSED, UNMATCHED
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -35,13 +39,25 @@ def _parser() -> argparse.ArgumentParser:
     both.add_argument("model")
     both.add_argument("--dfc", default=None, help="the DFC result; omitted: 'DFC not run'")
     both.add_argument("--ops", default=None)
+    both.add_argument("--matched-by-hand", action="store_true",
+                      help="the result names no model: state that it is about MODEL (shown as matched by hand)")
+    probes = sub.add_parser("probes", help="write the probe pack: one small graph per op the DFC has not judged")
+    probes.add_argument("--out", required=True)
+    probes.add_argument("--ops", default=None)
+    probes.add_argument("--extra", nargs="*", default=(), help="more ops to probe (e.g. every op an export uses)")
+    ev = sub.add_parser("evidence", help="turn a folder of probe results into the device_ops.yaml edit")
+    ev.add_argument("folder")
+    ev.add_argument("--ops", default=None)
     return ap
 
 
 def _device(args: argparse.Namespace) -> int:
+    _existing_file(args.model, "MODEL")
     result = device_gate(args.model, load_device_ops(args.ops))
     print(f"{'PASS' if result.passed else 'FAIL'}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, "
           f"opset {result.opset})")
+    print(f"  readable by the DFC's parser: {'yes' if result.readable else 'no (input regime)'}; "
+          f"ops inside DEVICE_OPS: {'yes' if result.ops_passed else 'no'}")
     for op, use in result.outside.items():
         print(f"  outside DEVICE_OPS: {op} x{use.count}  e.g. {', '.join(use.nodes[:3])}")
     for problem in result.problems:
@@ -50,6 +66,7 @@ def _device(args: argparse.Namespace) -> int:
 
 
 def _dfc(args: argparse.Namespace) -> int:
+    _existing_file(args.model, "MODEL")
     try:
         check_arch(args.arch)
         result = run_dfc(args.model, args.arch, start_node_names=args.start_node_names,
@@ -70,20 +87,57 @@ def _dfc(args: argparse.Namespace) -> int:
 
 
 def _pair(args: argparse.Namespace) -> int:
+    _existing_file(args.model, "MODEL")
+    if args.dfc:
+        _existing_file(args.dfc, "--dfc")
     gate = device_gate(args.model, load_device_ops(args.ops))
     dfc = load_dfc_result(args.dfc) if args.dfc else None
-    result = pair(gate, dfc, args.model)
-    print(f"{result.verdict}: device gate {result.gate}, DFC {result.dfc}. {result.meaning}")
+    result = pair(gate, dfc, args.model, by_hand=args.matched_by_hand)
+    if result.verdict in (REFUSED, UNMATCHED):
+        print(f"refused: {result.meaning}", file=sys.stderr)
+        return 2
+    print(f"{result.verdict}: device gate {result.gate}, DFC {result.dfc}"
+          + (f" (matched {result.matched})" if result.matched else "") + f". {result.meaning}")
     for edit in result.edits:
         print(f"  {edit.action} {edit.op}: {edit.reason}")
     return 0 if result.verdict == HELD else 1
 
 
+def _existing_file(path: str, what: str) -> None:
+    """A clear error for a path that is not a readable file (a folder, a typo), instead of a traceback."""
+    p = Path(path)
+    if p.is_dir():
+        raise ValueError(f"{what}: {path} is a directory; give a file")
+    if not p.is_file():
+        raise FileNotFoundError(f"{what}: {path} does not exist")
+
+
+def _probes(args: argparse.Namespace) -> int:
+    from .probes import write_probes
+
+    pack = write_probes(args.out, load_device_ops(args.ops), extra=args.extra)
+    print(f"{len(pack.probes)} probes in {pack.folder}; run the DFC over all of them with:\n  bash {pack.script}")
+    for probe in pack.probes:
+        print(f"  {probe.file}  {probe.op}: {probe.why}")
+    return 0
+
+
+def _evidence(args: argparse.Namespace) -> int:
+    from .probes import evidence_diff
+
+    diff, rows = evidence_diff(args.folder, args.ops)
+    for row in rows:
+        print(f"{row['op']}: {row['finding']}")
+    print(diff or "no change: no probe result changes params/device_ops.yaml")
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"device": _device, "dfc": _dfc, "pair": _pair}[args.command](args)
-    except (DeviceOpsError, FileNotFoundError, ValueError) as exc:
+        return {"device": _device, "dfc": _dfc, "pair": _pair, "probes": _probes,
+                "evidence": _evidence}[args.command](args)
+    except (DeviceOpsError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

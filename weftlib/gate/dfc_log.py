@@ -21,6 +21,7 @@ RESULT_KIND = "weftlib.gate/dfc-result"
 # Every pattern is either anchored or has bounded repeats, so one line costs time linear in its length.
 _ERROR = re.compile(r"\b([A-Za-z_]\w{0,120})\s+in\s+op\s+(\S.{0,400}?):(?=\s|$)")
 _COMPLETED = re.compile(r"Translation completed on ONNX model\s+(\S{1,400})")
+_STARTED = re.compile(r"Translation started on ONNX model\s+(\S{1,400})")
 _HAR = re.compile(r"(?:Saved HAR to:|Saved Hailo Archive file at)\s+(\S.{0,1000})")
 _FRAME = re.compile(r'File "([^"]{1,2000})", line (\d{1,9}), in (\S{1,200})')
 _PLEASE = re.compile(r"Please try to parse the model again, using these end node names:\s*(.{0,100000})")
@@ -138,8 +139,10 @@ def _scan_line(scan: _Scan, index: int, line: str, lines: list[str]) -> None:
         return
     if "Translation started on ONNX model" in line:
         scan.started = True
+        if (m := _STARTED.search(line)) and scan.model is None:
+            scan.model = m.group(1).rstrip(".")
     if (m := _COMPLETED.search(line)) and scan.completed_at is None:
-        scan.completed_at, scan.model = index, m.group(1).rstrip(".")
+        scan.completed_at, scan.model = index, scan.model or m.group(1).rstrip(".")
     if (m := _HAR.search(line)) and scan.har is None:
         scan.har = m.group(1).strip().rstrip(".")
         scan.completed_at = index if scan.completed_at is None else scan.completed_at
@@ -289,3 +292,36 @@ def _rejection_reason(scan: _Scan, errors: tuple[DfcError, ...]) -> str:
         text += "; a later translation completed only after that failure" + (
             " (retry with recommended end nodes)" if scan.retried else "")
     return text
+
+
+# What the DFC prints when it stops before reading any operator (RFD 1154 details: `_add_input_layers:
+# output_format is None`; weftspun/rf-detr-cpp scripts/gen_op_tests.py: "Inputs found: 0").
+BEFORE_OPERATORS = ("_add_input_layers", "output_format is None", "Inputs found: 0")
+# Harness artefacts that read like a refusal but are about the request (gen_op_tests.py: unnamed end nodes).
+INCONCLUSIVE = ("end_node_names is missing in the HN", "MisspellNodeError")
+CAUSES = ("operator", "before operators", "inconclusive")
+
+
+def failure_cause(result: DfcResult, node_ops: dict[str, str] | None = None) -> str | None:
+    """Why a rejected parse failed: "operator" (an error names a node or op), "before operators" (the parser
+    stopped at the input layers, so no op was judged) or "inconclusive" (a harness artefact, or an error
+    naming nothing). None for a result that is not a rejection.
+
+    `node_ops` (node name -> op, from the graph) lets an error naming a node count as an operator rejection.
+    """
+    if result.verdict != "rejected":
+        return None
+    texts = [result.exception or "", result.reason, result.last_frame or "",
+             *(f"{e.cls}: {e.message}" for e in result.errors)]
+    if any(marker in text for text in texts for marker in BEFORE_OPERATORS):
+        return "before operators"
+    if any(marker in text for text in texts for marker in INCONCLUSIVE):
+        return "inconclusive"
+    def names_something(e: DfcError) -> bool:
+        if e.op:
+            return True
+        if not e.node:
+            return False
+        return node_ops is None or any(n in node_ops for n in (e.node, e.node.lstrip("/"), "/" + e.node))
+
+    return "operator" if any(names_something(e) for e in result.errors) else "inconclusive"

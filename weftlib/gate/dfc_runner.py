@@ -94,7 +94,7 @@ def run_dfc(onnx_path: str | os.PathLike, arch: str = "hailo10h", *, har_path: s
         runner.translate_onnx_model(str(model), model.stem.replace("-", "_"), start_node_names=start_node_names,
                                     end_node_names=end_node_names, net_input_shapes=net_input_shapes)
     except Exception as exc:  # the parser's rejection, or a plain exception from inside it
-        return _rejection(exc, arch, version, str(model))
+        return _rejection(exc, arch, version, str(model), model.stem.replace("-", "_"))
     try:
         runner.save_har(str(har))
     except Exception as exc:
@@ -107,7 +107,7 @@ def run_dfc(onnx_path: str | os.PathLike, arch: str = "hailo10h", *, har_path: s
                      arch=arch, dfc_version=version, source=str(model))
 
 
-def _rejection(exc: Exception, arch: str, version: str | None, source: str) -> DfcResult:
+def _rejection(exc: Exception, arch: str, version: str | None, source: str, model: str | None = None) -> DfcResult:
     """Turn the parser's exception into a rejection, reading its text the way a log would be read."""
     cls = type(exc)
     line = f"{cls.__module__}.{cls.__name__}: {exc}"
@@ -116,4 +116,15 @@ def _rejection(exc: Exception, arch: str, version: str | None, source: str) -> D
     return DfcResult("rejected", errors=errors, end_nodes=from_text.end_nodes,
                      exception=f"{cls.__name__}: {str(exc)[:2000]}",
                      reason=f"{cls.__name__} from translate_onnx_model", arch=arch, dfc_version=version,
-                     source=source)
+                     source=source, model=model, last_frame=_last_parser_frame(exc))
+
+
+def _last_parser_frame(exc: Exception) -> str | None:
+    """`hailo_sdk_client/...:line in function` of the deepest parser frame (e.g. `_add_input_layers`)."""
+    import traceback
+
+    frames = [f for f in traceback.extract_tb(exc.__traceback__) if "hailo_sdk_client" in f.filename]
+    if not frames:
+        return None
+    f = frames[-1]
+    return f"{f.filename[f.filename.index('hailo_sdk_client'):]}:{f.lineno} in {f.name}"

@@ -7,6 +7,15 @@
 | FAIL on X   | parses     | DEVICE_OPS too strict    | move X in (or relax its condition)|
 | FAIL on X   | rejects Y  | both reject              | move out any Y the gate allowed   |
 plus "DFC not run" and "DFC unrecognised" (never counted as a pass).
+
+The pairing compares causes, not verdicts (RFD 1154 details: a predicted rejection met a rejection for another
+reason and was reported as agreement). A DFC failure is (a) an operator rejection naming a node or op, (b) a
+failure before any operator is read (input layers, "Inputs found: 0", `output_format is None`) or (c)
+inconclusive (a harness artefact, or an error naming nothing). In (b) and (c) the gate's ops stay *unjudged*:
+never "both reject", never "allowlist held", and no op is moved out.
+
+A DFC result is paired only with the graph it is about: one naming another model is refused; one naming no
+model pairs only when the caller says which graph it is about (`by_hand=True`), and the pairing says so.
 """
 
 from __future__ import annotations
@@ -15,7 +24,7 @@ import os
 from dataclasses import dataclass
 
 from .device import GateResult
-from .dfc_log import DfcResult
+from .dfc_log import DfcResult, failure_cause
 from .graph import read_graph
 
 HELD = "allowlist held"
@@ -24,7 +33,13 @@ TOO_STRICT = "DEVICE_OPS too strict"
 BOTH_REJECT = "both reject"
 NOT_RUN = "DFC not run"
 UNRECOGNISED = "DFC unrecognised"
-PAIR_VERDICTS = (HELD, TOO_GENEROUS, TOO_STRICT, BOTH_REJECT, NOT_RUN, UNRECOGNISED)
+UNJUDGED_INPUTS = "ops unjudged: the DFC stopped before reading any operator"
+UNJUDGED_INCONCLUSIVE = "ops unjudged: inconclusive DFC failure"
+REFUSED = "DFC result refused: about another model"
+UNMATCHED = "DFC result not paired: it names no model"
+PAIR_VERDICTS = (HELD, TOO_GENEROUS, TOO_STRICT, BOTH_REJECT, NOT_RUN, UNRECOGNISED, UNJUDGED_INPUTS,
+                 UNJUDGED_INCONCLUSIVE, REFUSED, UNMATCHED)
+UNJUDGED = (NOT_RUN, UNRECOGNISED, UNJUDGED_INPUTS, UNJUDGED_INCONCLUSIVE, REFUSED, UNMATCHED)
 
 
 @dataclass(frozen=True)
@@ -50,22 +65,60 @@ class Pairing:
     agreement: str
     meaning: str
     edits: tuple[Edit, ...]
+    cause: str = ""  # "operator", "before operators", "inconclusive" (DFC rejections only)
+    matched: str = ""  # "by model name", "by hand", or why the result was not paired
+
+    @property
+    def judged(self) -> bool:
+        """Whether the DFC judged this graph's ops (a verdict that rests on the compiler, not the allowlist)."""
+        return self.verdict not in UNJUDGED
 
 
-def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike) -> Pairing:
-    """Put `gate` and `dfc` (None: the DFC was not run) side by side for the model at `onnx_path`."""
+def same_model(a: str, b: str) -> bool:
+    """Model names as the DFC writes them (the runner turns '-' into '_'), compared case-sensitively."""
+    return a.replace("-", "_") == b.replace("-", "_")
+
+
+def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, *,
+         by_hand: bool = False) -> Pairing:
+    """Put `gate` and `dfc` (None: the DFC was not run) side by side for the model at `onnx_path`.
+
+    `by_hand=True` states that `dfc` is about this graph although it names no model (a pasted log).
+    """
     if not isinstance(gate, GateResult):
         raise TypeError(f"gate: expected a GateResult from device_gate, got {type(gate).__name__}")
     if dfc is not None and not isinstance(dfc, DfcResult):
         raise TypeError(f"dfc: expected a DfcResult or None, got {type(dfc).__name__}")
+    gate_word = "PASS" if gate.passed else ("FAIL (inputs)" if not gate.readable else "FAIL")
+    base = dict(model=gate.name, gate=gate_word, gate_ops=gate.failing_ops)
+    if dfc is not None:
+        matched, refusal = _match(gate.name, dfc, by_hand)
+        if refusal:
+            return Pairing(**base, dfc="refused", dfc_ops=(), unresolved_nodes=(), verdict=refusal,
+                           agreement="", meaning=matched, edits=(), matched=matched)
+    else:
+        matched = ""
     ops, unresolved = resolve_ops(dfc, onnx_path) if dfc is not None else ((), ())
-    gate_word = "PASS" if gate.passed else "FAIL"
+    graph, _ = read_graph(onnx_path)
+    cause = (failure_cause(dfc, graph.node_ops() if graph is not None else None) or "") if dfc is not None else ""
     dfc_word = {None: "not run", "parsed": "parses", "rejected": "rejects", "unrecognised": "unrecognised"}[
         dfc.verdict if dfc is not None else None]
-    verdict, agreement, meaning, edits = _judge(gate, dfc, ops, unresolved)
-    return Pairing(model=gate.name, gate=gate_word, gate_ops=gate.failing_ops, dfc=dfc_word, dfc_ops=ops,
-                   unresolved_nodes=unresolved, verdict=verdict, agreement=agreement, meaning=meaning,
-                   edits=tuple(edits))
+    verdict, agreement, meaning, edits = _judge(gate, dfc, ops, unresolved, cause)
+    return Pairing(**base, dfc=dfc_word, dfc_ops=ops, unresolved_nodes=unresolved, verdict=verdict,
+                   agreement=agreement, meaning=meaning, edits=tuple(edits), cause=cause, matched=matched)
+
+
+def _match(graph: str, dfc: DfcResult, by_hand: bool) -> tuple[str, str]:
+    """(how the result was matched to the graph, or why not; the refusal verdict or "")."""
+    if dfc.model is not None:
+        if same_model(dfc.model, graph):
+            return "by model name", ""
+        return (f"the DFC result is about model {dfc.model!r}, not {graph!r}: refused, not counted "
+                f"({dfc.source or 'no file'})", REFUSED)
+    if by_hand:
+        return "by hand (the result names no model; the caller said it is about this graph)", ""
+    return (f"the DFC result names no model ({dfc.source or 'no file'}); pair it only by saying which graph it "
+            "is about (`pair MODEL --dfc R --matched-by-hand`)", UNMATCHED)
 
 
 def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -88,13 +141,25 @@ def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str
     return tuple(sorted(ops)), tuple(unresolved)
 
 
-def _judge(gate: GateResult, dfc: DfcResult | None, ops: tuple[str, ...],
-           unresolved: tuple[str, ...]) -> tuple[str, str, str, list[Edit]]:
+def _judge(gate: GateResult, dfc: DfcResult | None, ops: tuple[str, ...], unresolved: tuple[str, ...],
+           cause: str) -> tuple[str, str, str, list[Edit]]:
     if dfc is None:
         return NOT_RUN, "", "the DFC has not been run on this graph; the device gate's verdict stands alone", []
     if dfc.verdict == "unrecognised":
         return UNRECOGNISED, "", f"the DFC output could not be classified ({dfc.reason}); not a pass", []
     parsed = dfc.verdict == "parsed"
+    unjudged = ", ".join(gate.failing_ops) or "none outside DEVICE_OPS"
+    if cause == "before operators":
+        agreement = ("same cause (input regime)" if not gate.readable else
+                     "different causes: the gate read every input as image-shaped")
+        return (UNJUDGED_INPUTS, agreement,
+                f"the DFC stopped before reading any operator ({dfc.exception or dfc.last_frame or dfc.reason}); "
+                f"the gate's ops stay unjudged ({unjudged}); make every input rank 4 and run it again", [])
+    if cause == "inconclusive":
+        return (UNJUDGED_INCONCLUSIVE, "",
+                f"the DFC failed without naming an operator of this graph ({dfc.exception or dfc.reason}); "
+                f"the gate's ops stay unjudged ({unjudged})",
+                [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved])
     if gate.passed and parsed:
         return HELD, "agree", "the allowlist held: the gate passed and the DFC parsed", []
     if gate.passed:
@@ -122,6 +187,9 @@ def _move_in(gate: GateResult) -> list[Edit]:
     edits = [Edit("move in", op, f"the DFC parsed {use.count} node(s) of it") for op, use in gate.outside.items()]
     relaxed = sorted({(c.op, c.condition) for c in gate.conditions})
     edits += [Edit("relax condition", op, f"the DFC parsed it without {cond}") for op, cond in relaxed]
+    if not gate.readable:
+        edits.append(Edit("review", "(input regime)", "the DFC parsed inputs the gate called unreadable: "
+                                                       + "; ".join(gate.input_problems)))
     if not edits:
         edits = [Edit("review", "(graph limits)", "; ".join(gate.problems))]
     return edits
@@ -130,7 +198,9 @@ def _move_in(gate: GateResult) -> list[Edit]:
 def _both(gate: GateResult, ops: tuple[str, ...], unresolved: tuple[str, ...],
           dfc: DfcResult) -> tuple[str, str, list[Edit]]:
     x, y = set(gate.failing_ops), set(ops)
-    if not y:
+    if not gate.readable:
+        agreement = "different causes: the gate failed on the input regime, the DFC read operators"
+    elif not y:
         agreement = "DFC names no op"
     elif x == y:
         agreement = "same ops"
