@@ -46,7 +46,8 @@ def test_models_results_and_tables(tmp_path, monkeypatch):
     assert len(fig.axes[0].texts) == int((counts > 0).to_numpy().sum())
 
     edits = edits_table(pairings, evidence_table(ops), tmp_path)
-    assert [(r["action"], r["op"]) for _, r in edits.iterrows()] == [("review", "Concat")]
+    assert [(r["action"], r["op"]) for _, r in edits.iterrows()] == [
+        ("review", "Concat"), ("review", "Reshape"), ("review", "ReduceMax")]
 
 
 def test_collect_without_results_or_parser_is_not_run(tmp_path, monkeypatch):

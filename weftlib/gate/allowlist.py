@@ -16,8 +16,12 @@ from ..report import REPO_ROOT
 
 DEFAULT_PATH = REPO_ROOT / "params" / "device_ops.yaml"
 CONDITIONS = ("constant_index", "gelu_pattern", "last_axis")
-SEEN = ("parsed", "rejected")
-VERDICTS = ("parsed", "rejected")
+# parsed / rejected: the DFC was seen to do so; miscompiled: it parsed but did not compute the op (counted
+# against an allowlisting); documented: a vendor table lists the op as supported (weighed below any observation).
+SEEN = ("parsed", "rejected", "miscompiled", "documented")
+OBSERVED = ("parsed", "rejected", "miscompiled")
+# unjudged: the DFC failed before reading any operator (input layers), so the graph judged none of its ops.
+VERDICTS = ("parsed", "rejected", "unjudged")
 TOP_KEYS = {"target", "compiler", "device_ops", "known_blockers", "recorded_verdicts"}
 OP_KEYS = {"evidence", "note", "condition", "reason"}
 EVIDENCE_KEYS = {"seen", "dfc", "arch", "source", "note", "condition_met"}
@@ -30,7 +34,7 @@ class DeviceOpsError(ValueError):
 
 @dataclass(frozen=True)
 class Evidence:
-    """One observation of the DFC on an op (or none: `seen` is "assumed")."""
+    """One observation of the DFC on an op, a vendor table's word on it ("documented"), or none ("assumed")."""
 
     seen: str
     dfc: str = "unknown"

@@ -7,9 +7,12 @@ arch (Hailo-8 parts need DFC 3.x) is shown but not weighed, because DFC 5.x on h
 
 from __future__ import annotations
 
-from .allowlist import DeviceOps, Evidence, OpEntry, RecordedVerdict
+from .allowlist import OBSERVED, DeviceOps, Evidence, OpEntry, RecordedVerdict
 
-STATUSES = ("supported", "contested", "contradicted", "assumed", "off-target only")
+STATUSES = ("supported", "contested", "contradicted", "documented", "documented otherwise", "assumed",
+            "off-target only")
+# Standings that are not an on-target observation: a probe (weftlib.gate.probes) can turn each into one.
+UNJUDGED_STATUSES = ("assumed", "documented", "documented otherwise", "contested", "off-target only")
 
 
 def target_match(dfc: str, arch: str, ops: DeviceOps) -> str:
@@ -25,25 +28,33 @@ def _direction(entry: OpEntry, ev: Evidence) -> str:
     """"for", "against" or "condition" (the observation is about the condition, not the op)."""
     if entry.condition is not None and ev.condition_met is False:
         return "condition"
-    agrees = (ev.seen == "parsed") == (entry.listed == "device_ops")
+    agrees = (ev.seen in ("parsed", "documented")) == (entry.listed == "device_ops")
     return "for" if agrees else "against"
 
 
 def op_evidence(entry: OpEntry, ops: DeviceOps) -> dict[str, object]:
-    """One row of the evidence table: what was seen for this op and whether it backs its listing."""
-    seen = [e for e in entry.evidence if e.seen != "assumed"]
+    """One row of the evidence table: what was seen for this op and whether it backs its listing.
+
+    An on-target observation decides; a vendor table ("documented") decides only where nothing was observed
+    on the target, and where the two disagree both are shown (`documented` column) and the observation wins.
+    """
+    seen = [e for e in entry.evidence if e.seen in OBSERVED]
     weighed = [e for e in seen if target_match(e.dfc, e.arch, ops) != "off"]
     off = [e for e in seen if target_match(e.dfc, e.arch, ops) == "off"]
+    docs = [e for e in entry.evidence if e.seen == "documented" and target_match(e.dfc, e.arch, ops) != "off"]
     directions = [_direction(entry, e) for e in weighed]
     n_for, n_against = directions.count("for"), directions.count("against")
-    if not seen:
-        status = "assumed"
-    elif not weighed:
-        status = "off-target only"
-    elif n_against == 0:
+    doc_agrees = entry.listed == "device_ops" if docs else None
+    if weighed and n_against == 0:
         status = "supported"
-    else:
+    elif weighed:
         status = "contested" if n_for else "contradicted"
+    elif docs:
+        status = "documented" if doc_agrees else "documented otherwise"
+    elif seen:
+        status = "off-target only"
+    else:
+        status = "assumed"
     return {
         "op": entry.op,
         "listed": entry.listed,
@@ -52,8 +63,11 @@ def op_evidence(entry: OpEntry, ops: DeviceOps) -> dict[str, object]:
         "for": n_for,
         "against": n_against,
         "condition_cases": directions.count("condition"),
+        "documented": ("" if not docs else "vendor table lists it" + (
+            "" if doc_agrees else "; listed as a blocker here") + (
+            " (an observation decides)" if weighed and bool(n_for) != bool(doc_agrees) else "")),
         "off_target": "; ".join(f"{e.seen} ({e.dfc}, {e.arch})" for e in off),
-        "sources": "; ".join(sorted({e.source for e in seen})),
+        "sources": "; ".join(sorted({e.source for e in seen + docs})),
     }
 
 
@@ -91,5 +105,5 @@ def check_recorded_verdicts(ops: DeviceOps) -> list[dict[str, object]]:
     records both outcomes (status "contested"); an unexplained one means the allowlist ignores evidence.
     """
     statuses = {row["op"]: row["status"] for row in evidence_table(ops)}
-    return [_verdict_row(v, op, ops, statuses)
-            for v in ops.verdicts for op in (v.blocked_by if v.verdict == "rejected" else v.contains)]
+    return [_verdict_row(v, op, ops, statuses) for v in ops.verdicts if v.verdict != "unjudged"
+            for op in (v.blocked_by if v.verdict == "rejected" else v.contains)]

@@ -122,6 +122,10 @@ def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str |
             action = "move out" if row["listed"] == "device_ops" else "move in"
             rows.append({"from": "evidence", "action": action, "op": row["op"],
                          "why": "its only on-target evidence says the opposite of its listing"})
+        elif row["status"] == "documented otherwise":
+            rows.append({"from": "evidence", "action": "review", "op": row["op"],
+                         "why": "a vendor table lists it, yet it is a known blocker here and nothing was observed "
+                                "on the target: a probe decides"})
         elif row["status"] == "contested":
             rows.append({"from": "evidence", "action": "review", "op": row["op"],
                          "why": f"{row['for']} observation(s) back its listing, {row['against']} contradict it: "
