@@ -118,7 +118,9 @@ def _probes(args: argparse.Namespace) -> int:
     pack = write_probes(args.out, load_device_ops(args.ops), extra=args.extra)
     print(f"{len(pack.probes)} probes in {pack.folder}; run the DFC over all of them with:\n  bash {pack.script}")
     for probe in pack.probes:
-        print(f"  {probe.file}  {probe.op}: {probe.why}")
+        print(f"  {probe.file}  {probe.op}{' (' + probe.variant + ')' if probe.variant else ''}: {probe.why}")
+    for op, why in pack.unbuilt.items():
+        print(f"  NOT PROBED {op}: {why}")
     return 0
 
 

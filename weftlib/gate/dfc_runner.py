@@ -128,3 +128,31 @@ def _last_parser_frame(exc: Exception) -> str | None:
         return None
     f = frames[-1]
     return f"{f.filename[f.filename.index('hailo_sdk_client'):]}:{f.lineno} in {f.name}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """`python -m weftlib.gate.dfc_runner MODEL --arch A --out R.json`: the parse alone, for the DFC image.
+
+    Needs only this file and `dfc_log.py` (a DFC pack carries copies of both), so the image needs no numpy,
+    pandas or PyYAML. Exit 0 parsed, 1 rejected or unrecognised, 2 no DFC here or a bad argument.
+    """
+    import argparse
+    import sys
+
+    ap = argparse.ArgumentParser(prog="python -m weftlib.gate.dfc_runner")
+    ap.add_argument("model")
+    ap.add_argument("--arch", default="hailo10h")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    try:
+        result = run_dfc(args.model, args.arch)
+    except (ValueError, FileNotFoundError, DfcUnavailable) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    Path(args.out).write_text(result.to_json())
+    print(f"{Path(args.model).name}: {result.verdict}: {result.reason}")
+    return 0 if result.verdict == "parsed" else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
