@@ -42,7 +42,8 @@ def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
 def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> "pd.DataFrame":
     import pandas as pd
 
-    rows = [{"model": _label(path, root), "gate": "PASS" if r.passed else "FAIL", "nodes": r.nodes,
+    rows = [{"model": _label(path, root), "gate": "PASS" if r.passed else "FAIL",
+             "readable": "yes" if r.readable else "no (inputs not rank 4)", "nodes": r.nodes,
              "ir": r.ir_version, "opset": r.opset,
              "torch vs onnxruntime": (f"{r.parity['max_abs_diff']:.2g} (within {r.parity['atol']:.0e})" if r.parity
                                       else "no export check"),
