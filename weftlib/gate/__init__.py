@@ -2,7 +2,9 @@
 
 The device gate (`device_gate`) checks every op against DEVICE_OPS, a hand-kept claim about the compiler
 (`params/device_ops.yaml`); the DFC gate (`run_dfc`, or `read_dfc_log` on its output) is the compiler
-itself. `pair` puts them side by side: their disagreement says which allowlist entry to move.
+itself. `pair` puts them side by side and compares their causes: their disagreement says which allowlist entry to
+move, and a DFC failure before any operator leaves the ops unjudged. `write_probes` and `evidence_diff` turn
+one DFC session into evidence for `params/device_ops.yaml`.
 """
 
 from .allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
@@ -11,8 +13,9 @@ from .dfc_log import DfcError, DfcResult, load_dfc_result, read_dfc_log
 from .dfc_runner import DfcUnavailable, check_arch, cli_docker_command, dfc_available, docker_command, run_dfc
 from .evidence import check_recorded_verdicts, evidence_table
 from .pairing import PAIR_VERDICTS, Edit, Pairing, pair
-from .summary import (collect_dfc, commands_table, edits_table, find_models, gate_all, gate_table, op_matrix,
-                      pairing_table, plot_op_matrix)
+from .probes import DfcPack, ProbePack, evidence_diff, write_dfc_pack, write_probes
+from .summary import (collect_dfc, commands_table, conclusion, edits_table, find_models, gate_all, gate_table,
+                      missing_outputs, op_matrix, pack_models, pairing_table, plot_op_matrix, standing_table)
 
 __all__ = [
     "DeviceOps", "DeviceOpsError", "load_device_ops", "parse_device_ops",
@@ -22,5 +25,6 @@ __all__ = [
     "check_recorded_verdicts", "evidence_table",
     "PAIR_VERDICTS", "Edit", "Pairing", "pair",
     "collect_dfc", "commands_table", "edits_table", "find_models", "gate_all", "gate_table", "op_matrix",
-    "pairing_table", "plot_op_matrix",
+    "pairing_table", "plot_op_matrix", "conclusion", "missing_outputs", "pack_models", "standing_table",
+    "DfcPack", "ProbePack", "evidence_diff", "write_dfc_pack", "write_probes",
 ]

@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from .allowlist import DeviceOps
 from .device import GateResult, device_gate
 from .dfc_log import DfcResult, load_dfc_result
 from .dfc_runner import dfc_available, docker_command, run_dfc
 from .pairing import Pairing
+
+if TYPE_CHECKING:
+    from .probes import DfcPack
 
 STATUS_COLOURS = {"allowed": "#4caf50", "condition broken": "#ff9800", "blocker": "#e53935",
                   "unlisted": "#9e9e9e"}
@@ -108,6 +111,7 @@ def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> "pd
 
     return pd.DataFrame([{"model": _label(path, root), "device gate": p.gate, "gate fails on": ", ".join(p.gate_ops),
                           "DFC": p.dfc, "DFC rejects": ", ".join(p.dfc_ops + p.unresolved_nodes),
+                          "cause": p.cause, "matched": p.matched,
                           "verdict": p.verdict, "agreement": p.agreement, "meaning": p.meaning}
                          for path, p in pairings.items()])
 
@@ -172,3 +176,64 @@ def plot_op_matrix(counts: "pd.DataFrame", status: "pd.DataFrame"):
     ax.legend(handles=[Patch(color=c, label=s) for s, c in STATUS_COLOURS.items()],
               loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     return fig
+
+
+def missing_outputs(folders: dict[str, Path]) -> list[str]:
+    """Which listed notebooks left no outputs to gate: no `metrics.json` (it failed or did not run), or no
+    `.onnx` file. Notebook 04 stops on any, instead of passing on a subset of the graphs."""
+    missing = []
+    for name, folder in folders.items():
+        if not (Path(folder) / "metrics.json").is_file():
+            missing.append(f"{name}: no metrics.json in {folder} (the notebook failed or did not run in this run)")
+        elif not find_models([folder]):
+            missing.append(f"{name}: no .onnx graph under {folder}")
+    return missing
+
+
+def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) -> tuple["DfcPack", list[Path]]:
+    """Copy every graph (with its parity file) into one DFC pack folder; the copies are what gets gated and
+    paired, so the graph, its result file and the DFC's model name all share one stem."""
+    from .probes import write_dfc_pack
+
+    pack = write_dfc_pack(models, folder, arch, extra={"sources": {Path(m).name: str(m) for m in models}})
+    return pack, [pack.folder / name for name in pack.graphs]
+
+
+def standing_table(results: dict[Path, GateResult], pairings: dict[Path, Pairing],
+                   root: str | os.PathLike) -> "pd.DataFrame":
+    """Per graph: readable by the parser, the ops outside DEVICE_OPS, and whether its verdict rests on the DFC
+    or only on the allowlist."""
+    import pandas as pd
+
+    return pd.DataFrame([{"graph": _label(path, root), "readable": "yes" if r.readable else "no",
+                          "ops outside DEVICE_OPS": ", ".join(r.failing_ops) or "none",
+                          "device gate": "PASS" if r.passed else "FAIL", "DFC": pairings[path].dfc,
+                          "verdict": pairings[path].verdict,
+                          "rests on": "DFC" if pairings[path].judged else "allowlist only"}
+                         for path, r in results.items()],
+                        columns=["graph", "readable", "ops outside DEVICE_OPS", "device gate", "DFC", "verdict",
+                                 "rests on"])
+
+
+def conclusion(results: dict[Path, GateResult], pairings: dict[Path, Pairing], dfc_source: str,
+               script: str | os.PathLike) -> tuple[str, dict[str, str], list[str]]:
+    """Notebook 04's answer sentence, what it rests on, and its unmet preconditions, from measured values."""
+    judged = [p for p in pairings.values() if p.judged]
+    unjudged = len(pairings) - len(judged)
+    outside = sorted({op for r in results.values() for op in r.failing_ops})
+    unreadable = sum(not r.readable for r in results.values())
+    rejected = sorted({op for p in judged for op in p.dfc_ops})
+    answer = (f"{len(results)} graphs gated: {sum(r.passed for r in results.values())} pass the device gate, "
+              f"{unreadable} have inputs the DFC's parser cannot read (not rank 4); ops outside DEVICE_OPS: "
+              f"{', '.join(outside) or 'none'}. {len(judged)} verdicts rest on the DFC"
+              + (f" (it rejected {', '.join(rejected)})" if rejected else "")
+              + f", {unjudged} on the allowlist only (unjudged).")
+    rests_on = {"dfc": "run" if dfc_source != "not run" and judged else "not run",
+                "sources": "stand-in"}
+    unmet = []
+    if dfc_source == "not run":
+        unmet.append(f"DFC not run here: needs the weftspun-hailo-dfc:5.3.0 image; run `bash {script}` and "
+                     f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)")
+    elif unjudged:
+        unmet.append(f"{unjudged} of {len(pairings)} graphs have no DFC verdict on their ops (see the pairing)")
+    return answer, rests_on, unmet

@@ -1,0 +1,76 @@
+"""Notebook 04 end to end on graphs built here, with DFC results from the TEST DOUBLE of the DFC's Python
+API (tests/test_gate_probes.py): the pairing path runs for real, and the three failure classes come through.
+
+The default suite run (tests/test_notebooks.py) covers 04 on what 02 and 03 export, where no DFC exists."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+from tests.test_gate_device import dit_inputs
+from tests.test_gate_graphs import attention, save, topk_head
+from tests.test_gate_probes import install_dfc
+from weftlib import params, suite
+from weftlib.gate import run_dfc
+from weftlib.report import load_metrics
+
+pytestmark = pytest.mark.notebook
+NB = params.NOTEBOOK_DIR / "04_gate_pairing.ipynb"
+
+
+def fake_run(root: Path) -> Path:
+    """A run folder as 02 and 03 leave it: metrics.json and graphs (one readable pass, one rank-5, one TopK)."""
+    run = root / "run"
+    for name, graphs in {"02_export_attention": {"attn": attention(), "dit": dit_inputs()},
+                         "03_sparse_conv_memory": {"head": topk_head()}}.items():
+        (run / name).mkdir(parents=True)
+        (run / name / "metrics.json").write_text(json.dumps({"notebook": name, "headline": [], "metrics": {}}))
+        [save(model, run / name / f"{stem}.onnx") for stem, model in graphs.items()]
+    return run
+
+
+def execute(run: Path, **parameters) -> suite.NotebookResult:
+    suite.ensure_kernel()
+    plan = params.NotebookPlan("04_gate_pairing", NB, parameters)
+    with mock.patch.dict(os.environ, {suite.HEADLESS_ENV: "1"}):
+        return suite.execute_one(plan, run, 600, False)
+
+
+def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeypatch):
+    run = fake_run(tmp_path)
+    first = execute(run)
+    assert first.status == "passed", first.describe_error()
+    m = load_metrics(run, "04_gate_pairing")["metrics"]
+    assert m["graphs_found"] == 3 and m["unreadable_graphs"] == ["dit"]
+    # before the DFC ran, that is an unmet precondition with the script, not a neutral row
+    (unmet,) = m["conclusion"]["unmet"]
+    assert unmet.startswith("DFC not run here") and "run_dfc.sh" in unmet and "3 graphs unjudged" in unmet
+    pack = Path(m["dfc_script"]).parent
+    # what the pack's script does in the image, with the double: one result per graph, beside it
+    install_dfc(monkeypatch, {"dit": "input layers", "head": "reject /head/TopK"})
+    [(pack / f"{g.stem}.dfc.json").write_text(run_dfc(g, "hailo10h").to_json()) for g in pack.glob("*.onnx")]
+    second = execute(run, dfc_results_dir=str(pack))
+    assert second.status == "passed", second.describe_error()
+    m = load_metrics(run, "04_gate_pairing")["metrics"]
+    assert m["dfc_source"] == "results_dir" and m["dfc_results"] == 3
+    assert m["pairing_verdicts"] == {"allowlist held": 1, "both reject": 1,
+                                     "ops unjudged: the DFC stopped before reading any operator": 1}
+    assert m["graphs_unjudged"] == 1
+    standing = {row["graph"]: row["rests on"] for row in m["standing"]}
+    assert standing == {"attn.onnx": "DFC", "head.onnx": "DFC", "dit.onnx": "allowlist only"}
+    conclusion = m["conclusion"]
+    assert conclusion["rests_on"]["dfc"] == "run"
+    assert conclusion["unmet"] == ["1 of 3 graphs have no DFC verdict on their ops (see the pairing)"]
+    assert "ops outside DEVICE_OPS: TopK" in conclusion["answer"]
+
+
+def test_04_fails_naming_a_notebook_whose_outputs_are_missing(tmp_path):
+    run = fake_run(tmp_path)
+    result = execute(run, graph_notebooks=["02_export_attention", "03_sparse_conv_memory", "05_export_dit_block"])
+    assert result.status == "failed"
+    assert "05_export_dit_block: no metrics.json" in json.dumps(result.error)
