@@ -62,7 +62,8 @@ def test_trace_finds_the_chain_the_grep_cannot(default_run):
 def test_attention_formulations_equal_natten_and_export_clean(default_run):
     m = metrics(default_run, "02_export_attention")
     assert m["equality_worst_abs_diff"] <= 1e-5
-    assert m["edge_exports_clean"] == ["gather", "matmul", "shift"]
+    assert {"gather", "matmul", "shift"} <= set(m["edge_exports_clean"])  # the device gate's verdict on layouts
+    assert m["layout_vs_faithful_worst"] <= 1e-5
     assert m["naf_onnx_vs_natten"] <= 1e-4 and m["naf_reference"] == "natten"
 
 
@@ -79,5 +80,8 @@ def test_gate_pairs_every_graph_02_and_03_exported(default_run):
     m = metrics(default_run, "04_gate_pairing")
     exported = sorted(p.relative_to(result.run_dir).as_posix() for p in result.run_dir.glob("0[23]_*/**/*.onnx"))
     assert m["graphs_found"] == len(exported) > 0
-    assert m["pairing_verdicts"] == {"DFC not run": len(exported)}
     assert m["contradicted_ops"] == []
+    # this machine has no DFC (00 records it), so every graph rests on the allowlist alone and 04 says so;
+    # the pairing itself runs on DFC results from a test double in tests/test_gate_notebook.py
+    assert m["dfc_source"] == "not run" and m["graphs_unjudged"] == len(exported)
+    assert m["conclusion"]["unmet"][0].startswith("DFC not run here")

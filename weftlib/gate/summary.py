@@ -195,7 +195,9 @@ def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) ->
     paired, so the graph, its result file and the DFC's model name all share one stem."""
     from .probes import write_dfc_pack
 
-    pack = write_dfc_pack(models, folder, arch, extra={"sources": {Path(m).name: str(m) for m in models}})
+    root = Path(os.path.commonpath([Path(m).resolve().parent for m in models])).parent if models else Path(".")
+    sources = {Path(m).name: _label(Path(m).resolve(), root) for m in models}  # relative: the pack stays copyable
+    pack = write_dfc_pack(models, folder, arch, extra={"sources": sources})
     return pack, [pack.folder / name for name in pack.graphs]
 
 
