@@ -185,6 +185,13 @@ def test_pack_of_exported_graphs_and_bad_folders(tmp_path):
     assert main(["evidence", str(tmp_path / "nowhere")]) == 2
 
 
+def test_probes_cli_writes_the_pack(tmp_path, capsys):
+    assert main(["probes", "--out", str(tmp_path / "p"), "--extra", "Cast", "GridSample"]) == 0
+    out = capsys.readouterr().out
+    assert "run_dfc.sh" in out and "probe_Cast.onnx" in out and "NOT PROBED GridSample: no probe builder" in out
+    assert (tmp_path / "p" / MANIFEST).is_file()
+
+
 def test_probe_builders_cover_the_suites_export_ops():
     """Every op the device gate allowlists in the suite's attention and conv exports has a probe builder."""
     for op in ("MatMul", "Softmax", "Transpose", "Reshape", "Add", "Mul", "Div", "Sub", "ReduceSum", "Slice",
