@@ -199,6 +199,8 @@ def test_a_result_naming_no_model_pairs_only_by_hand(tmp_path, ops, capsys):
     assert "names no model" in capsys.readouterr().err
     assert main(["pair", str(model), "--dfc", str(bare), "--matched-by-hand"]) == 0
     assert "matched by hand" in capsys.readouterr().out
+    (tmp_path / "kindless.json").write_text('{"verdict": "parsed"}')  # not even a result this tool wrote
+    assert main(["pair", str(model), "--dfc", str(tmp_path / "kindless.json")]) == 2
     _, result = run(tmp_path, ops, with_op("Relu", "/x/Relu"), "r2", "[info] Translation completed on ONNX model\n")
     assert result.verdict in (P.UNMATCHED, P.UNRECOGNISED)
 
