@@ -101,3 +101,21 @@ def test_bad_shapes_are_clear_errors():
         L.flat_weight(torch.zeros(2, 2, 3))
     with pytest.raises(ValueError, match="heads"):
         L.NA2dImage(3, heads=0)
+
+
+def test_every_faithful_export_gets_a_layout_and_methods_pass_only_everywhere(tmp_path, ops):
+    from types import SimpleNamespace
+
+    from weftlib import bench
+
+    geom = bench.Geometry("6^2", (6, 6), heads=2, dim=4, v_dim=4, kernel=3)
+    layouts = L.export_attention_all([("6^2", "shift")], [geom], tmp_path)
+    (exp,) = layouts.values()
+    assert exp.path.name == "layout_6p2_shift.onnx" and exp.vs_faithful <= 1e-6
+    verdicts = {exp.path: device_gate(exp.path, ops)}
+    assert L.methods_passing(layouts, verdicts) == ["shift"]
+    other = tmp_path / "other.onnx"
+    layouts[("8^2", "shift")] = SimpleNamespace(path=other)
+    assert L.methods_passing(layouts, {**verdicts, other: SimpleNamespace(passed=False)}) == []
+    with pytest.raises(ValueError, match="not among"):
+        L.export_attention_all([("9^2", "shift")], [geom], tmp_path)

@@ -185,6 +185,32 @@ def export_attention(q: Tensor, k: Tensor, v: Tensor, kernel_size: int, dilation
                         float((layout - faithful).abs().max()))
 
 
+def export_attention_all(exported: Sequence[tuple[str, str]], geometries: Sequence[Any], folder: str | os.PathLike,
+                         *, atol: float = 1e-4) -> dict[tuple[str, str], LayoutExport]:
+    """A device layout for every (geometry name, method) that was exported faithfully (`weftlib.bench`
+    geometries and their inputs), written to `folder/layout_<geometry>_<method>.onnx`."""
+    from weftlib import bench
+
+    by_name = {g.name: g for g in geometries}
+    unknown = sorted({g for g, _ in exported} - set(by_name))
+    if unknown:
+        raise ValueError(f"exported: geometries {unknown} are not among {sorted(by_name)}")
+    out = {}
+    for name, method in exported:
+        geom = by_name[name]
+        args = bench.method_args(geom, method, bench.make_inputs(geom))
+        out[(name, method)] = export_attention(*args, geom.kernel, geom.dilation, method,
+                                               Path(folder) / f"layout_{name.replace('^', 'p')}_{method}.onnx",
+                                               atol=atol)
+    return out
+
+
+def methods_passing(layouts: dict[tuple[str, str], LayoutExport], gate_results: dict[Any, Any]) -> list[str]:
+    """The methods whose device layout passes the device gate at every geometry it was exported at."""
+    methods = sorted({m for _, m in layouts})
+    return [m for m in methods if all(gate_results[e.path].passed for (_, mm), e in layouts.items() if mm == m)]
+
+
 def export_gathered_conv(feats: Tensor, nbr: Tensor, weight: Tensor, bias: Tensor | None,
                          path: str | os.PathLike, *, method: str = "accumulate",
                          atol: float = 1e-4) -> LayoutExport:
@@ -214,14 +240,15 @@ def export_dense_as_2d(grid: Tensor, weight: Tensor, bias: Tensor | None, path: 
     return LayoutExport(Path(path).stem, report, {"grid": tuple(folded.shape)}, float((layout - faithful).abs().max()))
 
 
-def layout_table(exports: dict[str, LayoutExport], gate_results: dict[str, Any]) -> "pd.DataFrame":
-    """Per device-layout graph: inputs, parity, equality with the faithful form, and the device gate's word."""
+def layout_table(exports: dict[Any, LayoutExport], gate_results: dict[Any, Any]) -> "pd.DataFrame":
+    """Per device-layout graph: inputs, parity, equality with the faithful form, and the device gate's word
+    (`gate_results` keyed like `exports`, or by the layout's path)."""
     import pandas as pd
 
     rows = []
-    for name, e in exports.items():
-        g = gate_results[name]
-        rows.append({"graph": name, "inputs": ", ".join(f"{n} {list(s)}" for n, s in e.inputs.items()),
+    for key, e in exports.items():
+        g = gate_results[key] if key in gate_results else gate_results[e.path]
+        rows.append({"graph": e.path.name, "inputs": ", ".join(f"{n} {list(s)}" for n, s in e.inputs.items()),
                      "readable": "yes" if g.readable else "no", "device gate": "PASS" if g.passed else "FAIL",
                      "ops outside DEVICE_OPS": ", ".join(g.failing_ops),
                      "onnxruntime vs torch": e.report.max_abs_diff, "layout vs faithful": e.vs_faithful})
