@@ -154,6 +154,8 @@ def load_flow_model(host_root: str | Path | None = None, *, blocks: int = 2, cha
             model = getattr(flow, FLOW_CLASS)(**args)
     model = randomise(model.float().eval(), seed)
     stand_in = root.resolve() == standins.HOST_ROOT.resolve()
+    if rope.RotaryPositionEmbedder not in _LOADED_ROPE:
+        _LOADED_ROPE.append(rope.RotaryPositionEmbedder)
     model.weft_source = FlowSource(root, stand_in, config_file, args, rope.RotaryPositionEmbedder,
                                    attention_config.set_backend, attention_config.set_backend.__globals__)
     return model
@@ -258,7 +260,11 @@ def _rotate_real(x: torch.Tensor, phases: torch.Tensor, flip_sign: bool = False)
 def real_rope(model: nn.Module | None = None, *, flip_sign: bool = False) -> Iterator[None]:
     """Within the block, the model's own RoPE (`RotaryPositionEmbedder.apply_rotary_embedding`, stand-in or
     checkout) rotates in real arithmetic; restored on exit. `model` None: every RoPE class loaded so far.
-    `flip_sign` is the negative control: one sign wrong, so the output must change."""
+    `flip_sign` is the negative control: one sign wrong, so the output must change.
+
+    Bit-identical to torch's complex product where its CPU kernel runs vectorised (it rounds ac, bd, ad, bc
+    and then adds, as here): head dims of 16 or more (8+ channel pairs fill a vector). Below that its scalar
+    path may fuse a multiply-add (FMA) and the last bit can move (measured: 2.4e-7 at head dim 8)."""
     classes = [source_of(model).rope_class] if model is not None else _loaded_rope_classes()
     if not classes:
         raise RuntimeError("real_rope: no flow model has been loaded, so there is no RoPE to patch")
@@ -276,9 +282,11 @@ def real_rope(model: nn.Module | None = None, *, flip_sign: bool = False) -> Ite
             cls.apply_rotary_embedding = original
 
 
+_LOADED_ROPE: list[type] = []  # every RoPE class a load_flow_model call used, stand-in or checkout
+
+
 def _loaded_rope_classes() -> list[type]:
-    module = sys.modules.get(ROPE_MODULE)
-    return [module.RotaryPositionEmbedder] if module is not None else []
+    return list(_LOADED_ROPE)
 
 
 @contextlib.contextmanager
