@@ -330,10 +330,9 @@ class DeviceLayout(nn.Module):
                 cond_proj: torch.Tensor) -> torch.Tensor:
         r, batch = self.resolution, x.shape[0]
         volume = x.reshape(batch, x.shape[1], r, r, r)
-        tokens = [c.flatten(2).transpose(1, 2) for c in (cond_global, cond_proj)]
-        out = self.model(volume, t.reshape(batch, -1).squeeze(1) if t.shape[1] == 1 else t.reshape(batch, -1),
-                         tuple(tokens))
-        return out.reshape(batch, self.out_channels, r, r * r)
+        steps = t.reshape(batch) if t.shape[1] == 1 else t.reshape(batch, -1)  # t [B], or its embedding [B, F]
+        tokens = tuple(c.flatten(2).transpose(1, 2) for c in (cond_global, cond_proj))
+        return self.model(volume, steps, tokens).reshape(batch, self.out_channels, r, r * r)
 
 
 def to_device_layout(inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
