@@ -85,3 +85,24 @@ def test_gate_pairs_every_graph_02_and_03_exported(default_run):
     # the pairing itself runs on DFC results from a test double in tests/test_gate_notebook.py
     assert m["dfc_source"] == "not run" and m["graphs_unjudged"] == len(exported)
     assert m["conclusion"]["unmet"][0].startswith("DFC not run here")
+
+
+def test_trace_cost_of_looking_is_stated_per_call_and_on_a_real_workload(default_run):
+    m = metrics(default_run, "01_trace_natten")
+    assert 0 <= m["tracing_fixed_overhead_us"] < 2000
+    assert m["tracing_forward_traced_over_plain"] < 2
+    assert m["conclusion"]["status"] == "answered on a stand-in"
+
+
+def test_dit_block_exports_exactly_and_names_what_blocks_it(default_run):
+    result, _ = default_run
+    m = metrics(default_run, "05_export_dit_block")
+    assert "view_as_complex" in m["as_written_errors"]["torchscript"]
+    assert "complex" in m["as_written_errors"]["dynamo"]
+    assert m["real_rope_max_abs_diff"] == 0.0 and m["real_rope_control_max_abs_diff"] > 1e-4
+    assert {"Cos", "Sin", "ReduceL2"} <= set(m["faithful_outside_device_ops"])
+    assert m["faithful_input_ranks"] == {"x": 5, "t": 1, "cond_global": 3, "cond_proj": 3}
+    assert m["variant_outside"]["device_layout+all"] == []
+    exported = sorted(p.name for p in result.run_dir.glob("05_export_dit_block/*.onnx"))
+    assert len(exported) == 6 and "dit_faithful.onnx" in exported
+    assert m["conclusion"]["status"] == "answered on a stand-in"

@@ -342,3 +342,33 @@ def test_refuses_to_displace_a_c_profiler(fake):
         assert sys.getprofile() is profiler
     finally:
         profiler.disable()
+
+
+def test_tracing_cost_separates_the_fixed_cost_from_a_long_enough_workload(fake):
+    pkg, user, _ = fake
+    got = trace.tracing_cost(user.never, 2000, target=pkg, repeats=3, min_seconds=0.02)
+    assert set(got) == {"calls", "plain_ms", "empty_hook_ms", "traced_ms", "fixed_overhead_us",
+                        "overhead_us_per_call", "traced_over_plain", "traced_over_empty_hook"}
+    assert got["calls"] >= 1 and got["fixed_overhead_us"] >= 0
+    assert got["plain_ms"] > 0 and got["traced_over_plain"] == pytest.approx(got["traced_ms"] / got["plain_ms"])
+    assert got["overhead_us_per_call"] == pytest.approx(
+        (got["traced_ms"] - got["plain_ms"]) * 1e3 / got["calls"])
+
+
+def test_tracing_cost_repeats_a_short_call_and_keeps_going_past_errors(fake):
+    pkg, user, _ = fake
+    calls = []
+
+    def short_then_fail():
+        calls.append(1)
+        raise RuntimeError("backend missing")
+
+    got = trace.tracing_cost(short_then_fail, target=pkg, repeats=1, min_seconds=0.001)
+    assert got["calls"] > 1, "a call of microseconds was not repeated into a measurable workload"
+    assert len(calls) == 1 + 3 * got["calls"]  # warm-up, then plain, empty hook and traced
+    for bad, match in (({"repeats": 0}, "repeats"), ({"min_seconds": 0}, "min_seconds"),
+                       ({"target": "no such"}, "target")):
+        with pytest.raises(ValueError, match=match):
+            trace.tracing_cost(user.never, 5, **{"target": pkg, **bad})
+    with pytest.raises(TypeError, match="fn"):
+        trace.tracing_cost(3, target=pkg)

@@ -465,3 +465,62 @@ def write_parity(report: ExportReport) -> Path:
     target.write_text(json.dumps({"max_abs_diff": float(report.max_abs_diff), "atol": report.atol,
                                   "parity_ok": report.parity_ok}))
     return target
+
+
+# ----------------------------------------------------------------------------------- as-written attempt
+
+
+def first_error_line(exc: BaseException) -> str:
+    """'Type: first line' of the innermost cause: exporters wrap the real refusal (e.g. a DispatchError on
+    one aten op) in a generic 'failed to convert' error whose first line names nothing."""
+    root = exc
+    seen = {id(root)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        root = nxt
+    line = next((s.strip() for s in str(root).splitlines() if s.strip()), "")
+    return f"{type(root).__name__}: {line}"
+
+
+@contextlib.contextmanager
+def _quiet_fd(fd: int) -> Iterator[None]:
+    """Send a file descriptor to /dev/null for the block: the TorchScript exporter prints its whole IR graph
+    from C++ on failure, below Python's sys.stdout (and a kernel forwards fds 1 and 2 into the notebook)."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def attempt(module: torch.nn.Module, args: tuple[torch.Tensor, ...], *, dynamo: bool,
+            opset: int = 17) -> tuple[bool, str, float]:
+    """Run one of torch's exporters on the module as written and keep only whether it went through.
+
+    Returns (ok, error, seconds), `error` being `first_error_line` of the failure ("" when ok). Nothing is
+    written and nothing is raised for an exporter failure: that the exporter refuses is the measurement.
+    The TorchScript exporter runs at `opset`; the dynamo one at max(opset, 18), the lowest it implements.
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if not isinstance(args, tuple) or not all(isinstance(a, torch.Tensor) for a in args):
+        raise TypeError("args must be a tuple of tensors")
+    start = time.perf_counter()
+    try:
+        with _quiet(), _quiet_fd(1), _quiet_fd(2), torch.no_grad():
+            if dynamo:
+                torch.onnx.export(module.eval(), args, dynamo=True, opset_version=max(opset, EXPORTER_OPSET),
+                                  external_data=False, optimize=False, verbose=False)
+            else:
+                torch.onnx.export(module.eval(), args, io.BytesIO(), dynamo=False, opset_version=opset)
+    except Exception as exc:  # the exporter's refusal is the result
+        return False, first_error_line(exc), time.perf_counter() - start
+    return True, "", time.perf_counter() - start

@@ -554,6 +554,79 @@ def tracing_overhead(fn: Callable[..., Any], *args: Any, target: str = "natten",
             "traced_over_empty_hook": median["traced"] / median["empty_hook"]}
 
 
+def _noop() -> None:
+    """Nothing: what is left of a traced call when the work is taken away."""
+
+
+def _call_kept(fn: Callable[..., Any], args: tuple[Any, ...]) -> BaseException | None:
+    """`fn(*args)`, returning the exception it raised instead of raising it (a forward into a backend missing
+    on this machine still runs everything before it, and that is the workload)."""
+    try:
+        fn(*args)
+    except Exception as exc:
+        return exc
+    return None
+
+
+def _batch(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> Callable[[], None]:
+    def run() -> None:
+        for _ in range(calls):
+            _call_kept(fn, args)
+    return run
+
+
+def _median(times: list[float]) -> float:
+    return sorted(times)[len(times) // 2]
+
+
+def tracing_cost(fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5,
+                 min_seconds: float = 0.05) -> dict[str, float]:
+    """What tracing costs, split the way it behaves, so the claim holds whatever the workload:
+
+    - `fixed_overhead_us`: one `trace_calls` around a call that does nothing, minus that call (setting up
+      the hook, the import wrapper, the module snapshot): paid once per traced call, whatever `fn` does;
+    - on a workload of at least `min_seconds` (`fn(*args)` repeated `calls` times inside one timed call, so
+      the fixed cost no longer dominates): plain, under an empty profile hook, and traced, as medians of
+      interleaved runs, and `overhead_us_per_call` = (traced - plain) / calls.
+
+    A call of a few microseconds traced once shows only the fixed cost (a ratio of 40 says nothing about
+    tracing work); the ratios here are over a workload long enough to measure the per-call cost. `fn` may
+    raise: the exception is kept and the call counts as run (what ran before it is the workload).
+    """
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
+    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds > 0:
+        raise ValueError(f"min_seconds: expected a positive number of seconds, got {min_seconds!r}")
+    _target_prefix(target)  # a bad target fails here, before anything is timed
+    start = time.perf_counter()
+    _call_kept(fn, args)  # warm-up, and the length of one call
+    one = max(time.perf_counter() - start, 1e-7)
+    calls = max(1, int(-(-min_seconds // one)))
+    work = _batch(fn, args, calls)
+    fixed: dict[str, list[float]] = {"plain": [], "traced": []}
+    runs: dict[str, list[float]] = {"plain": [], "empty_hook": [], "traced": []}
+    for _ in range(repeats):
+        for name, run in (("plain", _noop), ("traced", lambda: trace_calls(_noop, target=target))):
+            start = time.perf_counter()
+            run()
+            fixed[name].append(time.perf_counter() - start)
+        for name, run in (("plain", work), ("empty_hook", lambda: _with_profile(_empty_hook, work)),
+                          ("traced", lambda: trace_calls(work, target=target))):
+            start = time.perf_counter()
+            run()
+            runs[name].append(time.perf_counter() - start)
+    median = {name: _median(times) for name, times in runs.items()}
+    return {"calls": calls,
+            "plain_ms": median["plain"] * 1e3, "empty_hook_ms": median["empty_hook"] * 1e3,
+            "traced_ms": median["traced"] * 1e3,
+            "fixed_overhead_us": max(0.0, _median(fixed["traced"]) - _median(fixed["plain"])) * 1e6,
+            "overhead_us_per_call": (median["traced"] - median["plain"]) / calls * 1e6,
+            "traced_over_plain": median["traced"] / median["plain"],
+            "traced_over_empty_hook": median["traced"] / median["empty_hook"]}
+
+
 # ---------------------------------------------------------------------------------------------------- audit
 
 @dataclass(frozen=True)
