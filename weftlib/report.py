@@ -88,6 +88,23 @@ class Recorder:
         self._write()
         return value
 
+    def describe(self, key: str, *, label: str | None = None, unit: str | None = None,
+                 digits: int | None = None) -> None:
+        """Say how an already recorded figure reads (label, unit, digits; see `record`) without re-recording it."""
+        if key not in self.metrics:
+            raise KeyError(f"describe: nothing recorded under {key!r}")
+        self.display.setdefault(key, {}).update(
+            {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits)) if v is not None})
+        self._write()
+
+    def demote(self, key: str, reason: str) -> None:
+        """Take `key` out of the headline figures (it stays recorded) and record why: e.g. a speed ratio measured
+        on millisecond calls at CI size is noise, not a finding."""
+        if key in self.headline:
+            self.headline.remove(key)
+        self.display.setdefault(key, {})["not_headline"] = reason
+        self._write()
+
     def conclude(self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = ()) -> dict[str, Any]:
         """Record the notebook's answer to its RFD question, in one sentence, for the run's answer table.
 
@@ -292,6 +309,7 @@ def progress(iterable: Any, **kwargs: Any) -> Any:
 
 # ---- headline figures for people -------------------------------------------------------------------------
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
 _BYTE_STEPS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
@@ -308,7 +326,7 @@ def _number(x: float, digits: int = 3) -> str:
         rounded = float(text)
         return f"{int(rounded):,}" if rounded.is_integer() and abs(rounded) >= 1000 else text
     mantissa, exponent = f"{x:.{max(digits - 1, 0)}e}".split("e")
-    return f"{mantissa} × 10^{int(exponent)}"
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
 
 
 def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:
