@@ -315,7 +315,7 @@ def _svg_block(svg: Path) -> str | None:
     text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
     text = re.sub(r"<!--.*?-->\s*", "", text, flags=re.S)
     lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n") if ln.strip()]
-    return "```{=html}\n<figure class=\"weft-figure\">\n" + "\n".join(lines) + "\n</figure>\n```"
+    return "```{=html}\n<div style=\"overflow-x:auto\">\n" + "\n".join(lines) + "\n</div>\n```"
 
 
 def check_run(run_dir: Path) -> dict[str, Any]:
