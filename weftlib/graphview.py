@@ -118,7 +118,7 @@ def svg(path: str | os.PathLike | onnx.ModelProto, *, max_nodes: int = DEFAULT_M
     model = _model(path)
     placed, edges = layout(model, max_nodes)
     counts = Counter(n.op_type for n in model.graph.node)
-    box_w, box_h, gap_x, gap_y, top = 112, 24, 40, 14, 50
+    box_w, box_h, gap_x, gap_y, top = 92, 22, 22, 10, 50
     pos = [(8 + d * (box_w + gap_x), top + s * (box_h + gap_y)) for _, _, d, s in placed]
     nodes = [{"name": name, "op": op, "x": x, "y": y,
               "fill": "#fde2e2" if op in highlight else "#eef4fb",

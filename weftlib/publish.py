@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import jinja2
+import markupsafe
 
 from .report import answer_status, environment, format_value, jsonable, load_metrics
 
@@ -33,6 +34,8 @@ PROTECTED = ("README.md", "DETAILS.md", "SKILL.md")
 RFD_TITLE = re.compile(r"^# RFD \d{4}:")
 MAX_SVG_BYTES = 1_500_000
 ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+ENV.filters["code"] = lambda text: markupsafe.Markup(
+    re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text))))
 
 
 class PublishError(ValueError):
@@ -67,9 +70,12 @@ def render_html(notebook: Path, target: Path, note: str = "") -> Path:
         enabled=True,
     )
     body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
-    extra = _FOLD + (ENV.from_string('<div class="weft-run-note">{{ note }}</div>').render(note=note) if note else "")
-    body = body.replace("</head>", extra + "</head>", 1)
+    body = body.replace("</head>", _FOLD + "</head>", 1)
     body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _TOGGLE, body, count=1)
+    if note:
+        shown = ENV.from_string('<div class="weft-run-note">{{ note }}</div>').render(note=note)
+        title_end = body.find("</h1>")
+        body = body[:title_end + 5] + shown + body[title_end + 5:] if title_end >= 0 else body
     target.write_text(body, encoding="utf-8")
     return target
 
@@ -154,7 +160,7 @@ _INDEX = ENV.from_string("""<!doctype html>
 <html lang="en"><head><meta charset="utf-8"><title>RFD 1129 appendix: run index</title>
 <style>{{ style }}</style></head><body>
 <h1>RFD 1129 appendix: run index</h1>
-<p class="scope{{ ' full' if appendix }}">{{ scope }}</p>
+<p class="scope{{ ' full' if appendix }}">{{ scope | code }}</p>
 <h2>Answers</h2>
 <table><tr><th>notebook</th><th>question</th><th>answer</th><th>rests on</th><th>status</th></tr>
 {% for r in answers %}
@@ -181,7 +187,7 @@ _INDEX = ENV.from_string("""<!doctype html>
 
 
 def _duration(seconds: float) -> str:
-    return format_value(float(seconds), "s") if seconds else "—"
+    return format_value(float(seconds), "s", digits=2) if seconds else "—"
 
 
 def provenance_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
