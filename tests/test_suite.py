@@ -25,6 +25,7 @@ def test_clean_run_publishes_and_indexes(tiny_suite, tmp_path):
     assert summary["passed"] and summary["notebooks"][0]["headline"] == {"size": 3}
     assert summary["provenance"]["versions"]["torch"].startswith("2.13.0")
     assert (tmp_path / "appendix" / "10_ok.html").exists()
+    assert suite.read_state(tmp_path / "appendix")["state"] == "passed"  # the published copy says so too
     assert "10_ok" in (tmp_path / "appendix" / "index.html").read_text()
 
 

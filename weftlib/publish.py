@@ -270,8 +270,11 @@ def publish_appendix(run_dir: Path, appendix: Path) -> Path:
 
 # ---- the RFD figure page ----------------------------------------------------------------------------------
 
-_PATHLIKE = re.compile(r"(^|\s)(\.{0,2}/)?[\w.-]+(/[\w.-]+)+/?($|\s)|\.(onnx|py|json|yaml|yml|har|hef|html|ipynb|csv|png|svg|log|txt)$",
-                       re.IGNORECASE)
+_EXT = r"(onnx|py|json|yaml|yml|har|hef|html|ipynb|csv|png|svg|log|txt|md|qmd|sh|toml)"
+_PATHLIKE = re.compile(
+    r"^(\.{0,2}/)?[\w.-]+(/[\w.-]+)+/?(:\d+)?(\s|$)"  # a/b, ./a/b.onnx, dir/
+    rf"|^[\w.-]+\.{_EXT}(:\d+)?\b"  # naf.py, naf.py:48 -> ..., model.onnx
+    rf"|\.{_EXT}$", re.IGNORECASE)
 
 
 def looks_like_path(text: Any) -> bool:
@@ -301,8 +304,9 @@ def _record_tables(recorded: dict[str, Any], top: int = 5, most: int = 2) -> lis
     def is_table(v: Any) -> bool:
         return (isinstance(v, list) and v and all(isinstance(r, dict) for r in v)
                 and len(v[0]) <= 8 and all(r.keys() == v[0].keys() for r in v))
-    flagged = [k for k, s in shown.items() if s.get("table") and is_table(metrics.get(k))]
-    keys = flagged or [k for k, v in metrics.items() if is_table(v)][:most]
+    demoted = {k for k, s in shown.items() if s.get("not_headline")}
+    flagged = [k for k, s in shown.items() if s.get("table") and k not in demoted and is_table(metrics.get(k))]
+    keys = flagged or [k for k, v in metrics.items() if is_table(v) and k not in demoted][:most]
     out = []
     for key in keys:
         value = metrics[key]

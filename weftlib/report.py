@@ -89,17 +89,19 @@ class Recorder:
         return value
 
     def describe(self, key: str, *, label: str | None = None, unit: str | None = None,
-                 digits: int | None = None) -> None:
-        """Say how an already recorded figure reads (label, unit, digits; see `record`) without re-recording it."""
+                 digits: int | None = None, table: bool | None = None) -> None:
+        """Say how an already recorded value reads (label, unit, digits, key table; see `record`) without
+        re-recording it."""
         if key not in self.metrics:
             raise KeyError(f"describe: nothing recorded under {key!r}")
         self.display.setdefault(key, {}).update(
-            {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits)) if v is not None})
+            {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits), ("table", table))
+             if v is not None})
         self._write()
 
     def demote(self, key: str, reason: str) -> None:
-        """Take `key` out of the headline figures (it stays recorded) and record why: e.g. a speed ratio measured
-        on millisecond calls at CI size is noise, not a finding."""
+        """Take `key` out of the headline figures and the RFD page's key tables (it stays recorded) and record
+        why: e.g. a speed ratio measured on millisecond calls at CI size is noise, not a finding."""
         if key in self.headline:
             self.headline.remove(key)
         self.display.setdefault(key, {})["not_headline"] = reason

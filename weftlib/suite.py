@@ -482,11 +482,11 @@ def run_suite(
                        for nb in plan.notebooks[len(results):])
         outcome.state = "passed" if outcome.passed else "failed"
         write_index(run_dir, plan, results, started, state=outcome.state, partial=partial)
-        if outcome.passed and appendix is not None:
-            outcome.published = publish_appendix(run_dir, Path(appendix))
         write_state(run_dir, outcome.state, started=started.isoformat(timespec="seconds"),
                     params_file=str(plan.source), notebook=None,
                     failed=[r.describe_error() for r in results if r.status == "failed"])
+        if outcome.passed and appendix is not None:  # the copy carries the final state
+            outcome.published = publish_appendix(run_dir, Path(appendix))
         return outcome
     except (KeyboardInterrupt, RunInterrupted) as exc:
         outcome.state = "interrupted"
