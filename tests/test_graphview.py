@@ -65,6 +65,11 @@ def test_headless_shows_the_static_view_and_starts_nothing(tmp_path, monkeypatch
 
 
 def test_lab_view_is_netron_through_the_jupyter_server_offline(tmp_path, monkeypatch):
+    """What a test can see of the Lab view: netron's files under the server root, the page an iframe gets as
+    srcdoc (Jupyter's /files/ sandboxes what it serves), no localhost server, nothing loaded from elsewhere.
+    (Checked by hand in Chromium against a server that sandboxes /files/ and checks the Referer as Jupyter does.)"""
+    import json
+
     import netron
 
     root = tmp_path / "repo"
@@ -74,15 +79,27 @@ def test_lab_view_is_netron_through_the_jupyter_server_offline(tmp_path, monkeyp
     monkeypatch.setattr(netron, "start", lambda *a, **k: pytest.fail("a localhost netron server was started"))
     monkeypatch.setenv(report.HEADLESS_ENV, "0")
     shown = graphview.interactive(path, root=root, viewer=viewer).data
-    # through the server's /files/ route, under its base URL: no localhost, no port, no outside host
-    assert "localhost" not in shown and "http://" not in shown and "https://" not in shown and ":8080" not in shown
+    assert "localhost" not in shown and ":8080" not in shown and "<iframe" in shown and ".srcdoc =" in shown
     assert '"outputs/netron-viewer"' in shown and 'base + "files/"' in shown and "jupyter-config-data" in shown
     model = re.search(r'"(models/d-[0-9a-f]{12}\.onnx)"', shown).group(1)
     assert (viewer / model).read_bytes() == path.read_bytes()
-    page = (viewer / "index.html").read_text()
+    line = next(ln.strip() for ln in shown.splitlines() if ln.strip().startswith("var page = "))
+    page = json.loads(line[len("var page = "):-1])
+    assert page == (viewer / graphview.FRAME_TEMPLATE).read_text()
+    assert f'<base href="{graphview.BASE_MARK}">' in page and f'<meta name="file" content="{graphview.FILE_MARK}">' in page
     assert '<meta name="version" content="0.0.0">' in page  # netron's telemetry runs only for packaged versions
     assert page.index("weft-offline.js") < page.index('src="index.js"')
+    loaded = re.findall(r'(?:src|href)="([^"]+)"', page.split("</head>")[0])
+    assert loaded and all("://" not in url for url in loaded), loaded  # every script and style from the server
     assert "consent=" in (viewer / "weft-offline.js").read_text()
+    assert "window.document.baseURI" in (viewer / "index.js").read_text()
+    browser = (viewer / "browser.js").read_text()
+    assert "new window.URL(this.document.baseURI)" in browser and "serial: true" in browser
     assert (viewer / "onnx.js").is_file() and (viewer / "onnx-metadata.json").is_file()
     with pytest.raises(ValueError, match="outside the Jupyter server's root"):
         graphview.interactive(path, root=tmp_path / "elsewhere", viewer=viewer)
+
+
+def test_a_changed_netron_is_refused_not_half_patched():
+    with pytest.raises(RuntimeError, match="netron's index.js changed"):
+        graphview._patched("index.js", "var base = somewhere_else;")

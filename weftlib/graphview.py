@@ -2,10 +2,10 @@
 
 Both work offline. The published page gets `svg(...)`: the first nodes of the graph laid out by depth, drawn
 here (jinja2), with op counts, so there is nothing to load. In JupyterLab `interactive(...)` shows netron's
-own viewer, served by the Jupyter server itself (`/files/...`, so it works on a remote Lab and behind any
-base URL): its web files are copied under `outputs/netron-viewer/` with a version stamp of 0.0.0 (netron then
-sends no telemetry) and a consent cookie set by a local script (no cookie splash, no request to an outside
-host), and the model opens at once from a relative URL. `make lab` starts the server at the repository root,
+own viewer, its files served by the Jupyter server itself (`/files/...`, so it works on a remote Lab and
+behind any base URL): its web files are copied under `outputs/netron-viewer/` with a version stamp of 0.0.0
+(netron then sends no telemetry) and a consent cookie set by a local script (no cookie splash, no request to
+an outside host), and the model opens at once. `make lab` starts the server at the repository root,
 which is what makes `outputs/` reachable under `/files/`.
 """
 
@@ -147,23 +147,51 @@ _OFFLINE_JS = """// Written by weftlib.graphview: netron opens at once, offline.
 // own scripts run, so it shows no cookie splash and never asks an outside host where the reader is.
 document.cookie = 'consent=' + Date.now() + ';path=/;max-age=2592000;SameSite=Lax';
 """
+FRAME_TEMPLATE = "weft-frame.html"
+BASE_MARK, FILE_MARK = "__WEFT_BASE__", "__WEFT_FILE__"
+
+# Netron finds its modules and files from `window.location`. Inside JupyterLab the viewer runs as an iframe
+# `srcdoc` (Jupyter's /files/ route serves every page sandboxed to an opaque origin, where netron's module
+# scripts and model fetch would be cross-origin and refused), so it must read them from the document's base
+# URL instead, and lay the graph out without a worker (see below); each substitution is checked to apply.
+_PATCHES = {
+    "index.js": [("var base = window.location.href || '';", "var base = window.document.baseURI || window.location.href || '';")],
+    "browser.js": [("        const window = this.window;\n        const location = window.location;\n        const pathname",
+                    "        const window = this.window;\n        const location = new window.URL(this.document.baseURI);\n"
+                    "        const pathname"),
+                   # a worker served by /files/ inherits its sandbox (an opaque origin, whose imports the server
+                   # refuses): netron's "serial" mode lays the graph out in the page instead
+                   ("            menu: true\n        };", "            menu: true,\n            serial: true\n        };")],
+}
+
+
+def _patched(name: str, text: str) -> str:
+    for old, new in _PATCHES.get(name, []):
+        if text.count(old) != 1:
+            raise RuntimeError(f"netron's {name} changed: cannot adapt it to run inside JupyterLab ({old[:40]!r})")
+        text = text.replace(old, new)
+    return text
 
 
 def viewer_folder(target: Path = VIEWER_DIR) -> Path:
     """Netron's web viewer, copied once per netron version into `target` and made offline: version meta 0.0.0
     (netron's telemetry only runs for packaged versions), today's date (no 'please update' block), and
-    `weft-offline.js` (the consent cookie) loaded before netron's scripts."""
+    `weft-offline.js` (the consent cookie) loaded before netron's scripts; plus `weft-frame.html`, the page
+    `interactive` puts into an iframe's srcdoc with the server's base URL and the model filled in."""
     import netron
 
     source = Path(netron.__file__).parent
     version = getattr(netron, "__version__", "unknown")
     stamp = target / ".netron-version"
-    if stamp.is_file() and stamp.read_text() == version and (target / "index.html").is_file():
+    if stamp.is_file() and stamp.read_text() == version and (target / FRAME_TEMPLATE).is_file():
         return target
     target.mkdir(parents=True, exist_ok=True)
     for item in source.iterdir():
         if item.suffix in VIEWER_SUFFIXES and item.name != "index.html":
-            shutil.copy2(item, target / item.name)
+            if item.name in _PATCHES:
+                (target / item.name).write_text(_patched(item.name, item.read_text(encoding="utf-8")), encoding="utf-8")
+            else:
+                shutil.copy2(item, target / item.name)
     page = (source / "index.html").read_text(encoding="utf-8")
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     page = re.sub(r'<meta name="version" content="[^"]*">', '<meta name="version" content="0.0.0">', page)
@@ -173,6 +201,8 @@ def viewer_folder(target: Path = VIEWER_DIR) -> Path:
                         '<script type="text/javascript" src="index.js"></script>', 1)
     (target / "weft-offline.js").write_text(_OFFLINE_JS)
     (target / "index.html").write_text(page, encoding="utf-8")
+    frame = page.replace("<head>", f'<head>\n<base href="{BASE_MARK}">\n<meta name="file" content="{FILE_MARK}">', 1)
+    (target / FRAME_TEMPLATE).write_text(frame, encoding="utf-8")
     stamp.write_text(version)
     return target
 
@@ -203,7 +233,9 @@ _FRAME = _ENV.from_string("""<div id="{{ id }}" style="border:1px solid #ccc">
   var conf = document.getElementById("jupyter-config-data");
   if (conf) { try { base = JSON.parse(conf.textContent).baseUrl || "/"; } catch (e) {} }
   if (base.slice(-1) !== "/") { base += "/"; }
-  el.querySelector("iframe").src = base + "files/" + {{ viewer | tojson }} + "/index.html?url=" + encodeURIComponent({{ model | tojson }});
+  var page = {{ page | tojson }};
+  el.querySelector("iframe").srcdoc = page.replace({{ base_mark | tojson }}, base + "files/" + {{ viewer | tojson }} + "/")
+                                          .replace({{ file_mark | tojson }}, {{ model | tojson }});
 })();
 </script>""")
 
@@ -229,7 +261,8 @@ def interactive(path: str | os.PathLike, *, height: int = 600, root: Path = repo
     model = _publish_model(target, folder)
     return HTML(_FRAME.render(id=f"netron-{uuid.uuid4().hex[:8]}", height=height, name=target.name,
                               version=getattr(netron, "__version__", "?"), shown=f"{relative}/{model}",
-                              viewer=relative, model=model))
+                              viewer=relative, model=model, page=(folder / FRAME_TEMPLATE).read_text(encoding="utf-8"),
+                              base_mark=BASE_MARK, file_mark=FILE_MARK))
 
 
 def stop(address: Any = None) -> None:
