@@ -117,6 +117,7 @@ def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_pa
     assert list(summary)[:2] == ["answers", "scope"]  # the summary opens with the answer table
     assert summary["answers"][0]["status"] == "unanswered: recorded no conclusion"
     assert "NOT the full-size appendix" in summary["scope"]
+    assert summary["answers"][0]["rests_on"]["run"] == "small plan (params.yaml), not the appendix"
     assert summary["durations"]["10_ok"]["seconds"] > 0
     assert summary["notebooks"][0]["cell_seconds"]  # papermill's per-cell durations
     page = (result.run_dir / "index.html").read_text()

@@ -104,10 +104,11 @@ def _rests_on_text(rests_on: dict[str, Any]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in rests_on.items()) or "not stated"
 
 
-def answer_rows(run_dir: Path, results: list["NotebookResult"]) -> list[dict[str, Any]]:
+def answer_rows(run_dir: Path, results: list["NotebookResult"], run_note: str | None = None) -> list[dict[str, Any]]:
     """One row per notebook the plan ran that answers an RFD question (the overview, which records
     `role = overview`, has none): question, answer, what it rests on, status. A notebook that failed, was
-    interrupted or recorded no `conclude` record is unanswered, and says why."""
+    interrupted or recorded no `conclude` record is unanswered, and says why. `run_note` (e.g. "small plan,
+    not the appendix") is added to what every row rests on."""
     rows = []
     failed_before: list[str] = []
     for nb in results:
@@ -124,6 +125,8 @@ def answer_rows(run_dir: Path, results: list["NotebookResult"]) -> list[dict[str
             status = answer_status({"rests_on": rests_on, "unmet": unmet})
         else:
             answer, rests_on, unmet, status = "", {}, [], NO_CONCLUSION
+        if run_note:
+            rests_on["run"] = run_note
         if nb.status == "failed":
             status = f"unanswered: the notebook failed ({nb.describe_error().splitlines()[0]})"
         elif nb.status in ("not run", "interrupted"):
@@ -215,7 +218,8 @@ def write_index(run_dir: Path, plan: "SuitePlan", results: list["NotebookResult"
     """Write `summary.json` and `index.html` for a run, both opening with the answer table; return the summary."""
     passed = all(r.status == "passed" for r in results)
     state = state or ("passed" if passed else "failed")
-    answers = answer_rows(run_dir, results)
+    run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
+    answers = answer_rows(run_dir, results, run_note)
     summary = {
         "answers": answers,
         "scope": scope_line(plan.appendix, str(plan.source)),
