@@ -201,3 +201,16 @@ def test_stopped_run_says_interrupted_in_one_line(tmp_path, signame):
     state = suite.read_state(out)
     assert state["state"] == "interrupted" and state["notebook"] == "10_slow" and signame in state["reason"]
     assert (out / "index.html").exists()
+
+
+def test_status_command_reports_the_state(tmp_path, capsys):
+    from weftlib.__main__ import main
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    suite.write_state(run_dir, "passed")
+    assert main(["status", str(run_dir)]) == 0 and '"state": "passed"' in capsys.readouterr().out
+    suite.write_state(run_dir, "interrupted", reason="stopped by SIGTERM")
+    assert main(["status", str(run_dir)]) == 1 and "SIGTERM" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="state must be one of"):
+        suite.write_state(run_dir, "done")
