@@ -1,13 +1,18 @@
-# Two commands on a fresh clone: `make appendix` and `make test` (see README). Both set up .venv first.
+# On a fresh clone: `make appendix` (the full-size appendix the RFD cites) and `make test` (see README).
+# Every target sets up .venv first; that step also points git's notebook filter at scripts/nbstrip.py.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
-PARAMS ?= params/default.yaml
+RUN    ?= outputs/appendix
 # torch is pinned in pyproject.toml; it is installed first because natten's setup.py imports it to build.
 TORCH  := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 KERNEL := $(PY) -m ipykernel install --sys-prefix --name weftlib --display-name "weftlib (RFD 1129)"
+# JupyterLab refuses to start as root unless told; containers usually run as root.
+ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
+# Clean filter: outputs that JupyterLab autosaves into notebooks/*.ipynb never reach git (see .gitattributes).
+NBSTRIP := git config filter.nbstrip.clean "python3 scripts/nbstrip.py" && git config filter.nbstrip.smudge cat
 
-.PHONY: appendix test lab clean-outputs
+.PHONY: appendix smoke test lab publish git-filter clean-outputs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -15,20 +20,32 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet "$(TORCH)"
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[dev]"
 	$(KERNEL)
+	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
 	touch $@
 
 $(VENV)/.installed-lab: $(VENV)/.installed
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[lab,dev]"
 	touch $@
 
-appendix: $(VENV)/.installed
-	$(PY) -m weftlib run --params $(PARAMS)
+git-filter:
+	$(NBSTRIP)
 
-test: $(VENV)/.installed
+appendix: $(VENV)/.installed   ## the full-size plan (params/appendix.yaml) -> outputs/appendix/
+	$(PY) -m weftlib run --params params/appendix.yaml
+
+smoke: $(VENV)/.installed      ## the small CPU plan (params/default.yaml) -> outputs/smoke/
+	$(PY) -m weftlib run --params params/default.yaml
+
+test: $(VENV)/.installed       ## unit tests + the small plan under papermill (what CI runs)
 	$(PY) -m pytest
 
 lab: $(VENV)/.installed-lab
-	$(VENV)/bin/jupyter lab notebooks/
+	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
+
+publish: $(VENV)/.installed    ## make publish RFD=path/to/rfd/1129-hailo-operator-coverage [RUN=outputs/appendix]
+	@test -n "$(RFD)" || { echo "usage: make publish RFD=<RFD folder> [RUN=<run folder>]" >&2; exit 2; }
+	$(PY) -m weftlib publish "$(RUN)" --rfd "$(RFD)"
 
 clean-outputs:
 	find outputs -mindepth 1 -maxdepth 1 ! -name README.md -exec rm -rf {} +

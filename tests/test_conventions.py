@@ -1,18 +1,52 @@
-"""The README's notebook conventions, checked over every committed notebook."""
+"""The README's notebook conventions, checked over what git would commit.
+
+JupyterLab autosaves outputs into the working files; the `nbstrip` clean filter (scripts/nbstrip.py, switched
+on by .gitattributes, configured by `make`) keeps them out of commits. So the conventions are checked on the
+working file as the filter would store it, and "no outputs" on the blob in git's index (what a commit takes).
+"""
 
 import ast
+import importlib.util
+import re
+import shutil
+import subprocess
 
 import nbformat
 import pytest
 
-from tests.conftest import NOTEBOOKS
+from tests.conftest import NOTEBOOKS, REPO
 from weftlib.params import declared_parameters
+
+_spec = importlib.util.spec_from_file_location("nbstrip", REPO / "scripts" / "nbstrip.py")
+nbstrip = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(nbstrip)
+
+
+def _git(*args, cwd=REPO, **kw):
+    return subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, **kw)
+
+
+IN_GIT = shutil.which("git") is not None and _git("rev-parse", "--git-dir").returncode == 0
+
+
+def committed(path):
+    """The notebook as git would commit it: the working file through the clean filter."""
+    return nbformat.reads(nbstrip.strip(path.read_text(encoding="utf-8")), as_version=4)
+
+
+def staged_text(path):
+    """The blob in git's index (what the next commit takes), else the working file outside a checkout."""
+    if IN_GIT:
+        out = _git("show", f":{path.relative_to(REPO).as_posix()}")
+        if out.returncode == 0:
+            return out.stdout
+    return path.read_text(encoding="utf-8")
 
 LITERAL_NODES = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.UnaryOp, ast.USub, ast.UAdd)
 
 
 def code_cells(path):
-    return [c for c in nbformat.read(path, as_version=4).cells if c.cell_type == "code"]
+    return [c for c in committed(path).cells if c.cell_type == "code"]
 
 
 def is_literal(node: ast.AST) -> bool:
@@ -27,13 +61,14 @@ def test_the_suite_has_its_notebooks():
 @pytest.mark.parametrize("name", list(NOTEBOOKS))
 class TestNotebook:
     def test_title_first_and_kernel(self, name):
-        nb = nbformat.read(NOTEBOOKS[name], as_version=4)
+        nb = committed(NOTEBOOKS[name])
         assert nb.cells[0].cell_type == "markdown" and nb.cells[0].source.startswith("# ")
         assert nb.metadata["kernelspec"]["name"] == "weftlib"
 
     def test_no_outputs(self, name):
-        for cell in code_cells(NOTEBOOKS[name]):
-            assert not cell.outputs and cell.execution_count is None, cell.source[:60]
+        for cell in nbformat.reads(staged_text(NOTEBOOKS[name]), as_version=4).cells:
+            if cell.cell_type == "code":
+                assert not cell.outputs and cell.execution_count is None, cell.source[:60]
 
     def test_imports_first_then_one_literal_parameters_cell(self, name):
         cells = code_cells(NOTEBOOKS[name])
@@ -63,3 +98,54 @@ class TestNotebook:
         assert any(isinstance(n, ast.Assert) for n in ast.walk(tree)), "a notebook must assert its claims"
         assert f'report.Recorder("{name}", run_dir)' in source
         assert "rec.record(" in source
+
+    def test_filter_passes_the_clean_file_through_unchanged(self, name):
+        text = staged_text(NOTEBOOKS[name])
+        assert nbstrip.strip(text) == text
+
+
+def test_the_filter_is_declared_for_notebooks():
+    assert "notebooks/*.ipynb filter=nbstrip" in (REPO / ".gitattributes").read_text()
+    if IN_GIT:
+        assert _git("check-attr", "filter", "notebooks/00_overview.ipynb").stdout.strip().endswith("nbstrip")
+
+
+def test_strip_removes_what_lab_saves():
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("1 + 1")])
+    nb.cells[0].outputs = [nbformat.v4.new_output("execute_result", {"text/plain": "2"}, execution_count=1)]
+    nb.cells[0].execution_count = 1
+    nb.cells[0].metadata.update({"tags": ["keep"], "execution": {"iopub.status.busy": "x"}})
+    nb.metadata["widgets"] = {"state": {}}
+    out = nbformat.reads(nbstrip.strip(nbformat.writes(nb)), as_version=4)
+    assert out.cells[0].outputs == [] and out.cells[0].execution_count is None
+    assert out.cells[0].metadata == {"tags": ["keep"]} and "widgets" not in out.metadata
+    assert nbstrip.strip("not json") == "not json"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_lab_autosave_never_reaches_a_commit(tmp_path):
+    """A scratch repository configured exactly as the Makefile does: outputs saved into a notebook show no
+    diff, and after `git add` there is nothing to commit (the index blob is the clean notebook)."""
+    command = re.search(r'^NBSTRIP := (.*)$', (REPO / "Makefile").read_text(), re.M).group(1)
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "notebooks").mkdir()
+    shutil.copy(REPO / "scripts" / "nbstrip.py", repo / "scripts" / "nbstrip.py")
+    shutil.copy(REPO / ".gitattributes", repo / ".gitattributes")
+    shutil.copy(NOTEBOOKS["00_overview"], repo / "notebooks" / "00_overview.ipynb")
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
+    import os
+    env = {**os.environ, **env}
+    for step in ("git init -q", command, "git add -A", "git commit -qm init"):
+        assert subprocess.run(step, shell=True, cwd=repo, env=env, capture_output=True).returncode == 0, step
+    saved = nbformat.read(repo / "notebooks" / "00_overview.ipynb", as_version=4)
+    code = next(c for c in saved.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="autosaved\n")]
+    code.execution_count = 7
+    nbformat.write(saved, repo / "notebooks" / "00_overview.ipynb")
+    assert "autosaved" in (repo / "notebooks" / "00_overview.ipynb").read_text()
+    assert _git("diff", "--exit-code", cwd=repo, env=env).returncode == 0, "git sees the autosaved outputs"
+    _git("add", "-A", cwd=repo, env=env)
+    assert _git("status", "--porcelain", cwd=repo, env=env).stdout.strip() == "", "nothing to commit"
+    blob = _git("show", ":notebooks/00_overview.ipynb", cwd=repo, env=env).stdout
+    assert "autosaved" not in blob and blob == (NOTEBOOKS["00_overview"]).read_text(encoding="utf-8")

@@ -52,3 +52,29 @@ def test_readme_first_screen_has_the_two_commands():
     first_screen = "\n".join((REPO / "README.md").read_text().splitlines()[:25])
     assert "make appendix" in first_screen and "make test" in first_screen
     assert "make test" in (REPO / ".ci" / "run").read_text()
+
+
+def _dry_run(target, *args):
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("make") is None:
+        pytest.skip("needs make")
+    out = subprocess.run(["make", "-n", target, *args], cwd=REPO, capture_output=True, text=True)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+def test_make_targets_run_the_plans_they_name():
+    import os
+
+    assert "weftlib run --params params/appendix.yaml" in _dry_run("appendix")
+    assert "weftlib run --params params/default.yaml" in _dry_run("smoke")
+    assert "pytest" in _dry_run("test")
+    assert 'weftlib publish "outputs/appendix" --rfd "/some/rfd"' in _dry_run("publish", "RFD=/some/rfd")
+    lab = next(line for line in _dry_run("lab").splitlines() if "jupyter lab" in line)
+    assert ("--allow-root" in lab) == (os.geteuid() == 0), lab  # Lab refuses root without it
+    assert f'--ServerApp.root_dir="{REPO}"' in lab  # outputs/ reachable through /files/ for the graph view
+    assert "filter.nbstrip.clean" in _dry_run("lab")

@@ -87,3 +87,24 @@ def test_shipped_parameter_files_are_valid():
         plan_ = params.load_plan(params.REPO_ROOT / "params" / name)
         params.validate(plan_)
         assert plan_.notebooks[0].name == "00_overview"
+
+
+def test_params_that_is_a_directory_or_not_text_is_a_clear_error(tmp_path, capsys):
+    binary = tmp_path / "bad.yaml"
+    binary.write_bytes(b"\xff\xfe\x00notebooks")
+    for target, word in ((tmp_path, "is a directory"), (binary, "not a UTF-8 text file")):
+        with pytest.raises(params.ParamsError, match=word):
+            params.load_plan(target)
+        assert main(["run", "--params", str(target), "--out", str(tmp_path / "never")]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and word in err and "Traceback" not in err
+    assert not (tmp_path / "never").exists()
+
+
+def test_appendix_flag(tiny_suite):
+    assert plan(tiny_suite, "appendix: true\nnotebooks: [10_ok]\n").appendix is True
+    assert plan(tiny_suite, "notebooks: [10_ok]\n").appendix is False
+    with pytest.raises(params.ParamsError, match="expected true or false"):
+        plan(tiny_suite, "appendix: yes please\nnotebooks: [10_ok]\n")
+    assert params.load_plan(params.REPO_ROOT / "params" / "appendix.yaml").appendix
+    assert not params.load_plan(params.REPO_ROOT / "params" / "default.yaml").appendix

@@ -25,6 +25,7 @@ def test_clean_run_publishes_and_indexes(tiny_suite, tmp_path):
     assert summary["passed"] and summary["notebooks"][0]["headline"] == {"size": 3}
     assert summary["provenance"]["versions"]["torch"].startswith("2.13.0")
     assert (tmp_path / "appendix" / "10_ok.html").exists()
+    assert suite.read_state(tmp_path / "appendix")["state"] == "passed"  # the published copy says so too
     assert "10_ok" in (tmp_path / "appendix" / "index.html").read_text()
 
 
@@ -86,3 +87,130 @@ def _write(folder, text):
     path = folder / "p.yaml"
     path.write_text(text)
     return path
+
+
+def test_failure_names_papermills_cell_number_and_the_failing_line(tiny_suite, tmp_path):
+    result = run(tiny_suite, tmp_path, ["20_bad"], None)
+    bad = result.notebooks[0]
+    executed = (result.run_dir / "20_bad.ipynb").read_text()
+    assert f'In [{bad.error["exec_count"]}]' in executed  # the number papermill's banner shows
+    text = bad.describe_error()
+    assert f'cell In [{bad.error["exec_count"]}]' in text
+    assert "failing line: assert size < 0" in text
+    state = json.loads((result.run_dir / "state.json").read_text())
+    assert state["state"] == "failed" and "20_bad" in state["failed"][0]
+
+
+def test_failing_line_reads_the_notebook_frame():
+    tb = ["\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
+          "\x1b[0;31mAssertionError\x1b[0m                            Traceback (most recent call last)",
+          "Cell \x1b[0;32mIn[4], line 3\x1b[0m\n\x1b[1;32m      1\x1b[0m x = 1\n\x1b[0;32m----> 3\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m x < 0",
+          "File \x1b[0;32m/lib/x.py:10\x1b[0m, in \x1b[0;36mf\x1b[0;34m()\x1b[0m\n\x1b[0;32m---> 10\x1b[0m inner()"]
+    assert suite.failing_line(tb) == "assert x < 0"
+    assert suite.failing_line(None) == ""
+
+
+def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_path):
+    result = run(tiny_suite, tmp_path, ["10_ok"], None)
+    assert suite.read_state(result.run_dir)["state"] == "passed"
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    assert list(summary)[:2] == ["answers", "scope"]  # the summary opens with the answer table
+    assert summary["answers"][0]["status"] == "unanswered: recorded no conclusion"
+    assert "NOT the full-size appendix" in summary["scope"]
+    assert summary["answers"][0]["rests_on"]["run"] == "small plan (params.yaml), not the appendix"
+    assert summary["durations"]["10_ok"]["seconds"] > 0
+    assert summary["notebooks"][0]["cell_seconds"]  # papermill's per-cell durations
+    page = (result.run_dir / "index.html").read_text()
+    assert page.index("Answers") < page.index("Notebooks") and "recorded no conclusion" in page
+
+
+def test_eta_comes_from_the_last_run_of_the_same_plan(tiny_suite, tmp_path):
+    nb_dir, write = tiny_suite
+    plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
+    lines: list[str] = []
+    first = suite.run_suite(plan, out=tmp_path / "runs" / "a", appendix=None, log=lines.append,
+                            history=(tmp_path / "runs",))
+    assert "no earlier run of this plan" in lines[1]
+    history = suite.last_durations(plan, (tmp_path / "runs",))
+    assert history["from"] == str(first.run_dir) and history["notebooks"]["10_ok"]["cells"]
+    lines.clear()
+    suite.run_suite(plan, out=tmp_path / "runs" / "b", appendix=None, log=lines.append, history=(tmp_path / "runs",))
+    assert "last run" in lines[1] and "left in the run" in lines[1]
+    other = params.load_plan(write("notebooks:\n  - name: 10_ok\n    parameters: {size: 4}\n"), None, nb_dir)
+    assert suite.last_durations(other, (tmp_path / "runs",)) == {}
+
+
+def test_state_says_interrupted_when_the_runner_is_gone(tmp_path):
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    suite.write_state(run_dir, "running")
+    assert suite.read_state(run_dir)["state"] == "running"  # this process is alive
+    state = json.loads((run_dir / "state.json").read_text())
+    state["pid"] = 2**22 + 12345  # beyond pid_max: no such process
+    (run_dir / "state.json").write_text(json.dumps(state))
+    got = suite.read_state(run_dir)
+    assert got["state"] == "interrupted" and "gone" in got["reason"]
+    assert suite.read_state(tmp_path)["state"] == "unknown"
+
+
+_DRIVER = """
+import signal
+import sys
+from pathlib import Path
+signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal, even if CI started us ignoring it
+sys.path.insert(0, {repo!r})
+from weftlib import params, suite
+plan = params.load_plan(Path({params!r}), None, Path({nb_dir!r}))
+try:
+    suite.run_suite(plan, out={out!r}, appendix=None)
+except suite.RunInterrupted as exc:
+    print("interrupted:", exc, file=sys.stderr)
+    sys.exit(130)
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_stopped_run_says_interrupted_in_one_line(tmp_path, signame):
+    """Ctrl-C (SIGINT) and a kill (SIGTERM) leave state.json saying interrupted, an index, and one line on
+    stderr: no asyncio traceback, no kernel warning."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import REPO, write_notebook
+
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    write_notebook(nb_dir / "10_slow.ipynb", 'run_dir = ""', "import time\ntime.sleep(60)")
+    params_file = _write(tmp_path, "notebooks: [10_slow]\n")
+    out = tmp_path / "run"
+    script = _DRIVER.format(repo=str(REPO), params=str(params_file), nb_dir=str(nb_dir), out=str(out))
+    proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 60
+    while time.time() < deadline:  # wait until the slow cell runs
+        executed = out / "10_slow.ipynb"
+        if executed.exists() and "time.sleep" in executed.read_text() and '"status": "running"' in executed.read_text():
+            break
+        time.sleep(0.5)
+    proc.send_signal(getattr(signal, signame))
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert err.strip().splitlines() == [err.strip()], err  # exactly one line
+    assert err.startswith("interrupted:") and signame in err and "Traceback" not in err
+    state = suite.read_state(out)
+    assert state["state"] == "interrupted" and state["notebook"] == "10_slow" and signame in state["reason"]
+    assert (out / "index.html").exists()
+
+
+def test_status_command_reports_the_state(tmp_path, capsys):
+    from weftlib.__main__ import main
+
+    run_dir = tmp_path / "r"
+    run_dir.mkdir()
+    suite.write_state(run_dir, "passed")
+    assert main(["status", str(run_dir)]) == 0 and '"state": "passed"' in capsys.readouterr().out
+    suite.write_state(run_dir, "interrupted", reason="stopped by SIGTERM")
+    assert main(["status", str(run_dir)]) == 1 and "SIGTERM" in capsys.readouterr().out
+    with pytest.raises(ValueError, match="state must be one of"):
+        suite.write_state(run_dir, "done")

@@ -1,16 +1,19 @@
-"""`python -m weftlib run|check`: a thin command line over `weftlib.suite` and `weftlib.params`.
+"""`python -m weftlib run|check|status|publish`: a thin command line over `weftlib.suite` and `weftlib.publish`.
 
-Exit codes: 0 every notebook passed, 1 a notebook failed (the appendix is left as it was), 2 the
-parameters or the command line are wrong (nothing ran).
+Exit codes: 0 every notebook passed (or the page was written), 1 a notebook failed (the appendix is left as it
+was), 2 the parameters, the command line or the publishing target are wrong (nothing ran, nothing written),
+130 the run was interrupted (Ctrl-C, SIGTERM); its folder says so in state.json.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 from pathlib import Path
 
 from .params import ParamsError, load_plan, validate
+from .publish import PublishError
 from .report import REPO_ROOT
 
 DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
@@ -19,46 +22,77 @@ DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m weftlib", description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="command", required=True)
-    run = sub.add_parser("run", help="execute the notebooks and publish the appendix if all pass")
+    run = sub.add_parser("run", help="execute the notebooks and publish the run if all pass")
     check = sub.add_parser("check", help="validate a parameter file against the notebooks; run nothing")
     for p in (run, check):
         p.add_argument("--params", type=Path, default=DEFAULT_PARAMS, help="parameter file (default: %(default)s)")
         p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (never publishes)")
     run.add_argument("--out", type=Path, help="fresh run folder (default: outputs/runs/<UTC time>)")
-    run.add_argument("--appendix", type=Path, default=REPO_ROOT / "outputs" / "appendix",
-                     help="where a fully passing run is published (default: %(default)s)")
-    run.add_argument("--no-publish", action="store_true", help="leave the appendix alone even if all pass")
+    run.add_argument("--appendix", type=Path, default=None,
+                     help="where a fully passing run is copied (default: outputs/appendix for a plan marked "
+                          "`appendix: true`, outputs/smoke otherwise)")
+    run.add_argument("--no-publish", action="store_true", help="leave the published copy alone even if all pass")
+    status = sub.add_parser("status", help="say what state a run folder is in")
+    status.add_argument("run_dir", type=Path)
+    publish = sub.add_parser("publish", help="write the RFD figure page (page.qmd) from a fully passing run")
+    publish.add_argument("run_dir", type=Path, help="a run folder (e.g. outputs/appendix)")
+    publish.add_argument("--rfd", type=Path, required=True, help="the RFD folder (holds README.md '# RFD NNNN: ...')")
+    publish.add_argument("--page", default="page.qmd", help="file name inside the RFD folder (default: %(default)s)")
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
-    try:
-        plan = load_plan(args.params, args.only)
-        if args.command == "check":
-            validate(plan)
-            print(f"{args.params}: {len(plan.notebooks)} notebooks, parameters valid (hash {plan.digest()})")
-            return 0
-        from .suite import run_suite
+def _run(args: argparse.Namespace) -> int:
+    from .suite import RunInterrupted, default_publish_dir, run_suite
 
-        publish_to = None if (args.no_publish or args.only) else args.appendix
-        result = run_suite(plan, out=args.out, appendix=publish_to)
-    except (ParamsError, FileExistsError) as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    plan = load_plan(args.params, args.only)
+    publish_to = None if (args.no_publish or args.only) else (args.appendix or default_publish_dir(plan))
+    try:
+        result = run_suite(plan, out=args.out, appendix=publish_to, partial=bool(args.only))
+    except RunInterrupted as exc:
+        print(f"interrupted: {exc}", file=sys.stderr)
+        return 130
     print(f"run index: {result.run_dir / 'index.html'}")
     if not result.passed:
         for nb in result.notebooks:
             if nb.status == "failed":
                 print(f"FAILED {nb.describe_error()}\n  executed notebook kept: {result.run_dir / (nb.name + '.ipynb')}",
                       file=sys.stderr)
-        print("the appendix was left unchanged", file=sys.stderr)
+        print("the published copy was left unchanged", file=sys.stderr)
         return 1
     if result.published:
         print(f"published: {result.published / 'index.html'}")
     elif args.only:
-        print("partial run (--only): the appendix was left unchanged")
+        print("partial run (--only): nothing was published")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "check":
+            plan = load_plan(args.params, args.only)
+            validate(plan)
+            print(f"{args.params}: {len(plan.notebooks)} notebooks, parameters valid (hash {plan.digest()})")
+            return 0
+        if args.command == "status":
+            from .suite import read_state
+
+            state = read_state(args.run_dir)
+            print(json.dumps(state, indent=2))
+            return 0 if state.get("state") == "passed" else 1
+        if args.command == "publish":
+            from .publish import publish_rfd
+
+            target, block = publish_rfd(args.run_dir, args.rfd, args.page)
+            print(f"wrote {target}\n\nHeadline measurements (paste into DETAILS.md):\n\n{block}")
+            return 0
+        return _run(args)
+    except KeyboardInterrupt:
+        print("interrupted (Ctrl-C) before the run started; nothing ran", file=sys.stderr)
+        return 130
+    except (ParamsError, FileExistsError, PublishError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -21,7 +21,7 @@ from .report import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 RESERVED = ("run_dir",)  # set by the runner itself
-FILE_KEYS = {"description", "cell_timeout", "notebooks"}
+FILE_KEYS = {"description", "cell_timeout", "notebooks", "appendix"}
 ENTRY_KEYS = {"name", "parameters"}
 
 
@@ -46,6 +46,7 @@ class SuitePlan:
     description: str
     cell_timeout: int
     notebooks: tuple[NotebookPlan, ...]
+    appendix: bool = False  # `appendix: true` in the file: the full-size plan the RFD cites
 
     def digest(self) -> str:
         """A short hash of everything that decides what the run computes (order and values)."""
@@ -58,10 +59,17 @@ def _fail(source: Path, where: str, problem: str) -> ParamsError:
 
 
 def _read_yaml(source: Path) -> dict[str, Any]:
+    if source.is_dir():
+        raise ParamsError(f"{source}: is a directory; --params takes a parameter file such as params/default.yaml")
     try:
-        data = yaml.safe_load(source.read_text())
+        data = yaml.safe_load(source.read_text(encoding="utf-8"))
     except FileNotFoundError:
         raise ParamsError(f"{source}: no such parameter file") from None
+    except UnicodeDecodeError as exc:
+        raise ParamsError(f"{source}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); "
+                          "a parameter file is YAML text") from None
+    except OSError as exc:
+        raise ParamsError(f"{source}: cannot be read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise ParamsError(f"{source}: not valid YAML: {exc}") from None
     if not isinstance(data, dict):
@@ -113,7 +121,10 @@ def load_plan(source: str | Path, only: list[str] | None = None, notebook_dir: P
     timeout = data.get("cell_timeout", 900)
     if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
         raise _fail(source, "cell_timeout", f"expected a positive number of seconds, got {timeout!r}")
-    return SuitePlan(source, str(data.get("description", "")), timeout, notebooks)
+    appendix = data.get("appendix", False)
+    if not isinstance(appendix, bool):
+        raise _fail(source, "appendix", f"expected true or false, got {appendix!r}")
+    return SuitePlan(source, str(data.get("description", "")), timeout, notebooks, appendix)
 
 
 def declared_parameters(path: Path) -> dict[str, Any]:

@@ -1,0 +1,71 @@
+#!/usr/bin/env python3
+"""Git clean filter for notebooks: what git stores has no outputs, no execution counts and no run metadata.
+
+Configured by `make` (any target that sets up .venv) in the local repository config:
+    git config filter.nbstrip.clean "python3 scripts/nbstrip.py"
+and switched on for `notebooks/*.ipynb` by .gitattributes. Exploring in JupyterLab autosaves outputs into the
+working files; this filter keeps them out of every commit and out of `git status`. Standard library only, so
+it runs before (and without) the project's virtual environment. Input that needs no stripping is passed
+through byte for byte; input that is not a notebook is passed through unchanged too (git must never lose a
+file because a filter failed).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+CELL_METADATA_DROPPED = ("execution", "papermill", "scrolled", "collapsed", "ExecuteTime")
+NOTEBOOK_METADATA_DROPPED = ("papermill", "widgets")
+
+
+def strip(text: str) -> str:
+    """The notebook JSON `text` without outputs, execution counts and run metadata, written as nbformat
+    writes it (sorted keys, indent 1, a final newline); `text` itself when there is nothing to strip."""
+    try:
+        nb = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(nb, dict) or not isinstance(nb.get("cells"), list):
+        return text
+    changed = False
+    for cell in nb["cells"]:
+        if not isinstance(cell, dict):
+            continue
+        if cell.get("cell_type") == "code":
+            if cell.get("outputs"):
+                cell["outputs"] = []
+                changed = True
+            if cell.get("execution_count") is not None:
+                cell["execution_count"] = None
+                changed = True
+        meta = cell.get("metadata")
+        if isinstance(meta, dict):
+            for key in CELL_METADATA_DROPPED:
+                if key in meta:
+                    del meta[key]
+                    changed = True
+    meta = nb.get("metadata")
+    if isinstance(meta, dict):
+        for key in NOTEBOOK_METADATA_DROPPED:
+            if key in meta:
+                del meta[key]
+                changed = True
+    if not changed:
+        return text
+    return json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False, separators=(",", ": ")) + "\n"
+
+
+def main() -> int:
+    data = sys.stdin.buffer.read()
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError:
+        sys.stdout.buffer.write(data)
+        return 0
+    sys.stdout.buffer.write(strip(text).encode("utf-8"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
