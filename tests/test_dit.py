@@ -221,13 +221,15 @@ def test_exports_carry_the_ranks_and_the_ops_each_change_removes(small, tmp_path
     assert faithful.ranks == {"x": 5, "t": 1, "cond_global": 3, "cond_proj": 3}
     assert set(everything.ranks.values()) == {4} and everything.max_abs_diff <= 1e-5
     assert faithful.report.parity_ok and everything.report.parity_ok
-    assert {"Cos", "Sin", "ReduceL2"} <= set(faithful.outside) and not everything.outside
+    assert {"Cos", "Sin"} <= set(faithful.outside) and not everything.outside
+    assert faithful.report.ops.get("ReduceL2") and not everything.report.ops.get("ReduceL2")
+    assert not faithful.verdict.readable and everything.verdict.readable and everything.verdict.passed
     origins = dit.op_origins(faithful.report.path, ["Cos", "ReduceL2"])
     assert origins["Cos"] == ["t_embedder"] and "blocks.*.self_attn.q_rms_norm" in origins["ReduceL2"]
     table = dit.op_table({"f": faithful.report.ops, "e": everything.report.ops}, ops.allowed)
     first = next(i for i, row in enumerate(table) if row["in DEVICE_OPS"])
     assert not any(row["in DEVICE_OPS"] for row in table[:first]) and all(r["in DEVICE_OPS"] for r in table[first:])
     rows = {r["op"]: r for r in dit.outside_table(faithful, ops)}
-    assert rows["Cos"]["listed"] == "unlisted" and rows["Cos"]["from"] == "t_embedder"
+    assert rows["Cos"]["listed"] == "blocker" and rows["Cos"]["from"] == "t_embedder"
     assert sorted(p.name for p in tmp_path.glob("*.parity.json")) == ["dit_device_layout__all.parity.json",
                                                                       "dit_faithful.parity.json"]

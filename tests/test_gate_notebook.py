@@ -24,10 +24,12 @@ NB = params.NOTEBOOK_DIR / "04_gate_pairing.ipynb"
 
 
 def fake_run(root: Path) -> Path:
-    """A run folder as 02 and 03 leave it: metrics.json and graphs (one readable pass, one rank-5, one TopK)."""
+    """A run folder as 02, 03 and 05 leave it: metrics.json and graphs (one readable pass, one TopK, one with
+    05's rank-5/1/3 inputs)."""
     run = root / "run"
-    for name, graphs in {"02_export_attention": {"attn": attention(), "dit": dit_inputs()},
-                         "03_sparse_conv_memory": {"head": topk_head()}}.items():
+    for name, graphs in {"02_export_attention": {"attn": attention()},
+                         "03_sparse_conv_memory": {"head": topk_head()},
+                         "05_export_dit_block": {"dit": dit_inputs()}}.items():
         (run / name).mkdir(parents=True)
         (run / name / "metrics.json").write_text(json.dumps({"notebook": name, "headline": [], "metrics": {}}))
         [save(model, run / name / f"{stem}.onnx") for stem, model in graphs.items()]
@@ -71,6 +73,7 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
 
 def test_04_fails_naming_a_notebook_whose_outputs_are_missing(tmp_path):
     run = fake_run(tmp_path)
-    result = execute(run, graph_notebooks=["02_export_attention", "03_sparse_conv_memory", "05_export_dit_block"])
+    (run / "05_export_dit_block" / "metrics.json").unlink()  # 05 failed before it recorded anything
+    result = execute(run)
     assert result.status == "failed"
     assert "05_export_dit_block: no metrics.json" in json.dumps(result.error)
