@@ -55,12 +55,22 @@ def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = 
     padded with a zero row) + its int64 gather index;
     accumulate: output + one offset's gathered rows (+ an int64 index column); the product is added in place;
     scatter: output + one offset's gathered rows + their product + the compacted destination/source indices;
-    dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included).
+    grouped: output + one block's result and its int64 codes, order and inverse (`sparse.grouped_block_rows`)
+      + one tile's int64 neighbour rows and gather index and its gathered buffer (taken at all k^3 taps);
+    dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included);
+    auto: the method and chunking `sparse.submanifold_conv3d` picks for these shapes.
     """
-    if method not in sparse.METHODS:
-        raise ValueError(f"method must be one of {sparse.METHODS}, got {method!r}")
+    if method not in sparse.METHODS + (sparse.AUTO,):
+        raise ValueError(f"method must be one of {sparse.METHODS + (sparse.AUTO,)}, got {method!r}")
     e, k3 = _itemsize(dtype), kernel_size ** 3
+    if method == sparse.AUTO:
+        method = sparse.choose_method(n, k3)
+        chunk_rows = chunk_rows or sparse.auto_chunk_rows(method, k3, cin, e, n)
     out = n * cout * e
+    if method == "grouped":
+        tile = min(n, chunk_rows or sparse.auto_chunk_rows("grouped", k3, cin, e, n) or n)
+        block = sparse.grouped_block_rows(tile, n)
+        return out + block * (cout * e + 24) + tile * k3 * (16 + cin * e)
     if method == "im2col":
         if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
             return out + n * k3 * (cin * e + 8)
