@@ -254,50 +254,34 @@ def test_accumulate_export_has_no_scatter_and_matches_torch(tmp_path):
 
 
 # ----------------------------------------------------------------------------------------------- auto / grouped
-def test_group_tiles_cover_every_row_once_and_keep_big_groups_exact():
-    codes, counts = [0b1, 0b11, 0b101, 0b1000, 0b10000], [3, 40, 2, 2, 9]
-    tiles = sparse.group_tiles(codes, counts, tile=16)
-    covered = [r for s, e, _, _ in tiles for r in range(s, e)]
-    assert covered == list(range(sum(counts)))
-    assert all(e - s <= 16 for s, e, _, _ in tiles)
-    exact = [(s, e, c) for s, e, c, x in tiles if x]
-    # groups of at least tile/4 rows get their own tiles: 40 rows in tiles of 16, and 9 rows
-    assert exact == [(3, 19, 0b11), (19, 35, 0b11), (35, 43, 0b11), (47, 56, 0b10000)]
-    # rarer patterns are pooled and multiply the union of their rows' taps
-    assert [(s, e, c) for s, e, c, x in tiles if not x] == [(0, 3, 0b1), (43, 47, 0b1101)]
-
-
 @pytest.mark.parametrize("chunk_rows", [1, 3, 64, 1000, None])
-def test_grouped_equals_dense_conv3d_across_tile_and_block_boundaries(chunk_rows):
-    """Tiles of 1 and 3 rows also cut the rows into several sort blocks (GROUP_BLOCK_TILES tiles each)."""
+def test_compact_equals_dense_conv3d_across_chunk_boundaries(chunk_rows):
     coords = voxels.voxel_set("sphere", 32)
-    assert len(coords) > 3 * sparse.GROUP_BLOCK_TILES
     nbr = sparse.kernel_map(coords)
     feats, weight, bias = layer(len(coords), 5, 7, 3, seed=11)
-    out = sparse.submanifold_conv3d(feats, nbr, weight, bias, method="grouped", chunk_rows=chunk_rows)
+    out = sparse.submanifold_conv3d(feats, nbr, weight, bias, method="compact", chunk_rows=chunk_rows)
     ref = sparse.reference_conv3d(feats, coords, weight, 32, bias)
     assert (out.double() - ref).abs().max().item() <= 1e-4
 
 
-def test_grouped_handles_rows_without_any_neighbour_and_more_than_64_taps():
+def test_compact_handles_voxels_that_are_not_their_own_neighbour_and_empty_taps():
     coords = random_coords(9, 200, seed=4)
-    nbr = sparse.kernel_map(coords, 5)  # 125 taps: patterns no longer fit one int64
+    nbr = sparse.kernel_map(coords, 5)
     nbr[::7] = -1  # rows that see nothing, not even themselves (a caller-made table)
+    nbr[:, 3] = -1  # a tap no row has
     feats, weight, _ = layer(len(coords), 3, 4, 5, seed=4)
     ref = sparse.submanifold_conv3d(feats, nbr, weight, method="accumulate")
     for chunk in (2, 17, None):
-        out = sparse.submanifold_conv3d(feats, nbr, weight, method="grouped", chunk_rows=chunk)
+        out = sparse.submanifold_conv3d(feats, nbr, weight, method="compact", chunk_rows=chunk)
         assert torch.allclose(out, ref, atol=1e-5)
     assert (out[::7] == 0).all()
 
 
-def test_auto_picks_grouped_for_real_sets_and_im2col_for_small_sets_and_exports():
-    assert sparse.choose_method(sparse.SMALL_ROWS, 27) == "grouped"
-    assert sparse.choose_method(sparse.SMALL_ROWS - 1, 27) == "im2col"
-    assert sparse.choose_method(10 ** 6, 27, tracing=True) == "im2col"
+def test_auto_picks_chunked_im2col_for_real_sets_and_one_gemm_for_small_sets():
+    assert sparse.choose_method(10 ** 6, 27) == "im2col" and sparse.choose_method(10 ** 6, 27, tracing=True) == "im2col"
     assert sparse.auto_chunk_rows("im2col", 27, 64, 4, sparse.SMALL_ROWS - 1) is None
     rows = sparse.auto_chunk_rows("im2col", 27, 64, 4, 10 ** 6)
-    assert 256 <= rows <= 8192 and sparse.auto_chunk_rows("grouped", 27, 64, 4, 10 ** 6) >= rows
+    assert 256 <= rows <= 65536 and sparse.auto_chunk_rows("compact", 27, 64, 4, 10 ** 6) >= rows
     assert sparse.l2_cache_bytes() >= 1 << 16
 
 
@@ -321,7 +305,7 @@ class _AutoConv(torch.nn.Module):
 def test_auto_under_the_exporter_exports_the_static_im2col_form(tmp_path):
     onnx_export = pytest.importorskip("weftlib.onnx_export")
     coords = voxels.voxel_set("sphere", 32)
-    assert len(coords) >= sparse.SMALL_ROWS  # eager auto would sort rows into groups here
+    assert len(coords) >= sparse.SMALL_ROWS  # eager auto would chunk here
     feats, weight, _ = layer(len(coords), 4, 4, 3, seed=1)
     report = onnx_export.export(_AutoConv(weight), (feats, sparse.kernel_map(coords)), tmp_path / "auto.onnx",
                                 input_names=["feats", "nbr"], output_names=["out"])
