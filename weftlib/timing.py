@@ -34,6 +34,20 @@ def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> 
     return statistics.median(samples)
 
 
+def sample_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> list[float]:
+    """Wall time of each of `repeats` calls of `fn()` after `warmup` untimed calls."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(max(warmup, 0)):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
 def _status_bytes(field: str) -> int:
     """A `VmRSS`/`VmHWM` line of /proc/self/status in bytes."""
     for line in _STATUS.read_text().splitlines():
