@@ -1,4 +1,4 @@
-"""Submanifold 3D convolution on an occupied voxel set, four ways, and the kernel map they all share.
+"""Submanifold 3D convolution on an occupied voxel set, five ways, and the kernel map they all share.
 
 A submanifold convolution computes outputs only at occupied voxels and reads inputs only from occupied voxels
 (TRELLIS.2's sparse VAE decoder, backend flex_gemm). ONNX has no such op, so an exporter must either densify
@@ -6,9 +6,10 @@ A submanifold convolution computes outputs only at occupied voxels and reads inp
 `[N, k^3 Cin]`, one MatMul), `"accumulate"` (per offset: gather, then MatMul + Add fused in place, which exports
 as Gemm) or `"scatter"` (per offset:
 gather the valid pairs, MatMul, ScatterND-add: the rulebook pattern of spconv-style libraries).
-`"compact"` is the host path, not an export form: per chunk of voxels and per tap, only the rows that have
-that neighbour are gathered (contiguous GEMM rows) and multiplied, and added to their cache-resident output. `method="auto"` (the default) picks the
-fastest exact path for the call and sizes its chunks from the shapes and the CPU's L2 cache.
+`"compact"` is a host path, not an export form: per chunk of voxels and per tap, only the rows that have that
+neighbour are gathered (contiguous GEMM rows), multiplied and added to their cache-resident output.
+`method="auto"` (the default) picks the fastest exact path measured (`choose_method`) and sizes its chunks
+from the shapes and the CPU's L2 cache (`auto_chunk_rows`).
 
 Offset order (shared by `kernel_map`, the weight layout and every method): offset `o` of a `k^3` kernel is
 `(a, b, c)` with `o = a*k^2 + b*k + c`, neighbour `coord + (a - k//2, b - k//2, c - k//2)`; this is the
