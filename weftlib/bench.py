@@ -46,6 +46,7 @@ class Geometry:
     low: tuple[int, int] | None = None
     methods: tuple[str, ...] | None = None  # None: every formulation that applies
     export_methods: tuple[str, ...] | None = None  # exported to ONNX here (None: all); the others torch only
+    repeats: int | None = None  # timed calls per entry here (None: the sweep's); each row records its count
 
     def __post_init__(self) -> None:
         if self.low is not None and tuple(n * self.dilation for n in self.low) != tuple(self.size):
@@ -79,11 +80,13 @@ def grid(sizes: Iterable[int] = (32, 64, 128), kernel: int = 7, heads: int = 4, 
 
 
 def naf_geometry(size: int = 512, low: int = 32, heads: int = 4, dim: int = 64, v_dim: int = 256,
-                 kernel: int = 9, methods: Iterable[str] | None = None) -> Geometry:
+                 kernel: int = 9, methods: Iterable[str] | None = None, repeats: int | None = 1) -> Geometry:
     """NAF's call: queries at `size`^2, k/v nearest-resized from `low`^2, dilation = size / low.
 
     `methods` limits the formulations timed there (default: all). Full-resolution ones run in torch only,
-    in bounded query bands; only 'lowres' is exported at this size."""
+    in bounded query bands; only 'lowres' is exported at this size. `repeats` (default 1 timed call after
+    the call that gives the output) bounds the time there: matmul takes about two minutes a call at 512^2
+    on 2 cores; every row records how many calls its median is of."""
     if size % low:
         raise ValueError(f"size {size} must be a multiple of low {low}")
     chosen = tuple(methods) if methods else None
@@ -92,7 +95,7 @@ def naf_geometry(size: int = 512, low: int = 32, heads: int = 4, dim: int = 64, 
         raise ValueError(f"methods: unknown formulation(s) {sorted(unknown)}; known: {attention.METHODS}")
     # the graphs stay exported at their small geometry: at NAF's size only 'lowres' (small constants) is
     return Geometry(f"naf_{size}", (size, size), heads, dim, v_dim, kernel, size // low, 1, (low, low), chosen,
-                    ("lowres",))
+                    ("lowres",), repeats)
 
 
 def methods_for(geom: Geometry) -> tuple[str, ...]:
@@ -190,7 +193,7 @@ def _peak(backend: str, method: str, geom: Geometry, threads: int, cap_bytes: in
 def _row(geom: Geometry, method: str, backend: str, **values: Any) -> dict[str, Any]:
     row = {"geometry": geom.name, "tokens": geom.tokens, "method": method, "backend": backend,
            "status": "ok", "seconds": None, "peak_bytes": None, "max_abs_diff": None, "reference": None,
-           "onnx_bytes": None, "onnx_path": None, "spread": None}
+           "onnx_bytes": None, "onnx_path": None, "spread": None, "repeats": None}
     row.update(values)
     return row
 
@@ -212,6 +215,7 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
     torch.set_num_threads(threads)
     inputs = make_inputs(geom)
     methods = tuple(methods or geom.methods or methods_for(geom))
+    repeats = geom.repeats or repeats
     rows: list[dict[str, Any]] = []
     ref, ref_name = None, None
     if run_natten and geom.natten_dense_bytes() > natten_max_bytes:
@@ -226,6 +230,7 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
             samples = timing.sample_seconds(call, repeats=natten_repeats, warmup=0)
             row["seconds"] = float(np.median(samples))
             row["spread"] = (max(samples) - min(samples)) / row["seconds"] if len(samples) > 1 else None
+            row["repeats"] = natten_repeats
         rows.append(row)
     if ref is None and run_natten:  # natten too big: a formulation proven equal to it answers, timed or not
         ref, ref_name = _torch_call(geom, fallback, inputs)(), fallback
@@ -251,7 +256,7 @@ def _measure_method(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]
     if call is None:
         return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")]
     torch_row.update(seconds=timing.median_seconds(call, repeats=repeats, warmup=0),  # `out` was the warm-up
-                     max_abs_diff=_diff(out, ref))
+                     max_abs_diff=_diff(out, ref), repeats=repeats)
     if geom.export_methods is not None and method not in geom.export_methods:
         return [torch_row, _row(geom, method, "onnxruntime", status="not exported: graphs are exported at "
                                 "their small geometry")]
@@ -267,7 +272,8 @@ def _measure_method(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]
                    onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
     if status == "ok":
         ort = _ort_call(path, geom, method, inputs, threads)
-        ort_row.update(seconds=timing.median_seconds(ort, repeats=repeats, warmup=1), max_abs_diff=_diff(ort(), ref))
+        ort_row.update(seconds=timing.median_seconds(ort, repeats=repeats, warmup=1), max_abs_diff=_diff(ort(), ref),
+                       repeats=repeats)
     return [torch_row, ort_row]
 
 
