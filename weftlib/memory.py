@@ -334,7 +334,8 @@ def benchmark_against_limits(shape: str = "bunny", res: int = 1024, channels: in
     for method in tqdm(list(methods), desc="methods", disable=not progress):
         rows.append(benchmark(shape, res, channels, method, dtype, threads, repeats,
                               (chunk_rows or {}).get(method), n=len(coords)))
-    spc = spconv_seconds(coords, res, channels, spconv_threads, repeats) if spconv_threads and dtype == "float32" else None
+    run_spconv = bool(spconv_threads) and dtype == "float32"
+    spc = spconv_seconds(coords, res, channels, spconv_threads, repeats) if run_spconv else None
     after = timing.machine_limits(threads)
     limits = {k: (before[k] + after[k]) / 2 for k in ("sgemm_gflops", "copy_gbps", "load_average")}
     limit_s = timing.limit_seconds(work["flops_occupied"], work["min_bytes"], limits)
@@ -344,7 +345,8 @@ def benchmark_against_limits(shape: str = "bunny", res: int = 1024, channels: in
         row["useful_gflops"] = work["flops_occupied"] / row["median_seconds"] / 1e9
         row["of_sgemm"] = row["useful_gflops"] / limits["sgemm_gflops"]
     return {"work": work, "limits": limits, "limits_before": before, "limits_after": after, "rows": rows,
-            "spconv": spc, "limit_seconds": limit_s,
+            "spconv": spc, "spconv_status": ("ok" if spc else "not installed") if run_spconv else "not asked",
+            "limit_seconds": limit_s,
             "limit_seconds_all_taps": timing.limit_seconds(work["flops_all_taps"], work["min_bytes"], limits)}
 
 
@@ -368,7 +370,9 @@ def format_benchmark(result: dict[str, Any]) -> str:
                      f"{r['of_limit']:>10.2f}{r['useful_gflops']:>9.0f}{r['of_sgemm']:>10.2f}"
                      f"{r['peak_bytes'] / 2**30:>10.2f}{r['peak_over_model']:>12.2f}")
     spc = result.get("spconv")
-    if spc is None:
+    if spc is None and result.get("spconv_status") == "not asked":
+        lines.append("spconv: not run (--spconv-threads 0, or not fp32)")
+    elif spc is None:
         lines.append("spconv: not installed (optional; pip install spconv to compare)")
     else:
         lines.append(f"spconv {spc['version']} SubMConv3d, {spc['threads']} thread(s), rulebook reused: "
