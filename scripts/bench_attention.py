@@ -1,9 +1,11 @@
 #!/usr/bin/env python
 """Benchmark the neighborhood-attention formulations against natten on CPU (not a test: it takes minutes).
 
-Writes <out>/bench.json (rows, speedups, machine) and <out>/bench.md. The default runs the acceptance grid
-(32^2, 64^2, 128^2; kernel 7, 4 heads, dim 32) and NAF's 512^2 geometry with peak memory in capped
-subprocesses, e.g.:
+Writes <out>/bench.json (rows, speedups, limits, machine) and <out>/bench.md, and prints a compact summary:
+each time next to its data-movement bound (every query's kh*kw keys and values at this machine's copy rate,
+or its FLOPs at the sgemm rate if longer; both rates measured in this run). The default runs the acceptance
+grid (32^2, 64^2, 128^2; kernel 7, 4 heads, dim 32) and NAF's 512^2 geometry (every formulation; the
+full-resolution ones in torch only) with peak memory in capped subprocesses, e.g.:
 
     .venv/bin/python scripts/bench_attention.py --out outputs/bench --threads 2
 """
@@ -15,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from weftlib import bench, report
+from weftlib import bench, report, timing
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
@@ -28,24 +30,30 @@ def parse(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--naf", type=int, nargs=2, action="append", metavar=("SIZE", "LOW"),
                    help="add a NAF geometry (queries SIZE^2, k/v LOW^2); default: 512 32")
     p.add_argument("--no-naf", action="store_true", help="skip the NAF geometry")
-    p.add_argument("--naf-methods", nargs="+", default=["lowres"],
+    p.add_argument("--naf-methods", nargs="+", default=["gather", "matmul", "shift", "lowres"],
                    help="formulations timed at the NAF geometry (default: %(default)s)")
     p.add_argument("--methods", nargs="*", default=None, help="formulations (default: all that apply)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--natten-repeats", type=int, default=3)
+    p.add_argument("--natten-repeats", type=int, default=2)
     p.add_argument("--no-memory", action="store_true", help="skip the peak-memory subprocesses")
     p.add_argument("--cap-gib", type=float, default=16.0, help="address-space cap of each measuring child")
     p.add_argument("--natten-max-gib", type=float, default=8.0, help="skip natten above this dense-score size")
     return p.parse_args(argv)
 
 
-def write(args: argparse.Namespace, rows: list[dict], ratios: list[dict]) -> None:
-    payload = {"rows": rows, "speedups": ratios, "threads": args.threads, "machine": report.machine(),
-               "versions": report.package_versions()}
+def write(args: argparse.Namespace, rows: list[dict], ratios: list[dict], limits: dict, bounds: list[dict]) -> None:
+    payload = {"rows": rows, "speedups": ratios, "limits": limits, "against_limits": bounds,
+               "threads": args.threads, "machine": report.machine(), "versions": report.package_versions()}
     (args.out / "bench.json").write_text(json.dumps(report.jsonable(payload), indent=2))
-    (args.out / "bench.md").write_text(f"# Attention benchmark ({args.threads} threads)\n\n"
-                                       f"{bench.to_markdown(rows)}\n\n{bench.to_markdown(ratios)}\n")
+    (args.out / "bench.md").write_text(f"# Attention benchmark ({args.threads} threads)\n\n{_limits_line(limits)}\n\n"
+                                       f"{bench.to_markdown(rows)}\n\n{bench.to_markdown(ratios)}\n\n"
+                                       f"{bench.to_markdown(bounds)}\n")
+
+
+def _limits_line(limits: dict) -> str:
+    return (f"machine in this run: sgemm {limits['sgemm_gflops']:.0f} GFLOP/s, copy {limits['copy_gbps']:.1f} GB/s, "
+            f"load average {limits['load_average']:.2f}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -54,6 +62,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_naf:
         geoms += [bench.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])]
     args.out.mkdir(parents=True, exist_ok=True)
+    limits = timing.machine_limits(args.threads)
     rows: list[dict] = []
     for geom in geoms:  # the report is rewritten after each geometry: a long run keeps what it measured
         rows += bench.sweep([geom], folder=args.out / "onnx", progress=True, methods=args.methods,
@@ -61,7 +70,14 @@ def main(argv: list[str] | None = None) -> int:
                             memory=not args.no_memory, cap_bytes=int(args.cap_gib * 2**30),
                             natten_max_bytes=int(args.natten_max_gib * 2**30))
         ratios = bench.speedups(rows)
-        write(args, rows, ratios)
+        write(args, rows, ratios, limits, bench.against_limits(rows, geoms, limits))
+    after = timing.machine_limits(args.threads)
+    limits = {k: (limits[k] + after[k]) / 2 for k in ("sgemm_gflops", "copy_gbps", "load_average")}
+    bounds = bench.against_limits(rows, geoms, limits)
+    write(args, rows, ratios, limits, bounds)
+    print(_limits_line(limits) + " (mean of before and after)")
+    print("over_bound = median seconds / (gathered k,v bytes at the copy rate, or FLOPs at the sgemm rate)")
+    print(bench.to_markdown(bounds))
     print(bench.to_markdown(ratios))
     return 0
 

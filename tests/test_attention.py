@@ -305,3 +305,28 @@ def test_shift_exports_through_weftlib_onnx_export(tmp_path) -> None:
     assert report.parity_ok and report.max_abs_diff <= TOL, report.max_abs_diff
     assert report.ir_version <= 10 and not report.plumbing and not report.dynamic_gathers
     _check_op_set(onnx.load(str(report.path)), "shift")
+
+
+# ------------------------------------------------------------------------------------------- bands
+
+
+@pytest.mark.parametrize("budget", [1, 5_000, 60_000])
+@pytest.mark.parametrize("method", ("gather", "matmul", "shift"))
+@pytest.mark.parametrize("name", ["k3-d3-rect", "k7-d32-peraxis", "k13x3-d4", "gqa-4q-2kv"])
+def test_eager_bands_equal_natten_at_every_band_size(name: str, method: str, budget: int, monkeypatch) -> None:
+    """A tiny band budget forces the banded eager paths (one query row / one column group per band) and
+    puts band edges everywhere, also where natten's clamped windows shift inward at the borders."""
+    from weftlib import na_methods
+
+    monkeypatch.setattr(na_methods, "BAND_BYTES", budget)
+    (q, k, v, kernel, dilation), ref = _case(name)
+    err = (attention.na2d(q, k, v, kernel, dilation, method=method) - ref).abs().max().item()
+    assert err <= TOL, f"banded {method} differs from natten by {err:.3g} on {name} (budget {budget})"
+
+
+def test_band_rows_respects_the_budget() -> None:
+    from weftlib import na_methods
+
+    assert na_methods.band_rows(512, 10, 1000) == 100
+    assert na_methods.band_rows(512, 10 ** 9, 1000) == 1  # never zero rows
+    assert na_methods.band_rows(8, 1, 1000) == 8  # never more than the map

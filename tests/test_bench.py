@@ -78,3 +78,27 @@ def test_naf_geometry_limits_its_formulations_and_refuses_unknown_ones():
     assert geom.methods == ("lowres", "gather")
     with pytest.raises(ValueError, match="unknown formulation"):
         bench.naf_geometry(size=32, low=8, kernel=3, methods=["fast"])
+
+
+def test_naf_geometry_exports_only_lowres_and_keeps_full_resolution_rows_in_torch(tmp_path):
+    g = bench.naf_geometry(size=24, low=6, dim=8, v_dim=16, kernel=3, methods=["shift", "lowres"])
+    assert g.export_methods == ("lowres",) and g.repeats == 1
+    rows = bench.measure_geometry(g, folder=tmp_path, repeats=3, natten_repeats=2, memory=False)
+    assert {r["repeats"] for r in rows if r["backend"] != "natten" and r["seconds"]} == {1}  # the geometry's
+    status = {(r["method"], r["backend"]): r["status"] for r in rows}
+    assert status[("shift", "torch")] == "ok" and status[("shift", "onnxruntime")].startswith("not exported")
+    assert status[("lowres", "onnxruntime")] == "ok"
+    natten_row = rows[0]
+    assert natten_row["method"] == "natten" and natten_row["spread"] is not None and natten_row["spread"] >= 0
+    assert all(r["max_abs_diff"] <= 1e-5 for r in rows if r["max_abs_diff"] is not None)
+
+
+def test_against_limits_divides_by_the_data_movement_bound():
+    g = bench.naf_geometry()
+    assert g.gathered_bytes() == 4 * 512 * 512 * 81 * 4 * (64 + 256)  # about 109 GB of gathered k, v
+    limits = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
+    rows = [{"geometry": g.name, "method": "shift", "backend": "torch", "seconds": 21.74, "peak_bytes": 2 ** 30},
+            {"geometry": g.name, "method": "gather", "backend": "onnxruntime", "seconds": None, "peak_bytes": None}]
+    (row,) = bench.against_limits(rows, [g], limits)
+    assert row["bound_seconds"] == pytest.approx(g.gathered_bytes() / 10e9)
+    assert row["over_bound"] == pytest.approx(21.74 / row["bound_seconds"]) and row["peak_GiB"] == 1.0

@@ -73,3 +73,26 @@ def test_kernel_map_peak_is_about_twice_its_table():
     n = len(voxels.voxel_set("sphere", 128))
     row = memory.measure_kernel_map("sphere", 128, n)
     assert 1.0 <= row["measured_over_table"] <= 2.2, row
+
+
+def test_conv_work_counts_the_taps_that_have_a_neighbour_and_the_summary_names_them():
+    coords = voxels.voxel_set("sphere", 16)
+    nbr = sparse.kernel_map(coords)
+    work = memory.conv_work(nbr, 8, 4, "float32")
+    pairs = int((nbr >= 0).sum())
+    assert work["flops_occupied"] == 2 * pairs * 8 * 4 and work["flops_all_taps"] == 2 * len(coords) * 27 * 8 * 4
+    assert work["min_bytes"] == len(coords) * (8 + 4) * 4 + len(coords) * 27 * 8
+    row = {"shape": "sphere", "res": 16, "C": 8, "dtype": "float32", "threads": 1, "repeats": 1, "method": "auto",
+           "chunk_rows": None, "median_seconds": 0.5, "of_limit": 0.1, "useful_gflops": 1.0, "of_sgemm": 0.01,
+           "peak_bytes": 2 ** 20, "peak_over_model": 1.0}
+    text = memory.format_benchmark({"work": work, "limits": {"sgemm_gflops": 100.0, "copy_gbps": 10.0,
+                                                              "load_average": 0.5},
+                                    "rows": [row], "spconv": None, "spconv_status": "not asked",
+                                    "limit_seconds": 0.05, "limit_seconds_all_taps": 0.09})
+    assert "sgemm 100 GFLOP/s, copy 10.0 GB/s" in text and "auto" in text and "spconv: not run" in text
+
+
+def test_compact_peak_is_within_its_model():
+    n = len(voxels.voxel_set("sphere", 64))
+    row = memory.measure("compact", "sphere", 64, 32, n, "float32", threads=1)
+    assert 0.8 <= row["measured_over_model"] <= 1.25, row

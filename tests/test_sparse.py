@@ -251,3 +251,63 @@ def test_accumulate_export_has_no_scatter_and_matches_torch(tmp_path):
     assert report.parity_ok and "ScatterND" not in report.ops
     assert report.ops.get("Gemm", 0) + report.ops.get("MatMul", 0) == 27  # one product per offset
     assert onnx_export.inventory(report.path) == report.ops
+
+
+# ----------------------------------------------------------------------------------------------- auto / grouped
+@pytest.mark.parametrize("chunk_rows", [1, 3, 64, 1000, None])
+def test_compact_equals_dense_conv3d_across_chunk_boundaries(chunk_rows):
+    coords = voxels.voxel_set("sphere", 32)
+    nbr = sparse.kernel_map(coords)
+    feats, weight, bias = layer(len(coords), 5, 7, 3, seed=11)
+    out = sparse.submanifold_conv3d(feats, nbr, weight, bias, method="compact", chunk_rows=chunk_rows)
+    ref = sparse.reference_conv3d(feats, coords, weight, 32, bias)
+    assert (out.double() - ref).abs().max().item() <= 1e-4
+
+
+def test_compact_handles_voxels_that_are_not_their_own_neighbour_and_empty_taps():
+    coords = random_coords(9, 200, seed=4)
+    nbr = sparse.kernel_map(coords, 5)
+    nbr[::7] = -1  # rows that see nothing, not even themselves (a caller-made table)
+    nbr[:, 3] = -1  # a tap no row has
+    feats, weight, _ = layer(len(coords), 3, 4, 5, seed=4)
+    ref = sparse.submanifold_conv3d(feats, nbr, weight, method="accumulate")
+    for chunk in (2, 17, None):
+        out = sparse.submanifold_conv3d(feats, nbr, weight, method="compact", chunk_rows=chunk)
+        assert torch.allclose(out, ref, atol=1e-5)
+    assert (out[::7] == 0).all()
+
+
+def test_auto_picks_chunked_im2col_for_real_sets_and_one_gemm_for_small_sets():
+    assert sparse.choose_method(10 ** 6, 27) == "im2col" and sparse.choose_method(10 ** 6, 27, tracing=True) == "im2col"
+    assert sparse.auto_chunk_rows("im2col", 27, 64, 4, sparse.SMALL_ROWS - 1) is None
+    rows = sparse.auto_chunk_rows("im2col", 27, 64, 4, 10 ** 6)
+    assert 256 <= rows <= 65536 and sparse.auto_chunk_rows("compact", 27, 64, 4, 10 ** 6) >= rows
+    assert sparse.l2_cache_bytes() >= 1 << 16
+
+
+@pytest.mark.parametrize("shape, res", [("sphere", 8), ("sphere", 32)])  # about 300 and 4,800 voxels
+def test_auto_default_equals_dense_conv3d_on_both_sides_of_the_small_set_limit(shape, res):
+    coords = voxels.voxel_set(shape, res)
+    feats, weight, bias = layer(len(coords), 6, 6, 3, seed=res)
+    out = sparse.submanifold_conv3d(feats, sparse.kernel_map(coords), weight, bias)  # method="auto"
+    assert (out.double() - sparse.reference_conv3d(feats, coords, weight, res, bias)).abs().max().item() <= 1e-4
+
+
+class _AutoConv(torch.nn.Module):
+    def __init__(self, weight: torch.Tensor) -> None:
+        super().__init__()
+        self.weight = torch.nn.Parameter(weight, requires_grad=False)
+
+    def forward(self, feats: torch.Tensor, nbr: torch.Tensor) -> torch.Tensor:
+        return sparse.submanifold_conv3d(feats, nbr, self.weight)  # method="auto"
+
+
+def test_auto_under_the_exporter_exports_the_static_im2col_form(tmp_path):
+    onnx_export = pytest.importorskip("weftlib.onnx_export")
+    coords = voxels.voxel_set("sphere", 32)
+    assert len(coords) >= sparse.SMALL_ROWS  # eager auto would chunk here
+    feats, weight, _ = layer(len(coords), 4, 4, 3, seed=1)
+    report = onnx_export.export(_AutoConv(weight), (feats, sparse.kernel_map(coords)), tmp_path / "auto.onnx",
+                                input_names=["feats", "nbr"], output_names=["out"])
+    assert report.parity_ok and report.ops.get("Gather", 0) == 1 and report.ops.get("MatMul", 0) == 1
+    assert not {"TopK", "Loop", "ScatterND", "Unique"} & set(report.ops), report.ops

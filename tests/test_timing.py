@@ -41,3 +41,13 @@ def test_median_ignores_one_outlier():
         time.sleep(next(calls))
 
     assert timing.median_seconds(fn, repeats=5, warmup=1) < 0.02
+
+
+def test_machine_limits_are_positive_rates_and_the_roofline_takes_the_slower_side():
+    limits = timing.machine_limits(threads=1, repeats=1)
+    assert limits["sgemm_gflops"] > 0 and limits["copy_gbps"] > 0 and limits["load_average"] >= 0
+    fake = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
+    assert timing.limit_seconds(2e11, 1e9, fake) == pytest.approx(2.0)  # compute-bound
+    assert timing.limit_seconds(1e9, 5e10, fake) == pytest.approx(5.0)  # data-bound
+    with pytest.raises(ValueError, match="flops and bytes"):
+        timing.limit_seconds(-1, 0, fake)

@@ -45,6 +45,8 @@ class Geometry:
     batch: int = 1
     low: tuple[int, int] | None = None
     methods: tuple[str, ...] | None = None  # None: every formulation that applies
+    export_methods: tuple[str, ...] | None = None  # exported to ONNX here (None: all); the others torch only
+    repeats: int | None = None  # timed calls per entry here (None: the sweep's); each row records its count
 
     def __post_init__(self) -> None:
         if self.low is not None and tuple(n * self.dilation for n in self.low) != tuple(self.size):
@@ -56,6 +58,15 @@ class Geometry:
     @property
     def tokens(self) -> int:
         return self.size[0] * self.size[1]
+
+    def gathered_bytes(self) -> int:
+        """fp32 bytes of every query's kh*kw keys and values: what a full-resolution formulation moves when
+        it reads each neighbour once per query (its data-movement bound)."""
+        return 4 * self.batch * self.tokens * self.kernel ** 2 * self.heads * (self.dim + self.v_dim)
+
+    def attention_flops(self) -> int:
+        """FLOPs of the scores and the weighted sum over each query's kh*kw neighbours."""
+        return 2 * self.batch * self.tokens * self.kernel ** 2 * self.heads * (self.dim + self.v_dim)
 
     def natten_dense_bytes(self) -> int:
         """fp32 bytes of the dense [B, heads, HW, HW] score matrix natten's Flex path forms on CPU."""
@@ -69,17 +80,22 @@ def grid(sizes: Iterable[int] = (32, 64, 128), kernel: int = 7, heads: int = 4, 
 
 
 def naf_geometry(size: int = 512, low: int = 32, heads: int = 4, dim: int = 64, v_dim: int = 256,
-                 kernel: int = 9, methods: Iterable[str] | None = None) -> Geometry:
+                 kernel: int = 9, methods: Iterable[str] | None = None, repeats: int | None = 1) -> Geometry:
     """NAF's call: queries at `size`^2, k/v nearest-resized from `low`^2, dilation = size / low.
 
-    `methods` limits the formulations timed there: at 512^2 the full-resolution ones take minutes each."""
+    `methods` limits the formulations timed there (default: all). Full-resolution ones run in torch only,
+    in bounded query bands; only 'lowres' is exported at this size. `repeats` (default 1 timed call after
+    the call that gives the output) bounds the time there: matmul takes about two minutes a call at 512^2
+    on 2 cores; every row records how many calls its median is of."""
     if size % low:
         raise ValueError(f"size {size} must be a multiple of low {low}")
     chosen = tuple(methods) if methods else None
     unknown = set(chosen or ()) - set(attention.METHODS)
     if unknown:
         raise ValueError(f"methods: unknown formulation(s) {sorted(unknown)}; known: {attention.METHODS}")
-    return Geometry(f"naf_{size}", (size, size), heads, dim, v_dim, kernel, size // low, 1, (low, low), chosen)
+    # the graphs stay exported at their small geometry: at NAF's size only 'lowres' (small constants) is
+    return Geometry(f"naf_{size}", (size, size), heads, dim, v_dim, kernel, size // low, 1, (low, low), chosen,
+                    ("lowres",), repeats)
 
 
 def methods_for(geom: Geometry) -> tuple[str, ...]:
@@ -177,7 +193,7 @@ def _peak(backend: str, method: str, geom: Geometry, threads: int, cap_bytes: in
 def _row(geom: Geometry, method: str, backend: str, **values: Any) -> dict[str, Any]:
     row = {"geometry": geom.name, "tokens": geom.tokens, "method": method, "backend": backend,
            "status": "ok", "seconds": None, "peak_bytes": None, "max_abs_diff": None, "reference": None,
-           "onnx_bytes": None, "onnx_path": None}
+           "onnx_bytes": None, "onnx_path": None, "spread": None, "repeats": None}
     row.update(values)
     return row
 
@@ -187,16 +203,19 @@ def _diff(out: Any, ref: torch.Tensor | None) -> float | None:
 
 
 def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, folder: str | Path,
-                     repeats: int = 5, natten_repeats: int = 3, threads: int = 2, memory: bool = True,
+                     repeats: int = 5, natten_repeats: int = 2, threads: int = 2, memory: bool = True,
                      run_natten: bool = True, cap_bytes: int = DEFAULT_CAP_BYTES,
                      natten_max_bytes: int = DEFAULT_CAP_BYTES // 4,
                      fallback: str = "shift") -> list[dict[str, Any]]:
     """All rows of one geometry: natten first (the reference), then each formulation in torch and in
-    onnxruntime (exported to `folder`). Entries that do not fit the cap are reported, not timed; natten is
-    not even tried when its dense score matrix alone exceeds `natten_max_bytes`."""
+    onnxruntime (exported to `folder`; `geom.export_methods` only). Entries that do not fit the cap are
+    reported, not timed; natten is not even tried when its dense score matrix alone exceeds
+    `natten_max_bytes`. natten's reference call doubles as its warm-up, and its row records the spread of
+    its `natten_repeats` timed calls ((max - min) / median), so few repeats of a long call stay honest."""
     torch.set_num_threads(threads)
     inputs = make_inputs(geom)
     methods = tuple(methods or geom.methods or methods_for(geom))
+    repeats = geom.repeats or repeats
     rows: list[dict[str, Any]] = []
     ref, ref_name = None, None
     if run_natten and geom.natten_dense_bytes() > natten_max_bytes:
@@ -207,8 +226,11 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
         row = _row(geom, "natten", "natten", status=status, peak_bytes=peak)
         if status == "ok":
             call = _natten_call(geom, inputs)
-            ref, ref_name = call(), "natten"
-            row["seconds"] = timing.median_seconds(call, repeats=natten_repeats, warmup=1)
+            ref, ref_name = call(), "natten"  # the reference call is also the warm-up
+            samples = timing.sample_seconds(call, repeats=natten_repeats, warmup=0)
+            row["seconds"] = float(np.median(samples))
+            row["spread"] = (max(samples) - min(samples)) / row["seconds"] if len(samples) > 1 else None
+            row["repeats"] = natten_repeats
         rows.append(row)
     if ref is None and run_natten:  # natten too big: a formulation proven equal to it answers, timed or not
         ref, ref_name = _torch_call(geom, fallback, inputs)(), fallback
@@ -233,7 +255,11 @@ def _measure_method(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]
     torch_row = _row(geom, method, "torch", status=status, peak_bytes=peak, reference=ref_name)
     if call is None:
         return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")]
-    torch_row.update(seconds=timing.median_seconds(call, repeats=repeats, warmup=1), max_abs_diff=_diff(out, ref))
+    torch_row.update(seconds=timing.median_seconds(call, repeats=repeats, warmup=0),  # `out` was the warm-up
+                     max_abs_diff=_diff(out, ref), repeats=repeats)
+    if geom.export_methods is not None and method not in geom.export_methods:
+        return [torch_row, _row(geom, method, "onnxruntime", status="not exported: graphs are exported at "
+                                "their small geometry")]
     path = folder / f"{geom.name.replace('^', 'p')}_{method}.onnx"
     args = method_args(geom, method, inputs)
     try:
@@ -246,7 +272,8 @@ def _measure_method(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]
                    onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
     if status == "ok":
         ort = _ort_call(path, geom, method, inputs, threads)
-        ort_row.update(seconds=timing.median_seconds(ort, repeats=repeats, warmup=1), max_abs_diff=_diff(ort(), ref))
+        ort_row.update(seconds=timing.median_seconds(ort, repeats=repeats, warmup=1), max_abs_diff=_diff(ort(), ref),
+                       repeats=repeats)
     return [torch_row, ort_row]
 
 
@@ -307,3 +334,21 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
+
+
+def against_limits(rows: list[dict[str, Any]], geometries: Iterable[Geometry],
+                   limits: dict[str, float]) -> list[dict[str, Any]]:
+    """Per timed full-resolution row: its data-movement bound (`Geometry.gathered_bytes` at the copy rate,
+    or the FLOPs at the sgemm rate if longer; `timing.limit_seconds`) and time / bound. Rows of 'lowres',
+    which reads the small grid, and of natten get the bound for reference only."""
+    by_name = {g.name: g for g in geometries}
+    out = []
+    for r in rows:
+        geom = by_name.get(r["geometry"])
+        if geom is None or r["seconds"] is None:
+            continue
+        bound = timing.limit_seconds(geom.attention_flops(), geom.gathered_bytes(), limits)
+        out.append({"geometry": r["geometry"], "method": r["method"], "backend": r["backend"],
+                    "seconds": r["seconds"], "bound_seconds": bound, "over_bound": r["seconds"] / bound,
+                    "peak_GiB": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**30})
+    return out

@@ -55,12 +55,21 @@ def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = 
     padded with a zero row) + its int64 gather index;
     accumulate: output + one offset's gathered rows (+ an int64 index column); the product is added in place;
     scatter: output + one offset's gathered rows + their product + the compacted destination/source indices;
-    dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included).
+    compact: output + one chunk's transposed table, its mask, the rows and sources of one tap, their gathered
+      features and product (`sparse.auto_chunk_rows` when no chunk is given);
+    dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included);
+    auto: the method and chunking `sparse.submanifold_conv3d` picks for these shapes.
     """
-    if method not in sparse.METHODS:
-        raise ValueError(f"method must be one of {sparse.METHODS}, got {method!r}")
+    if method not in sparse.METHODS + (sparse.AUTO,):
+        raise ValueError(f"method must be one of {sparse.METHODS + (sparse.AUTO,)}, got {method!r}")
     e, k3 = _itemsize(dtype), kernel_size ** 3
+    if method == sparse.AUTO:
+        method = sparse.choose_method(n, k3)
+        chunk_rows = chunk_rows or sparse.auto_chunk_rows(method, k3, cin, e, n)
     out = n * cout * e
+    if method == "compact":
+        rows = min(n, chunk_rows or sparse.auto_chunk_rows("compact", k3, cout, e, n) or n)
+        return out + rows * (k3 * 9 + 3 * 8 + (cin + cout) * e)
     if method == "im2col":
         if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
             return out + n * k3 * (cin * e + 8)
@@ -251,3 +260,122 @@ def decoder_transfers(counts: dict[int, int], dtype: str = "float16",
     rows = [{"res": r, "C": c, "N": counts[r], **split_transfer(counts[r], c, c, dtype)}
             for r, c in stages if r in counts]
     return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------- machine limit
+def conv_work(nbr: torch.Tensor, cin: int, cout: int, dtype: str = "float32") -> dict[str, int]:
+    """What one layer must do on this voxel set: the FLOPs of all k^3 taps, of the taps that have a
+    neighbour (what 'compact' multiplies), and the bytes it must at least move (read the features and the
+    neighbour table once, write the output once)."""
+    e = _itemsize(dtype)
+    n, k3 = nbr.shape
+    pairs = int((nbr >= 0).sum())
+    return {"N": n, "pairs": pairs, "flops_all_taps": 2 * n * k3 * cin * cout, "flops_occupied": 2 * pairs * cin * cout,
+            "min_bytes": n * (cin + cout) * e + n * k3 * 8}
+
+
+def spconv_seconds(coords: torch.Tensor, res: int, channels: int, threads: int = 1, repeats: int = 3,
+                   seed: int = 0) -> dict[str, Any] | None:
+    """spconv's SubMConv3d on the same voxels, rulebook built once and reused (as a network reuses it), and
+    the largest difference from `submanifold_conv3d`; None when spconv is not installed (it is optional,
+    never a dependency of the suite)."""
+    try:
+        import spconv.pytorch as spconv
+    except ImportError:
+        return None
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        feats = torch.randn((len(coords), channels), generator=gen)
+        weight = torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5
+        conv = spconv.SubMConv3d(channels, channels, 3, bias=False, indice_key="subm")
+        with torch.no_grad():
+            conv.weight.copy_(weight.permute(0, 2, 3, 4, 1))  # spconv 2 keeps [Cout, k, k, k, Cin]
+            indices = torch.cat([torch.zeros((len(coords), 1), dtype=torch.int32), coords.to(torch.int32)], 1)
+            first = conv(spconv.SparseConvTensor(feats, indices, [res] * 3, 1))  # builds the rulebook
+
+            def run() -> torch.Tensor:
+                return conv(first.replace_feature(feats)).features
+
+            seconds = timing.median_seconds(run, repeats=repeats, warmup=0)
+            ours = sparse.submanifold_conv3d(feats, sparse.kernel_map(coords), weight)
+            diff = float((run() - ours).abs().max())
+    finally:
+        torch.set_num_threads(before)
+    return {"seconds": seconds, "threads": threads, "max_abs_diff_vs_ours": diff,
+            "version": getattr(spconv, "__version__", None) or _version("spconv")}
+
+
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def benchmark_against_limits(shape: str = "bunny", res: int = 1024, channels: int = 64,
+                             methods: Iterable[str] = ("auto",), dtype: str = "float32", threads: int = 2,
+                             repeats: int = 3, chunk_rows: dict[str, int | None] | None = None,
+                             spconv_threads: int | None = 1, progress: bool = True) -> dict[str, Any]:
+    """One layer per method (`benchmark`: fresh process per repeat, median time, worst peak) beside this
+    machine's limits measured in the same run (`timing.machine_limits` before and after; their mean is
+    used) and spconv's time on the same voxels when spconv is installed."""
+    from .report import progress as tqdm
+
+    before = timing.machine_limits(threads)
+    coords = voxels.voxel_set(shape, res)
+    nbr = sparse.kernel_map(coords)
+    work = conv_work(nbr, channels, channels, dtype)
+    del nbr
+    rows = []
+    for method in tqdm(list(methods), desc="methods", disable=not progress):
+        rows.append(benchmark(shape, res, channels, method, dtype, threads, repeats,
+                              (chunk_rows or {}).get(method), n=len(coords)))
+    run_spconv = bool(spconv_threads) and dtype == "float32"
+    spc = spconv_seconds(coords, res, channels, spconv_threads, repeats) if run_spconv else None
+    after = timing.machine_limits(threads)
+    limits = {k: (before[k] + after[k]) / 2 for k in ("sgemm_gflops", "copy_gbps", "load_average")}
+    limit_s = timing.limit_seconds(work["flops_occupied"], work["min_bytes"], limits)
+    for row in rows:
+        row["limit_seconds"] = limit_s
+        row["of_limit"] = limit_s / row["median_seconds"]
+        row["useful_gflops"] = work["flops_occupied"] / row["median_seconds"] / 1e9
+        row["of_sgemm"] = row["useful_gflops"] / limits["sgemm_gflops"]
+    return {"work": work, "limits": limits, "limits_before": before, "limits_after": after, "rows": rows,
+            "spconv": spc, "spconv_status": ("ok" if spc else "not installed") if run_spconv else "not asked",
+            "limit_seconds": limit_s,
+            "limit_seconds_all_taps": timing.limit_seconds(work["flops_all_taps"], work["min_bytes"], limits)}
+
+
+def format_benchmark(result: dict[str, Any]) -> str:
+    """The compact, self-explaining summary the benchmark script prints."""
+    w, lim, rows = result["work"], result["limits"], result["rows"]
+    r0 = rows[0] if rows else {}
+    lines = [
+        f"one submanifold conv layer: {r0.get('shape')} {r0.get('res')}, N = {w['N']:,}, C = {r0.get('C')}, "
+        f"{r0.get('dtype')}, {r0.get('threads')} threads, kernel map given; median of {r0.get('repeats')} fresh processes",
+        f"machine now: sgemm {lim['sgemm_gflops']:.0f} GFLOP/s, copy {lim['copy_gbps']:.1f} GB/s, "
+        f"load average {lim['load_average']:.2f} (mean of before and after)",
+        f"work: {w['flops_occupied'] / 1e12:.3f} TFLOP on taps with a neighbour "
+        f"({w['flops_occupied'] / w['flops_all_taps']:.2f} of {w['flops_all_taps'] / 1e12:.3f} for all taps); "
+        f"limit {result['limit_seconds']:.2f} s (all taps {result['limit_seconds_all_taps']:.2f} s)",
+        f"{'method':<11}{'chunk':>7}{'median s':>10}{'of limit':>10}{'GFLOP/s':>9}{'of sgemm':>10}"
+        f"{'peak GiB':>10}{'peak/model':>12}",
+    ]
+    for r in rows:
+        lines.append(f"{r['method']:<11}{str(r['chunk_rows'] or 'auto'):>7}{r['median_seconds']:>10.2f}"
+                     f"{r['of_limit']:>10.2f}{r['useful_gflops']:>9.0f}{r['of_sgemm']:>10.2f}"
+                     f"{r['peak_bytes'] / 2**30:>10.2f}{r['peak_over_model']:>12.2f}")
+    spc = result.get("spconv")
+    if spc is None and result.get("spconv_status") == "not asked":
+        lines.append("spconv: not run (--spconv-threads 0, or not fp32)")
+    elif spc is None:
+        lines.append("spconv: not installed (optional; pip install spconv to compare)")
+    else:
+        lines.append(f"spconv {spc['version']} SubMConv3d, {spc['threads']} thread(s), rulebook reused: "
+                     f"{spc['seconds']:.2f} s (of limit {result['limit_seconds'] / spc['seconds']:.2f}); "
+                     f"max |spconv - ours| {spc['max_abs_diff_vs_ours']:.2g}")
+    return "\n".join(lines)

@@ -36,6 +36,23 @@ def _softmax_scores(scores: Tensor, scale: float) -> Tensor:
     return torch.softmax(scores * scale, dim=-1)
 
 
+BAND_BYTES = 256 << 20  # eager runs of gather/matmul/shift work in query bands whose temporaries stay about here
+
+
+def _eager(x: Tensor) -> bool:
+    """Chunk only in eager mode: an exporter traces the whole-map form, so exported graphs keep their shape."""
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() or torch.compiler.is_compiling()
+                or isinstance(x, FakeTensor))
+
+
+def band_rows(rows: int, bytes_per_row: int, budget: int | None = None) -> int:
+    """Query rows per band so one band's temporaries (`bytes_per_row` each) stay within `budget`."""
+    budget = BAND_BYTES if budget is None else budget
+    return max(1, min(rows, budget // max(bytes_per_row, 1)))
+
+
 @lru_cache(maxsize=2)  # up to 512 MiB each
 def _mask_bias(shape: Pair, kernel: Pair, dilation: Pair) -> Tensor:
     """The additive mask as a ready constant, so the exported graph holds it as one initializer."""
@@ -76,10 +93,14 @@ def gather(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
     """Tiled: queries in tiles of up to 8 x 8 inside one dilation group (q zero-padded, then reshaped);
     one Gather per k and v with a constant table fetches each tile's key halo, and each tile attends to its
     halo by batched MatMul with a constant additive mask that keeps exactly the natten neighborhood.
-    Memory ~ (halo / tile) x |k| instead of kh*kw x |k| for a per-query table."""
+    Memory ~ (halo / tile) x |k| instead of kh*kw x |k| for a per-query table; in eager mode the tiles run
+    in bands (`_gather_banded`) so that is bounded too."""
     b, h, w, heads, d = dims(q)
     dv = dims(v)[-1]
     plan = na_index.halo_plan((h, w), kernel, dilation)
+    per_group = plan["slots"] * heads * (d + 2 * dv + plan["tile"][0] * plan["tile"][1]) * 4 * b
+    if _eager(q) and per_group * plan["groups"] > BAND_BYTES:
+        return _gather_banded(q, k, v, plan, dilation, scale)
     (ph, pw), (nr, nc), (tr, tc) = plan["padded"], plan["tiles"], plan["tile"]
     groups, slots = plan["groups"], plan["slots"]
     dh, dw = dilation
@@ -94,6 +115,41 @@ def gather(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
     scores = torch.matmul(q_tiles, k_halo.transpose(-1, -2)) * scale + bias
     out = torch.matmul(torch.softmax(scores, dim=-1), v_halo)  # [b, groups, heads, tr * tc, dv]
     out = out.reshape(b, dh, dw, nr, nc, heads, tr, tc, dv).permute(order).reshape(b, ph, pw, heads, dv)
+    return out[:, :h, :w] if (ph, pw) != (h, w) else out
+
+
+def _gather_banded(q: Tensor, k: Tensor, v: Tensor, plan: dict, dilation: Pair, scale: float) -> Tensor:
+    """`gather` one row dilation group at a time (and within it, bands of its column groups): each band's
+    tiles gather their halos, attend, and write their queries straight into the output (a strided view in
+    tile order), so the extra memory is one band's halos and scores, not the whole map's."""
+    b, h, w, heads, d = dims(q)
+    dv = dims(v)[-1]
+    (ph, pw), (nr, nc), (tr, tc) = plan["padded"], plan["tiles"], plan["tile"]
+    slots = plan["slots"]
+    dh, dw = dilation
+    if (ph, pw) != (h, w):
+        q = torch.nn.functional.pad(q, (0, 0, 0, 0, 0, pw - w, 0, ph - h))
+    out = q.new_empty((b, ph, pw, heads, dv))
+    order = (0, 3, 6, 1, 4, 7, 2, 5, 8)  # [b,nr,tr,dh,nc,tc,dw,heads,x] -> [b,dh,dw,nr,nc,heads,tr,tc,x]
+    q_view = q.reshape(b, nr, tr, dh, nc, tc, dw, heads, d).permute(order)
+    out_view = out.reshape(b, nr, tr, dh, nc, tc, dw, heads, dv).permute(order)
+    k_flat, v_flat = (t.reshape(b, h * w, heads, t.shape[-1]) for t in (k, v))
+    index = plan["index"].to(q.device).view(dh, dw, nr * nc * slots)
+    bias = plan["bias"].to(device=q.device, dtype=q.dtype).view(dh, dw, nr * nc, 1, tr * tc, slots)
+    per_col_group = nr * nc * slots * heads * (d + 2 * dv + tr * tc) * 4 * b
+    step = band_rows(dw, per_col_group)
+    for gh in range(dh):
+        for g0 in range(0, dw, step):
+            g1 = min(dw, g0 + step)
+            n_g = (g1 - g0) * nr * nc
+            idx = index[gh, g0:g1].reshape(-1)
+            k_halo, v_halo = (torch.index_select(t, 1, idx).reshape(b, n_g, slots, heads, t.shape[-1]).transpose(2, 3)
+                              for t in (k_flat, v_flat))
+            q_tiles = q_view[:, gh, g0:g1].reshape(b, n_g, heads, tr * tc, d)
+            scores = torch.matmul(q_tiles, k_halo.transpose(-1, -2)).mul_(scale).add_(
+                bias[gh, g0:g1].reshape(n_g, 1, tr * tc, slots))
+            res = torch.matmul(torch.softmax(scores, dim=-1), v_halo)  # [b, n_g, heads, tr*tc, dv]
+            out_view[:, gh, g0:g1].copy_(res.reshape(b, g1 - g0, nr, nc, heads, tr, tc, dv))
     return out[:, :h, :w] if (ph, pw) != (h, w) else out
 
 
@@ -120,9 +176,70 @@ def _windows_matmul(x: Tensor, kernel: Pair, dilation: Pair) -> Tensor:
 
 def matmul(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale: float) -> Tensor:
     """Gather-free: the clamped window is separable per axis, so neighbor selection is a MatMul of
-    constant one-hot tiles with k and v (rows, then columns); scores and output are batched MatMuls."""
+    constant one-hot tiles with k and v (rows, then columns); scores and output are batched MatMuls.
+    Eager runs with large windows go through `_matmul_banded` (same selection by one-hot MatMuls, per band
+    of query rows of one dilation group)."""
+    b, h, w, heads, d = dims(q)
+    window_bytes = b * h * w * kernel[0] * kernel[1] * heads * (d + dims(v)[-1]) * q.element_size()
+    if _eager(q) and window_bytes > BAND_BYTES:
+        return _matmul_banded(q, k, v, kernel, dilation, scale)
     return _window_attention(q, _windows_matmul(k, kernel, dilation), _windows_matmul(v, kernel, dilation),
                              scale)
+
+
+@lru_cache(maxsize=64)
+def _group_onehot(length: int, kernel: int, p0: int, p1: int) -> tuple[int, int, Tensor]:
+    """Inside one dilation group of `length` tokens: `(lo, span, onehot)` where row `i * kernel + a` of
+    onehot `[(p1 - p0) * kernel, span]` picks neighbor `a` of group position `p0 + i` from positions
+    `lo .. lo + span` (natten's clamped window)."""
+    starts = [min(max(p - kernel // 2, 0), length - kernel) for p in range(p0, p1)]
+    lo, span = starts[0], starts[-1] + kernel - starts[0]
+    onehot = np.zeros(((p1 - p0) * kernel, span), dtype=np.float32)
+    for i, st in enumerate(starts):
+        onehot[np.arange(kernel) + i * kernel, st - lo + np.arange(kernel)] = 1.0
+    return lo, span, torch.from_numpy(onehot)
+
+
+def _select_cols(x: Tensor, kernel: int, dilation: int) -> Tensor:
+    """x `[B, M, W, C]` -> `[B, M, W, kernel, C]`: each column's neighbors by one-hot MatMul; when the
+    dilation divides W, per dilation group with one shared `[L * kernel, L]` matrix (L = W / dilation)."""
+    b, m, w, c = dims(x)
+    if w % dilation:
+        return _select_axis(x.transpose(1, 2).reshape(b, w, m * c), w, kernel, dilation).reshape(
+            b, w, kernel, m, c).permute(0, 3, 1, 2, 4)
+    length = w // dilation
+    _, _, onehot = _group_onehot(length, kernel, 0, length)
+    groups = x.reshape(b, m, length, dilation, c).transpose(2, 3)  # [B, M, d, L, C]
+    picked = torch.matmul(onehot.to(device=x.device, dtype=x.dtype), groups)  # [B, M, d, L * kernel, C]
+    return picked.reshape(b, m, dilation, length, kernel, c).transpose(2, 3).reshape(b, m, w, kernel, c)
+
+
+def _matmul_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale: float) -> Tensor:
+    """`matmul` in bands: query rows of one dilation group at a time (a strided slice); their key rows
+    come from a small one-hot MatMul over that group's rows, their columns from `_select_cols`; each band's
+    windows attend and are dropped. Temporaries: one band's windows (not the map's kh*kw copies of k, v)."""
+    b, h, w, heads, d = dims(q)
+    dv = dims(v)[-1]
+    (kh, kw), (dh, dw) = kernel, dilation
+    out = q.new_empty((b, h, w, heads, dv))
+    per_row = 3 * b * w * kh * kw * heads * (d + dv) * q.element_size()
+    step = band_rows(-(-h // dh), per_row)
+    for g in range(dh):
+        length = (h - g + dh - 1) // dh
+        for p0 in range(0, length, step):
+            p1 = min(length, p0 + step)
+            lo, span, onehot = _group_onehot(length, kh, p0, p1)
+            onehot = onehot.to(device=q.device, dtype=q.dtype)
+            wins = []
+            for t in (k, v):
+                c = t.shape[-1]
+                rows = t[:, g + dh * lo:g + dh * (lo + span - 1) + 1:dh].reshape(b, span, w * heads * c)
+                picked = torch.matmul(onehot, rows).reshape(b, (p1 - p0) * kh, w, heads * c)
+                cols = _select_cols(picked, kw, dw).reshape(b, p1 - p0, kh, w, kw, heads, c)
+                wins.append(cols.permute(0, 1, 3, 2, 4, 5, 6).reshape(b, (p1 - p0) * w, kh * kw, heads, c))
+            q_band = q[:, g + dh * p0:g + dh * (p1 - 1) + 1:dh]
+            out[:, g + dh * p0:g + dh * (p1 - 1) + 1:dh] = _window_attention(q_band, wins[0], wins[1], scale)
+    return out
 
 
 def _offsets(x: Tensor, kernel: Pair, dilation: Pair):
@@ -139,12 +256,61 @@ def _offsets(x: Tensor, kernel: Pair, dilation: Pair):
 def shift(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale: float) -> Tensor:
     """Per kernel offset: k and v shifted by static Slice/Concat, score = ReduceSum(q * k_shift);
     Softmax over the kh*kw scores; output = sum of p * v_shift. No Gather, no MatMul; only the
-    `[B, H, W, heads, kh*kw]` scores are held beyond one shifted copy at a time."""
+    `[B, H, W, heads, kh*kw]` scores are held beyond one shifted copy at a time. Eager runs go through
+    `_shift_banded` (same arithmetic, bands of query rows, no copies)."""
+    if _eager(q):
+        return _shift_banded(q, k, v, kernel, dilation, scale)
     scores = torch.stack([(q * k_ab).sum(-1) for k_ab in _offsets(k, kernel, dilation)], dim=-1)
     probs = torch.split(_softmax_scores(scores, scale), 1, dim=-1)
     out = None
     for p_ab, v_ab in zip(probs, _offsets(v, kernel, dilation)):
         out = p_ab * v_ab if out is None else out + p_ab * v_ab
+    return out
+
+
+def _pieces(table_column: tuple[int, ...]) -> list[tuple[int, int, int]]:
+    """`(dst, src, length)` runs: destinations dst..dst+length read sources src..src+length."""
+    pieces, dst = [], 0
+    for src, length in na_index.contiguous_runs(table_column):
+        pieces.append((dst, src, length))
+        dst += length
+    return pieces
+
+
+def _shift_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale: float) -> Tensor:
+    """`shift` in eager mode: bands of query rows; per offset and per run of the shifted column index, the
+    score and the output are accumulated on slices of q, k, v and the output (no shifted copies, the
+    product added in place). Temporaries: one band's scores and one slice product."""
+    b, h, w, heads, d = dims(q)
+    dv = dims(v)[-1]
+    kk = kernel[0] * kernel[1]
+    rows_table = na_index.axis_table(h, kernel[0], dilation[0])
+    cols_table = na_index.axis_table(w, kernel[1], dilation[1])
+    col_pieces = [_pieces(tuple(row[c] for row in cols_table)) for c in range(kernel[1])]
+    out = q.new_empty((b, h, w, heads, dv))
+    per_row = b * w * heads * (kk + 2 * dv + d) * q.element_size()
+    step = band_rows(h, per_row, BAND_BYTES // 4)  # measured: 64 MB bands 12 s at NAF 512^2, 16 MB 229 s
+    for r0 in range(0, h, step):
+        r1 = min(h, r0 + step)
+        row_pieces = [_pieces(tuple(rows_table[i][a] for i in range(r0, r1))) for a in range(kernel[0])]
+        qb, ob = q[:, r0:r1], out[:, r0:r1]
+        scores = q.new_empty((b, r1 - r0, w, heads, kk))
+        for a, rp in enumerate(row_pieces):
+            for c, cp in enumerate(col_pieces):
+                o = a * kernel[1] + c
+                for rd, rs, rl in rp:
+                    for cd, cs, cl in cp:
+                        torch.sum(qb[:, rd:rd + rl, cd:cd + cl] * k[:, rs:rs + rl, cs:cs + cl], dim=-1,
+                                  out=scores[:, rd:rd + rl, cd:cd + cl, :, o])
+        probs = _softmax_scores(scores, scale)
+        ob.zero_()
+        for a, rp in enumerate(row_pieces):
+            for c, cp in enumerate(col_pieces):
+                o = a * kernel[1] + c
+                for rd, rs, rl in rp:
+                    for cd, cs, cl in cp:
+                        ob[:, rd:rd + rl, cd:cd + cl].addcmul_(probs[:, rd:rd + rl, cd:cd + cl, :, o:o + 1],
+                                                              v[:, rs:rs + rl, cs:cs + cl])
     return out
 
 

@@ -34,6 +34,20 @@ def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> 
     return statistics.median(samples)
 
 
+def sample_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> list[float]:
+    """Wall time of each of `repeats` calls of `fn()` after `warmup` untimed calls."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    for _ in range(max(warmup, 0)):
+        fn()
+    samples = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+    return samples
+
+
 def _status_bytes(field: str) -> int:
     """A `VmRSS`/`VmHWM` line of /proc/self/status in bytes."""
     for line in _STATUS.read_text().splitlines():
@@ -97,3 +111,56 @@ def peak_rss_subprocess(target: str, kwargs: dict[str, Any] | None = None, timeo
     if proc.returncode != 0:
         raise RuntimeError(f"measurement of {target} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
     return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# ----------------------------------------------------------------------------------------------- machine limits
+def sgemm_gflops(threads: int | None = None, size: int = 2048, repeats: int = 5) -> float:
+    """This machine's fp32 matrix-multiply rate now (GFLOP/s, median of repeats of a square `size` GEMM):
+    the compute limit a benchmark's time is compared with, measured in the same run."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(0)
+        a, b = (torch.randn((size, size), generator=gen) for _ in range(2))
+        out = torch.empty((size, size))
+        seconds = median_seconds(lambda: torch.mm(a, b, out=out), repeats=repeats, warmup=1)
+    finally:
+        torch.set_num_threads(before)
+    return 2 * size ** 3 / seconds / 1e9
+
+
+def copy_gbps(threads: int | None = None, nbytes: int = 256 << 20, repeats: int = 5) -> float:
+    """This machine's memory copy rate now (GB/s of bytes copied, median of repeats of a `nbytes` tensor
+    copy, far larger than any cache): the data-movement limit, measured in the same run."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        src = torch.ones(nbytes // 4)
+        dst = torch.empty_like(src)
+        seconds = median_seconds(lambda: dst.copy_(src), repeats=repeats, warmup=1)
+    finally:
+        torch.set_num_threads(before)
+    return nbytes / seconds / 1e9
+
+
+def machine_limits(threads: int | None = None, repeats: int = 5) -> dict[str, float]:
+    """sgemm GFLOP/s, copy GB/s and the 1-minute load average, measured now: what a benchmark's times are
+    divided by, so runs on a busy and a quiet machine can be compared."""
+    import os
+
+    return {"sgemm_gflops": sgemm_gflops(threads, repeats=repeats), "copy_gbps": copy_gbps(threads, repeats=repeats),
+            "load_average": os.getloadavg()[0], "threads": threads}
+
+
+def limit_seconds(flops: float, nbytes: float, limits: dict[str, float]) -> float:
+    """The least time the work can take on this machine: its FLOPs at the sgemm rate or its bytes at the
+    copy rate, whichever is longer (a roofline with the two rates measured in the same run)."""
+    if flops < 0 or nbytes < 0:
+        raise ValueError(f"flops and bytes must be >= 0, got {flops} and {nbytes}")
+    return max(flops / (limits["sgemm_gflops"] * 1e9), nbytes / (limits["copy_gbps"] * 1e9))
