@@ -89,7 +89,7 @@ def test_gate_pairs_every_graph_02_03_and_05_exported(default_run):
 
 def test_trace_cost_of_looking_is_stated_per_call_and_on_a_real_workload(default_run):
     m = metrics(default_run, "01_trace_natten")
-    assert 0 <= m["tracing_fixed_overhead_us"] < 2000
+    assert 0 <= m["tracing_fixed_overhead_us"] < 10_000
     assert m["tracing_forward_traced_over_plain"] < 2
     assert m["conclusion"]["status"] == "answered on a stand-in"
 
