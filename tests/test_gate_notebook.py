@@ -31,7 +31,8 @@ def fake_run(root: Path) -> Path:
                          "03_sparse_conv_memory": {"head": topk_head()},
                          "05_export_dit_block": {"dit": dit_inputs()}}.items():
         (run / name).mkdir(parents=True)
-        (run / name / "metrics.json").write_text(json.dumps({"notebook": name, "headline": [], "metrics": {}}))
+        done = {"conclusion": {"answer": "exported", "rests_on": {}, "unmet": [], "status": "answered"}}
+        (run / name / "metrics.json").write_text(json.dumps({"notebook": name, "headline": [], "metrics": done}))
         [save(model, run / name / f"{stem}.onnx") for stem, model in graphs.items()]
     return run
 
@@ -77,3 +78,12 @@ def test_04_fails_naming_a_notebook_whose_outputs_are_missing(tmp_path):
     result = execute(run)
     assert result.status == "failed"
     assert "05_export_dit_block: no metrics.json" in json.dumps(result.error)
+
+
+def test_04_fails_naming_a_notebook_that_stopped_part_way(tmp_path):
+    run = fake_run(tmp_path)
+    partial = {"notebook": "02_export_attention", "headline": [], "metrics": {"equality_worst_abs_diff": 1e-7}}
+    (run / "02_export_attention" / "metrics.json").write_text(json.dumps(partial))  # died before its conclusion
+    result = execute(run)
+    assert result.status == "failed"
+    assert "02_export_attention: recorded no conclusion" in json.dumps(result.error)

@@ -6,6 +6,8 @@ tables lives here, where it is tested.
 
 from __future__ import annotations
 
+import json
+
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -183,8 +185,12 @@ def missing_outputs(folders: dict[str, Path]) -> list[str]:
     `.onnx` file. Notebook 04 stops on any, instead of passing on a subset of the graphs."""
     missing = []
     for name, folder in folders.items():
-        if not (Path(folder) / "metrics.json").is_file():
+        metrics = Path(folder) / "metrics.json"
+        if not metrics.is_file():
             missing.append(f"{name}: no metrics.json in {folder} (the notebook failed or did not run in this run)")
+        elif "conclusion" not in json.loads(metrics.read_text()).get("metrics", {}):
+            # a notebook records its conclusion last: without it, it stopped part-way and its graphs are a subset
+            missing.append(f"{name}: recorded no conclusion in {metrics} (the notebook stopped part-way)")
         elif not find_models([folder]):
             missing.append(f"{name}: no .onnx graph under {folder}")
     return missing
