@@ -22,16 +22,7 @@ _STATUS = Path("/proc/self/status")
 
 def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float:
     """Median wall time of `fn()` over `repeats` calls after `warmup` untimed calls."""
-    if repeats < 1:
-        raise ValueError(f"repeats must be >= 1, got {repeats}")
-    for _ in range(max(warmup, 0)):
-        fn()
-    samples = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        fn()
-        samples.append(time.perf_counter() - start)
-    return statistics.median(samples)
+    return statistics.median(sample_seconds(fn, repeats, warmup))
 
 
 def sample_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> list[float]:
