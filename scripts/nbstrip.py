@@ -14,9 +14,20 @@ from __future__ import annotations
 
 import json
 import sys
+from typing import Iterable
 
 CELL_METADATA_DROPPED = ("execution", "papermill", "scrolled", "collapsed", "ExecuteTime")
 NOTEBOOK_METADATA_DROPPED = ("papermill", "widgets")
+
+
+def _drop(meta: object, keys: Iterable[str]) -> bool:
+    """Remove `keys` from a metadata mapping in place; True when anything was removed."""
+    if not isinstance(meta, dict):
+        return False
+    found = [key for key in keys if key in meta]
+    for key in found:
+        del meta[key]
+    return bool(found)
 
 
 def strip(text: str) -> str:
@@ -39,18 +50,8 @@ def strip(text: str) -> str:
             if cell.get("execution_count") is not None:
                 cell["execution_count"] = None
                 changed = True
-        meta = cell.get("metadata")
-        if isinstance(meta, dict):
-            for key in CELL_METADATA_DROPPED:
-                if key in meta:
-                    del meta[key]
-                    changed = True
-    meta = nb.get("metadata")
-    if isinstance(meta, dict):
-        for key in NOTEBOOK_METADATA_DROPPED:
-            if key in meta:
-                del meta[key]
-                changed = True
+        changed |= _drop(cell.get("metadata"), CELL_METADATA_DROPPED)
+    changed |= _drop(nb.get("metadata"), NOTEBOOK_METADATA_DROPPED)
     if not changed:
         return text
     return json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False, separators=(",", ": ")) + "\n"
