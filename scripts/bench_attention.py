@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Benchmark the neighborhood-attention formulations against natten on CPU (not a test: it takes minutes).
 
-Writes <out>/bench.json (rows, speedups, limits, machine) and <out>/bench.md, and prints a compact summary:
+Writes <out>/benchmark.json (rows, speedups, limits, machine) and <out>/benchmark.md, and prints a compact summary:
 each time next to its data-movement bound (every query's kh*kw keys and values at this machine's copy rate,
 or its FLOPs at the sgemm rate if longer; both rates measured in this run). The default runs the acceptance
 grid (32^2, 64^2, 128^2; kernel 7, 4 heads, dim 32) and NAF's 512^2 geometry (every formulation; the
@@ -17,12 +17,14 @@ import json
 import sys
 from pathlib import Path
 
-from weftlib import bench, report, timing
+from weftlib import measure
+from weftlib.attention import benchmark
+from weftlib.suite import provenance, record
 
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for bench.json/bench.md/ONNX")
+    p.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for benchmark.json/benchmark.md/ONNX")
     p.add_argument("--sizes", type=int, nargs="*", default=[32, 64, 128], help="square grid sizes")
     p.add_argument("--kernel", type=int, default=7)
     p.add_argument("--heads", type=int, default=4)
@@ -44,11 +46,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 def write(args: argparse.Namespace, rows: list[dict], ratios: list[dict], limits: dict, bounds: list[dict]) -> None:
     payload = {"rows": rows, "speedups": ratios, "limits": limits, "against_limits": bounds,
-               "threads": args.threads, "machine": report.machine(), "versions": report.package_versions()}
-    (args.out / "bench.json").write_text(json.dumps(report.jsonable(payload), indent=2))
-    (args.out / "bench.md").write_text(f"# Attention benchmark ({args.threads} threads)\n\n{_limits_line(limits)}\n\n"
-                                       f"{bench.to_markdown(rows)}\n\n{bench.to_markdown(ratios)}\n\n"
-                                       f"{bench.to_markdown(bounds)}\n")
+               "threads": args.threads, "machine": provenance.machine(), "versions": provenance.package_versions()}
+    (args.out / "benchmark.json").write_text(json.dumps(record.jsonable(payload), indent=2))
+    (args.out / "benchmark.md").write_text(f"# Attention benchmark ({args.threads} threads)\n\n{_limits_line(limits)}\n\n"
+                                       f"{benchmark.to_markdown(rows)}\n\n{benchmark.to_markdown(ratios)}\n\n"
+                                       f"{benchmark.to_markdown(bounds)}\n")
 
 
 def _limits_line(limits: dict) -> str:
@@ -58,27 +60,27 @@ def _limits_line(limits: dict) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    geoms = bench.grid(args.sizes, args.kernel, args.heads, args.dim)
+    geoms = benchmark.grid(args.sizes, args.kernel, args.heads, args.dim)
     if not args.no_naf:
-        geoms += [bench.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])]
+        geoms += [benchmark.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])]
     args.out.mkdir(parents=True, exist_ok=True)
-    limits = timing.machine_limits(args.threads)
+    limits = measure.machine_limits(args.threads)
     rows: list[dict] = []
     for geom in geoms:  # the report is rewritten after each geometry: a long run keeps what it measured
-        rows += bench.sweep([geom], folder=args.out / "onnx", progress=True, methods=args.methods,
+        rows += benchmark.sweep([geom], folder=args.out / "onnx", progress=True, methods=args.methods,
                             repeats=args.repeats, natten_repeats=args.natten_repeats, threads=args.threads,
                             memory=not args.no_memory, cap_bytes=int(args.cap_gib * 2**30),
                             natten_max_bytes=int(args.natten_max_gib * 2**30))
-        ratios = bench.speedups(rows)
-        write(args, rows, ratios, limits, bench.against_limits(rows, geoms, limits))
-    after = timing.machine_limits(args.threads)
+        ratios = benchmark.speedups(rows)
+        write(args, rows, ratios, limits, benchmark.against_limits(rows, geoms, limits))
+    after = measure.machine_limits(args.threads)
     limits = {k: (limits[k] + after[k]) / 2 for k in ("sgemm_gflops", "copy_gbps", "load_average")}
-    bounds = bench.against_limits(rows, geoms, limits)
+    bounds = benchmark.against_limits(rows, geoms, limits)
     write(args, rows, ratios, limits, bounds)
     print(_limits_line(limits) + " (mean of before and after)")
     print("over_bound = median seconds / (gathered k,v bytes at the copy rate, or FLOPs at the sgemm rate)")
-    print(bench.to_markdown(bounds))
-    print(bench.to_markdown(ratios))
+    print(benchmark.to_markdown(bounds))
+    print(benchmark.to_markdown(ratios))
     return 0
 
 

@@ -1,7 +1,7 @@
 """Forward time and peak memory of one submanifold convolution layer (default: the 1024 bunny, C=64, fp32,
 2 threads, kernel map given), each repeat in a fresh process, next to this machine's limit measured in the
 same run (sgemm GFLOP/s and copy GB/s) and spconv's time on the same voxels when spconv is installed.
-The logic is `weftlib.memory.benchmark_against_limits`; this only parses flags and prints.
+The logic is `weftlib.sparse.memory.benchmark_against_limits`; this only parses flags and prints.
 
     .venv/bin/python scripts/bench_sparse.py                         # auto and chunked im2col
     .venv/bin/python scripts/bench_sparse.py --methods auto grouped im2col accumulate --json out.json
@@ -13,7 +13,9 @@ import argparse
 import json
 from pathlib import Path
 
-from weftlib import memory, report, sparse, voxels
+from weftlib import sparse
+from weftlib.sparse import memory, voxels
+from weftlib.suite import provenance, record
 
 
 def main() -> None:
@@ -35,7 +37,7 @@ def main() -> None:
         {"im2col": args.chunk_rows or None}, args.spconv_threads, progress=False)
     print(memory.format_benchmark(result), flush=True)
     if args.json:
-        args.json.write_text(json.dumps(report.jsonable({**result, "machine": report.machine()}), indent=2))
+        args.json.write_text(json.dumps(record.jsonable({**result, "machine": provenance.machine()}), indent=2))
 
 
 if __name__ == "__main__":

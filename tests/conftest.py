@@ -22,7 +22,7 @@ def write_notebook(path: Path, parameters: str, body: str) -> Path:
     """A minimal notebook in the suite's shape: imports, a `parameters` cell, a body cell."""
     params = new_code_cell(parameters)
     params.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[new_markdown_cell("# tiny"), new_code_cell("from weftlib import report"),
+    nb = new_notebook(cells=[new_markdown_cell("# tiny"), new_code_cell("from weftlib.suite import record"),
                              params, new_code_cell(body)])
     nb.metadata["kernelspec"] = {"name": "weftlib", "display_name": "weftlib", "language": "python"}
     nbformat.write(nb, path)
@@ -35,9 +35,9 @@ def tiny_suite(tmp_path: Path):
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
     write_notebook(nb_dir / "10_ok.ipynb", 'run_dir = ""\nsize = 3\nscale = 0.5\nlabel = "x"',
-                   'rec = report.Recorder("10_ok", run_dir)\nrec.record("size", size, headline=True)\nassert size > 0')
+                   'rec = record.Recorder("10_ok", run_dir)\nrec.record("size", size, headline=True)\nassert size > 0')
     write_notebook(nb_dir / "20_bad.ipynb", 'run_dir = ""\nsize = 3',
-                   'rec = report.Recorder("20_bad", run_dir)\nrec.record("size", size)\n'
+                   'rec = record.Recorder("20_bad", run_dir)\nrec.record("size", size)\n'
                    'assert size < 0, "a false claim must fail the run"')
 
     def params(text: str) -> Path:

@@ -19,7 +19,8 @@ import onnx
 import pytest
 import torch
 
-from weftlib import attention, na_index
+from weftlib import attention
+from weftlib.attention import index_math
 
 TOL = 1e-5
 FULL_RES = ("masked", "gather", "matmul", "shift")
@@ -109,16 +110,16 @@ def test_explicit_scale_is_used() -> None:
 
 def test_index_table_is_natten_rule_by_hand() -> None:
     # size 7, kernel 3, dilation 2: groups {0,2,4,6} (4 long) and {1,3,5} (3 long), windows clamped inward
-    assert na_index.axis_table(7, 3, 2) == ((0, 2, 4), (1, 3, 5), (0, 2, 4), (1, 3, 5), (2, 4, 6), (1, 3, 5),
+    assert index_math.axis_table(7, 3, 2) == ((0, 2, 4), (1, 3, 5), (0, 2, 4), (1, 3, 5), (2, 4, 6), (1, 3, 5),
                                              (2, 4, 6))
     # even kernel 4: left 2, right 1
-    assert na_index.axis_table(6, 4, 1)[3] == (1, 2, 3, 4)
+    assert index_math.axis_table(6, 4, 1)[3] == (1, 2, 3, 4)
 
 
 def test_halo_tiles_hold_every_neighbor_exactly_once() -> None:
     for size, kernel, dil in ((13, 3, 3), (29, 5, 3), (40, 4, 1), (20, 7, 2)):
-        padded, n_tiles, span, keys, allowed = na_index.halo_tiles(size, kernel, dil)
-        table = na_index.axis_table(size, kernel, dil)
+        padded, n_tiles, span, keys, allowed = index_math.halo_tiles(size, kernel, dil)
+        table = index_math.axis_table(size, kernel, dil)
         tile = allowed.shape[2]
         assert padded == dil * n_tiles * tile >= size
         for i, row in enumerate(table):
@@ -129,11 +130,11 @@ def test_halo_tiles_hold_every_neighbor_exactly_once() -> None:
 
 def test_onehot_tiles_select_the_table() -> None:
     for size, kernel, dil in ((13, 3, 3), (29, 5, 3), (40, 4, 1)):
-        starts, span, onehot = na_index.onehot_tiles(size, kernel, dil)
+        starts, span, onehot = index_math.onehot_tiles(size, kernel, dil)
         x = torch.arange(size, dtype=torch.float32)
         tiles = torch.stack([x[s:s + span] for s in starts])
         picked = (onehot @ tiles[..., None]).reshape(-1, kernel)[:size]
-        assert picked.tolist() == [list(map(float, row)) for row in na_index.axis_table(size, kernel, dil)]
+        assert picked.tolist() == [list(map(float, row)) for row in index_math.axis_table(size, kernel, dil)]
 
 
 # ------------------------------------------------------------------------------------------- refusals
@@ -299,7 +300,7 @@ def test_exports_with_static_standard_ops(method: str) -> None:
 
 def test_shift_exports_through_weftlib_onnx_export(tmp_path) -> None:
     """The path notebook 02 uses (dynamo exporter, folded, IR <= 10) for the accelerator candidate."""
-    onnx_export = pytest.importorskip("weftlib.onnx_export")
+    from weftlib.onnx_core import export as onnx_export
     report = onnx_export.export(attention.NA2d((3, 2), (2, 3), method="shift"), _export_inputs("shift"),
                                 tmp_path / "shift.onnx", input_names=["q", "k", "v"], output_names=["out"])
     assert report.parity_ok and report.max_abs_diff <= TOL, report.max_abs_diff
@@ -316,17 +317,17 @@ def test_shift_exports_through_weftlib_onnx_export(tmp_path) -> None:
 def test_eager_bands_equal_natten_at_every_band_size(name: str, method: str, budget: int, monkeypatch) -> None:
     """A tiny band budget forces the banded eager paths (one query row / one column group per band) and
     puts band edges everywhere, also where natten's clamped windows shift inward at the borders."""
-    from weftlib import na_methods
+    from weftlib.attention import formulations
 
-    monkeypatch.setattr(na_methods, "BAND_BYTES", budget)
+    monkeypatch.setattr(formulations, "BAND_BYTES", budget)
     (q, k, v, kernel, dilation), ref = _case(name)
     err = (attention.na2d(q, k, v, kernel, dilation, method=method) - ref).abs().max().item()
     assert err <= TOL, f"banded {method} differs from natten by {err:.3g} on {name} (budget {budget})"
 
 
 def test_band_rows_respects_the_budget() -> None:
-    from weftlib import na_methods
+    from weftlib.attention import formulations
 
-    assert na_methods.band_rows(512, 10, 1000) == 100
-    assert na_methods.band_rows(512, 10 ** 9, 1000) == 1  # never zero rows
-    assert na_methods.band_rows(8, 1, 1000) == 8  # never more than the map
+    assert formulations.band_rows(512, 10, 1000) == 100
+    assert formulations.band_rows(512, 10 ** 9, 1000) == 1  # never zero rows
+    assert formulations.band_rows(8, 1, 1000) == 8  # never more than the map

@@ -1,4 +1,4 @@
-"""weftlib.checkpoint: shape mismatches and the strict-load error when a flag changes a model."""
+"""weftlib.trace.checkpoint: shape mismatches and the strict-load error when a flag changes a model."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch import nn
 
-from weftlib import checkpoint
+from weftlib.trace import checkpoint
 
 
 class Tiny(nn.Module):

@@ -15,7 +15,7 @@ import nbformat
 import pytest
 
 from tests.conftest import NOTEBOOKS, REPO
-from weftlib.params import declared_parameters
+from weftlib.suite.params import declared_parameters
 
 _spec = importlib.util.spec_from_file_location("nbstrip", REPO / "scripts" / "nbstrip.py")
 nbstrip = importlib.util.module_from_spec(_spec)
@@ -96,7 +96,7 @@ class TestNotebook:
         source = "\n".join(c.source for c in code_cells(NOTEBOOKS[name]))
         tree = ast.parse(source)
         assert any(isinstance(n, ast.Assert) for n in ast.walk(tree)), "a notebook must assert its claims"
-        assert f'report.Recorder("{name}", run_dir)' in source
+        assert f'record.Recorder("{name}", run_dir)' in source
         assert "rec.record(" in source
 
     def test_filter_passes_the_clean_file_through_unchanged(self, name):

@@ -8,7 +8,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from weftlib import attention, device_layout as L, sparse, voxels
+from weftlib import attention, sparse
+from weftlib.attention import device_layout as attention_layout
+from weftlib.sparse import device_layout as sparse_layout, voxels
 from weftlib.gate import device_gate, load_device_ops
 
 
@@ -19,12 +21,12 @@ def ops():
 
 def test_image_round_trip_is_exact():
     x = torch.randn(1, 5, 6, 4, 3)
-    assert torch.equal(L.from_image(L.to_image(x), 4), x)
-    assert L.to_image(x).shape == (1, 12, 5, 6)
+    assert torch.equal(attention_layout.from_image(attention_layout.to_image(x), 4), x)
+    assert attention_layout.to_image(x).shape == (1, 12, 5, 6)
     with pytest.raises(ValueError, match="divisible by heads=5"):
-        L.from_image(torch.zeros(1, 12, 2, 2), 5)
+        attention_layout.from_image(torch.zeros(1, 12, 2, 2), 5)
     with pytest.raises(ValueError, match="expected \\[B, H, W, heads, D\\]"):
-        L.to_image(torch.zeros(2, 2))
+        attention_layout.to_image(torch.zeros(2, 2))
 
 
 @pytest.mark.parametrize("method", ["gather", "shift"])  # notebook 02 exports every method
@@ -32,7 +34,7 @@ def test_attention_layout_equals_the_formulation_and_passes_the_input_rule(tmp_p
     gen = torch.Generator().manual_seed(0)
     q, k = (torch.randn(1, 7, 9, 2, 4, generator=gen) for _ in range(2))
     v = torch.randn(1, 7, 9, 2, 6, generator=gen)
-    exp = L.export_attention(q, k, v, 3, 2, method, tmp_path / f"na_{method}.onnx")
+    exp = attention_layout.export_attention(q, k, v, 3, 2, method, tmp_path / f"na_{method}.onnx")
     assert exp.vs_faithful == 0.0  # the same arithmetic, only relaid out
     assert exp.report.parity_ok and exp.report.max_abs_diff <= 1e-5
     assert exp.inputs == {"q": (1, 8, 7, 9), "k": (1, 8, 7, 9), "v": (1, 12, 7, 9)}
@@ -41,7 +43,7 @@ def test_attention_layout_equals_the_formulation_and_passes_the_input_rule(tmp_p
     if method != "shift":
         return
     # and the faithful rank-5 export of the same formulation is not readable: the rule bites
-    from weftlib import onnx_export
+    from weftlib.onnx_core import export as onnx_export
 
     faithful = onnx_export.export(attention.NA2d(3, 2, method=method), (q, k, v), tmp_path / f"f_{method}.onnx",
                                   input_names=["q", "k", "v"], output_names=["out"])
@@ -61,9 +63,9 @@ def bunny():
 
 def test_gathered_rows_and_conv_equal_submanifold_conv3d(bunny):
     coords, nbr, feats, weight, bias = bunny
-    rows = L.gather_rows(feats, nbr)
+    rows = sparse_layout.gather_rows(feats, nbr)
     assert rows.shape == (len(coords), 27 * 4)
-    out = L.image_as_rows(L.GatheredConv(weight, bias)(L.rows_as_image(rows)))
+    out = sparse_layout.image_as_rows(sparse_layout.GatheredConv(weight, bias)(sparse_layout.rows_as_image(rows)))
     ref = sparse.reference_conv3d(feats, coords, weight, 8, bias)  # fp64 dense conv3d at the active sites
     assert float((out.double() - ref).abs().max()) <= 1e-5
     for method in ("accumulate", "im2col"):
@@ -73,7 +75,7 @@ def test_gathered_rows_and_conv_equal_submanifold_conv3d(bunny):
 
 def test_gathered_conv_export_is_one_conv_on_an_image(tmp_path, ops, bunny):
     coords, nbr, feats, weight, bias = bunny
-    exp = L.export_gathered_conv(feats, nbr, weight, bias, tmp_path / "conv_gathered.onnx")
+    exp = sparse_layout.export_gathered_conv(feats, nbr, weight, bias, tmp_path / "conv_gathered.onnx")
     assert exp.vs_faithful <= 1e-5 and exp.report.parity_ok
     assert exp.inputs == {"rows": (1, 108, len(coords), 1)}
     assert exp.report.ops == {"Conv": 1}
@@ -84,11 +86,11 @@ def test_gathered_conv_export_is_one_conv_on_an_image(tmp_path, ops, bunny):
 def test_dense_conv_as_banded_2d_conv_equals_conv3d(tmp_path, ops, bunny):
     coords, _, feats, weight, bias = bunny
     grid = sparse.densify(feats, coords, 8)
-    exp = L.export_dense_as_2d(grid, weight, bias, tmp_path / "conv_dense_2d.onnx")
+    exp = sparse_layout.export_dense_as_2d(grid, weight, bias, tmp_path / "conv_dense_2d.onnx")
     assert exp.vs_faithful <= 1e-5 and exp.report.parity_ok
     assert exp.inputs == {"grid": (1, 32, 8, 8)}
     assert device_gate(exp.path, ops).passed
-    folded = L.DenseConvAs2d(weight, bias, 8)(L.fold_depth(grid)).reshape(1, 5, 8, 8, 8)
+    folded = sparse_layout.DenseConvAs2d(weight, bias, 8)(sparse_layout.fold_depth(grid)).reshape(1, 5, 8, 8, 8)
     x, y, z = coords.to(torch.int64).unbind(1)
     ref = sparse.reference_conv3d(feats, coords, weight, 8, bias)
     assert float((folded[0, :, x, y, z].t().double() - ref).abs().max()) <= 1e-5
@@ -96,26 +98,26 @@ def test_dense_conv_as_banded_2d_conv_equals_conv3d(tmp_path, ops, bunny):
 
 def test_bad_shapes_are_clear_errors():
     with pytest.raises(ValueError, match="must agree on N"):
-        L.gather_rows(torch.zeros(3, 2), torch.zeros(4, 27, dtype=torch.int64))
+        sparse_layout.gather_rows(torch.zeros(3, 2), torch.zeros(4, 27, dtype=torch.int64))
     with pytest.raises(ValueError, match="Cout, Cin, k, k, k"):
-        L.flat_weight(torch.zeros(2, 2, 3))
+        sparse_layout.flat_weight(torch.zeros(2, 2, 3))
     with pytest.raises(ValueError, match="heads"):
-        L.NA2dImage(3, heads=0)
+        attention_layout.NA2dImage(3, heads=0)
 
 
 def test_every_faithful_export_gets_a_layout_and_methods_pass_only_everywhere(tmp_path, ops):
     from types import SimpleNamespace
 
-    from weftlib import bench
+    from weftlib.attention import benchmark as bench
 
     geom = bench.Geometry("6^2", (6, 6), heads=2, dim=4, v_dim=4, kernel=3)
-    layouts = L.export_attention_all([("6^2", "shift")], [geom], tmp_path)
+    layouts = attention_layout.export_attention_all([("6^2", "shift")], [geom], tmp_path)
     (exp,) = layouts.values()
     assert exp.path.name == "layout_6p2_shift.onnx" and exp.vs_faithful <= 1e-6
     verdicts = {exp.path: device_gate(exp.path, ops)}
-    assert L.methods_passing(layouts, verdicts) == ["shift"]
+    assert attention_layout.methods_passing(layouts, verdicts) == ["shift"]
     other = tmp_path / "other.onnx"
     layouts[("8^2", "shift")] = SimpleNamespace(path=other)
-    assert L.methods_passing(layouts, {**verdicts, other: SimpleNamespace(passed=False)}) == []
+    assert attention_layout.methods_passing(layouts, {**verdicts, other: SimpleNamespace(passed=False)}) == []
     with pytest.raises(ValueError, match="not among"):
-        L.export_attention_all([("9^2", "shift")], [geom], tmp_path)
+        attention_layout.export_attention_all([("9^2", "shift")], [geom], tmp_path)

@@ -136,12 +136,12 @@ def test_device_cli_exit_codes(tmp_path, capsys):
 
 
 def test_numeric_check_beside_the_file_decides_too(tmp_path):
-    """The export's torch-vs-onnxruntime check (written by weftlib.onnx_export) is part of the gate."""
+    """The export's torch-vs-onnxruntime check (written by weftlib.onnx_core.export) is part of the gate."""
     import json
 
     import torch
 
-    from weftlib import onnx_export
+    from weftlib.onnx_core import export as onnx_export
     from weftlib.gate import device_gate
 
     rep = onnx_export.export(torch.nn.Conv2d(4, 3, 1), (torch.randn(1, 4, 2, 2),), tmp_path / "lin.onnx",

@@ -15,9 +15,9 @@ import pytest
 from tests.test_gate_device import dit_inputs
 from tests.test_gate_graphs import attention, save, topk_head
 from tests.test_gate_probes import install_dfc
-from weftlib import params, suite
+from weftlib.suite import params, runner
 from weftlib.gate import run_dfc
-from weftlib.report import load_metrics
+from weftlib.suite.record import load_metrics
 
 pytestmark = pytest.mark.notebook
 NB = params.NOTEBOOK_DIR / "04_gate_pairing.ipynb"
@@ -37,11 +37,11 @@ def fake_run(root: Path) -> Path:
     return run
 
 
-def execute(run: Path, **parameters) -> suite.NotebookResult:
-    suite.ensure_kernel()
+def execute(run: Path, **parameters) -> runner.NotebookResult:
+    runner.ensure_kernel()
     plan = params.NotebookPlan("04_gate_pairing", NB, parameters)
-    with mock.patch.dict(os.environ, {suite.HEADLESS_ENV: "1"}):
-        return suite.execute_one(plan, run, 600, False)
+    with mock.patch.dict(os.environ, {runner.HEADLESS_ENV: "1"}):
+        return runner.execute_one(plan, run, 600, False)
 
 
 def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeypatch):

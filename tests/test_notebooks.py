@@ -8,8 +8,8 @@ import json
 
 import pytest
 
-from weftlib import params, suite
-from weftlib.report import load_metrics
+from weftlib.suite import params, runner
+from weftlib.suite.record import load_metrics
 
 pytestmark = pytest.mark.notebook
 PLAN = params.load_plan(params.REPO_ROOT / "params" / "default.yaml")
@@ -18,7 +18,7 @@ PLAN = params.load_plan(params.REPO_ROOT / "params" / "default.yaml")
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("suite")
-    result = suite.run_suite(PLAN, out=root / "run", appendix=root / "appendix", progress=False, log=print)
+    result = runner.run_suite(PLAN, out=root / "run", appendix=root / "appendix", progress=False, log=print)
     return result, root
 
 

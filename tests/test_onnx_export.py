@@ -10,7 +10,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from weftlib import onnx_export
+from weftlib.onnx_core import export as onnx_export
 
 
 class ShapeHeavy(torch.nn.Module):

@@ -4,7 +4,7 @@ import time
 
 import pytest
 
-from weftlib import params
+from weftlib.suite import params
 from weftlib.__main__ import main
 
 

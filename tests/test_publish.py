@@ -11,11 +11,11 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tests.conftest import write_notebook
-from weftlib import params, suite
+from weftlib.suite import params, runner
 from weftlib.__main__ import main
-from weftlib.publish import PublishError, looks_like_path, publish_rfd
+from weftlib.suite.publish import PublishError, looks_like_path, publish_rfd
 
-ANSWER = """rec = report.Recorder("10_answer", run_dir)
+ANSWER = """rec = record.Recorder("10_answer", run_dir)
 rec.record("layer_bytes", 3 * 2**30, headline=True, label="one dense layer", unit="B")
 rec.record("rows", [{"model": f"10_answer/m{i}.onnx", "gate": "PASS", "nodes": i} for i in range(8)], table=True)
 fig, ax = plt.subplots()
@@ -23,7 +23,7 @@ ax.plot([1, 2], [3, 4])
 rec.savefig(fig, "line.png")
 rec.conclude("Yes: it fits in 3 GiB.", rests_on={"sources": "stand-in", "geometry": "CI size: 16 grid"})
 assert True"""
-UNMET = """rec = report.Recorder("20_unmet", run_dir)
+UNMET = """rec = record.Recorder("20_unmet", run_dir)
 rec.record("graphs_found", 13, headline=True)
 rec.conclude("The allowlist alone passes 7 of 13.", rests_on={"sources": "real checkout", "dfc": "not run"},
              unmet=["DFC not run: needs the weftspun-hailo-dfc:5.3.0 image (run probes/run_dfc.sh)"])
@@ -45,15 +45,15 @@ def runs(tmp_path_factory):
     nb_dir = root / "nbs"
     nb_dir.mkdir()
     write_notebook(nb_dir / "00_overview.ipynb", 'run_dir = ""',
-                   'rec = report.Recorder("00_overview", run_dir)\nrec.record("role", "overview")')
+                   'rec = record.Recorder("00_overview", run_dir)\nrec.record("role", "overview")')
     _notebook(nb_dir / "10_answer.ipynb", ANSWER, "10 · Does it fit?")
     _notebook(nb_dir / "20_unmet.ipynb", UNMET, "20 · Do the gates agree?")
     (root / "p.yaml").write_text("notebooks: [00_overview, 10_answer, 20_unmet]\n")
     plan = params.load_plan(root / "p.yaml", None, nb_dir)
-    good = suite.run_suite(plan, out=root / "good", appendix=None, log=lambda line: None)
+    good = runner.run_suite(plan, out=root / "good", appendix=None, log=lambda line: None)
     assert good.passed, [r.describe_error() for r in good.notebooks]
     partial_plan = params.load_plan(root / "p.yaml", ["10_answer"], nb_dir)
-    partial = suite.run_suite(partial_plan, out=root / "partial", appendix=None, log=lambda line: None, partial=True)
+    partial = runner.run_suite(partial_plan, out=root / "partial", appendix=None, log=lambda line: None, partial=True)
     return root, good.run_dir, partial.run_dir
 
 

@@ -8,7 +8,8 @@ import numpy as np
 import pytest
 import torch
 
-from weftlib import sparse, voxels
+from weftlib import sparse
+from weftlib.sparse import voxels
 
 
 def random_coords(res: int, n: int, seed: int) -> torch.Tensor:
@@ -243,7 +244,7 @@ def test_conv_argument_errors_name_the_argument(kwargs, match):
 
 
 def test_accumulate_export_has_no_scatter_and_matches_torch(tmp_path):
-    onnx_export = pytest.importorskip("weftlib.onnx_export")
+    from weftlib.onnx_core import export as onnx_export
     coords = voxels.voxel_set("sphere", 8)
     feats, weight, bias = layer(len(coords), 4, 4, 3, seed=9)
     reports = sparse.export_methods(weight, bias, feats, sparse.kernel_map(coords), tmp_path, ("accumulate",))
@@ -303,7 +304,7 @@ class _AutoConv(torch.nn.Module):
 
 
 def test_auto_under_the_exporter_exports_the_static_im2col_form(tmp_path):
-    onnx_export = pytest.importorskip("weftlib.onnx_export")
+    from weftlib.onnx_core import export as onnx_export
     coords = voxels.voxel_set("sphere", 32)
     assert len(coords) >= sparse.SMALL_ROWS  # eager auto would chunk here
     feats, weight, _ = layer(len(coords), 4, 4, 3, seed=1)

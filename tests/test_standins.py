@@ -8,7 +8,8 @@ import natten
 import pytest
 import torch
 
-from weftlib import checkpoint, standins, trace
+from weftlib import standins, trace
+from weftlib.trace import checkpoint
 
 ON_CPU_ONLY = not (natten.HAS_LIBNATTEN and torch.cuda.is_available())
 

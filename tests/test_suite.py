@@ -4,13 +4,13 @@ import json
 
 import pytest
 
-from weftlib import params, suite
+from weftlib.suite import params, runner
 
 
 def run(tiny_suite, tmp_path, names, appendix):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("cell_timeout: 60\nnotebooks: [10_ok, 20_bad]\n"), names, nb_dir)
-    return suite.run_suite(plan, out=tmp_path / f"run-{'-'.join(names)}", appendix=appendix, progress=False,
+    return runner.run_suite(plan, out=tmp_path / f"run-{'-'.join(names)}", appendix=appendix, progress=False,
                            log=lambda line: None)
 
 
@@ -25,7 +25,7 @@ def test_clean_run_publishes_and_indexes(tiny_suite, tmp_path):
     assert summary["passed"] and summary["notebooks"][0]["headline"] == {"size": 3}
     assert summary["provenance"]["versions"]["torch"].startswith("2.13.0")
     assert (tmp_path / "appendix" / "10_ok.html").exists()
-    assert suite.read_state(tmp_path / "appendix")["state"] == "passed"  # the published copy says so too
+    assert runner.read_state(tmp_path / "appendix")["state"] == "passed"  # the published copy says so too
     assert "10_ok" in (tmp_path / "appendix" / "index.html").read_text()
 
 
@@ -51,7 +51,7 @@ def test_out_must_be_fresh(tiny_suite, tmp_path):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
     with pytest.raises(FileExistsError, match="fresh folder"):
-        suite.run_suite(plan, out=taken, appendix=None, progress=False, log=lambda line: None)
+        runner.run_suite(plan, out=taken, appendix=None, progress=False, log=lambda line: None)
     assert (taken / "x").read_text() == "keep me"
 
 
@@ -59,7 +59,7 @@ def test_html_hides_tagged_input(tmp_path):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from weftlib.publish import render_html
+    from weftlib.suite.publish import render_html
 
     hidden = new_code_cell("secret_source_line = 1", outputs=[])
     hidden.metadata["tags"] = ["hide-input"]
@@ -71,13 +71,13 @@ def test_html_hides_tagged_input(tmp_path):
 
 def test_dead_kernel_failure_names_the_cell_it_died_in(tmp_path):
     from tests.conftest import write_notebook
-    from weftlib import params, suite
+    from weftlib.suite import params, runner
 
     nb_dir = tmp_path / "nbs"
     nb_dir.mkdir()
     write_notebook(nb_dir / "30_dies.ipynb", 'run_dir = ""', "import os\nos._exit(9)")
     plan = params.load_plan(_write(tmp_path, "notebooks: [30_dies]\n"), None, nb_dir)
-    result = suite.run_suite(plan, out=tmp_path / "run", appendix=None, progress=False, log=lambda line: None)
+    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, progress=False, log=lambda line: None)
     err = result.notebooks[0].error
     assert result.notebooks[0].status == "failed" and err["ename"] == "DeadKernelError"
     assert err["cell"] == 4, err  # markdown, imports, parameters, injected parameters, the dying cell
@@ -106,13 +106,13 @@ def test_failing_line_reads_the_notebook_frame():
           "\x1b[0;31mAssertionError\x1b[0m                            Traceback (most recent call last)",
           "Cell \x1b[0;32mIn[4], line 3\x1b[0m\n\x1b[1;32m      1\x1b[0m x = 1\n\x1b[0;32m----> 3\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m x < 0",
           "File \x1b[0;32m/lib/x.py:10\x1b[0m, in \x1b[0;36mf\x1b[0;34m()\x1b[0m\n\x1b[0;32m---> 10\x1b[0m inner()"]
-    assert suite.failing_line(tb) == "assert x < 0"
-    assert suite.failing_line(None) == ""
+    assert runner.failing_line(tb) == "assert x < 0"
+    assert runner.failing_line(None) == ""
 
 
 def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_path):
     result = run(tiny_suite, tmp_path, ["10_ok"], None)
-    assert suite.read_state(result.run_dir)["state"] == "passed"
+    assert runner.read_state(result.run_dir)["state"] == "passed"
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert list(summary)[:2] == ["answers", "scope"]  # the summary opens with the answer table
     assert summary["answers"][0]["status"] == "unanswered: recorded no conclusion"
@@ -128,29 +128,29 @@ def test_eta_comes_from_the_last_run_of_the_same_plan(tiny_suite, tmp_path):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
     lines: list[str] = []
-    first = suite.run_suite(plan, out=tmp_path / "runs" / "a", appendix=None, log=lines.append,
+    first = runner.run_suite(plan, out=tmp_path / "runs" / "a", appendix=None, log=lines.append,
                             history=(tmp_path / "runs",))
     assert "no earlier run of this plan" in lines[1]
-    history = suite.last_durations(plan, (tmp_path / "runs",))
+    history = runner.last_durations(plan, (tmp_path / "runs",))
     assert history["from"] == str(first.run_dir) and history["notebooks"]["10_ok"]["cells"]
     lines.clear()
-    suite.run_suite(plan, out=tmp_path / "runs" / "b", appendix=None, log=lines.append, history=(tmp_path / "runs",))
+    runner.run_suite(plan, out=tmp_path / "runs" / "b", appendix=None, log=lines.append, history=(tmp_path / "runs",))
     assert "last run" in lines[1] and "left in the run" in lines[1]
     other = params.load_plan(write("notebooks:\n  - name: 10_ok\n    parameters: {size: 4}\n"), None, nb_dir)
-    assert suite.last_durations(other, (tmp_path / "runs",)) == {}
+    assert runner.last_durations(other, (tmp_path / "runs",)) == {}
 
 
 def test_state_says_interrupted_when_the_runner_is_gone(tmp_path):
     run_dir = tmp_path / "r"
     run_dir.mkdir()
-    suite.write_state(run_dir, "running")
-    assert suite.read_state(run_dir)["state"] == "running"  # this process is alive
+    runner.write_state(run_dir, "running")
+    assert runner.read_state(run_dir)["state"] == "running"  # this process is alive
     state = json.loads((run_dir / "state.json").read_text())
     state["pid"] = 2**22 + 12345  # beyond pid_max: no such process
     (run_dir / "state.json").write_text(json.dumps(state))
-    got = suite.read_state(run_dir)
+    got = runner.read_state(run_dir)
     assert got["state"] == "interrupted" and "gone" in got["reason"]
-    assert suite.read_state(tmp_path)["state"] == "unknown"
+    assert runner.read_state(tmp_path)["state"] == "unknown"
 
 
 _DRIVER = """
@@ -159,11 +159,11 @@ import sys
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal, even if CI started us ignoring it
 sys.path.insert(0, {repo!r})
-from weftlib import params, suite
+from weftlib.suite import params, runner
 plan = params.load_plan(Path({params!r}), None, Path({nb_dir!r}))
 try:
-    suite.run_suite(plan, out={out!r}, appendix=None)
-except suite.RunInterrupted as exc:
+    runner.run_suite(plan, out={out!r}, appendix=None)
+except runner.RunInterrupted as exc:
     print("interrupted:", exc, file=sys.stderr)
     sys.exit(130)
 """
@@ -198,7 +198,7 @@ def test_stopped_run_says_interrupted_in_one_line(tmp_path, signame):
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == [err.strip()], err  # exactly one line
     assert err.startswith("interrupted:") and signame in err and "Traceback" not in err
-    state = suite.read_state(out)
+    state = runner.read_state(out)
     assert state["state"] == "interrupted" and state["notebook"] == "10_slow" and signame in state["reason"]
     assert (out / "index.html").exists()
 
@@ -208,9 +208,9 @@ def test_status_command_reports_the_state(tmp_path, capsys):
 
     run_dir = tmp_path / "r"
     run_dir.mkdir()
-    suite.write_state(run_dir, "passed")
+    runner.write_state(run_dir, "passed")
     assert main(["status", str(run_dir)]) == 0 and '"state": "passed"' in capsys.readouterr().out
-    suite.write_state(run_dir, "interrupted", reason="stopped by SIGTERM")
+    runner.write_state(run_dir, "interrupted", reason="stopped by SIGTERM")
     assert main(["status", str(run_dir)]) == 1 and "SIGTERM" in capsys.readouterr().out
     with pytest.raises(ValueError, match="state must be one of"):
-        suite.write_state(run_dir, "done")
+        runner.write_state(run_dir, "done")

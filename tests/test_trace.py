@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from weftlib import trace
+from weftlib.trace import calls
 
 CORE = '''\
 def outer(x):
@@ -205,8 +206,8 @@ def test_nested_imports_name_their_importer(fake):
 def test_target_never_reached_records_nothing_and_never_walks_the_stack(fake, monkeypatch):
     pkg, user, _ = fake
     walks = []
-    original = trace._Tracer.chain
-    monkeypatch.setattr(trace._Tracer, "chain", lambda self, frame: walks.append(1) or original(self, frame))
+    original = calls._Tracer.chain
+    monkeypatch.setattr(calls._Tracer, "chain", lambda self, frame: walks.append(1) or original(self, frame))
     result = trace.trace_calls(user.never, 2000, target=pkg)
     assert result.result == user.never(2000)
     assert not result.entered and result.chains == [] and result.entries == [] and walks == []

@@ -1,4 +1,4 @@
-"""`python -m weftlib run|check|status|publish`: a thin command line over `weftlib.suite` and `weftlib.publish`.
+"""`python -m weftlib run|check|status|publish`: a thin command line over `weftlib.suite`.
 
 Exit codes: 0 every notebook passed (or the page was written), 1 a notebook failed (the appendix is left as it
 was), 2 the parameters, the command line or the publishing target are wrong (nothing ran, nothing written),
@@ -12,9 +12,9 @@ import json
 import sys
 from pathlib import Path
 
-from .params import ParamsError, load_plan, validate
-from .publish import PublishError
-from .report import REPO_ROOT
+from .suite.params import ParamsError, load_plan, validate
+from .suite.publish import PublishError
+from .paths import REPO_ROOT
 
 DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
 
@@ -42,7 +42,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .suite import RunInterrupted, default_publish_dir, run_suite
+    from .suite.runner import RunInterrupted, default_publish_dir, run_suite
 
     plan = load_plan(args.params, args.only)
     publish_to = None if (args.no_publish or args.only) else (args.appendix or default_publish_dir(plan))
@@ -75,13 +75,13 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.params}: {len(plan.notebooks)} notebooks, parameters valid (hash {plan.digest()})")
             return 0
         if args.command == "status":
-            from .suite import read_state
+            from .suite.runner import read_state
 
             state = read_state(args.run_dir)
             print(json.dumps(state, indent=2))
             return 0 if state.get("state") == "passed" else 1
         if args.command == "publish":
-            from .publish import publish_rfd
+            from .suite.publish import publish_rfd
 
             target, block = publish_rfd(args.run_dir, args.rfd, args.page)
             print(f"wrote {target}\n\nHeadline measurements (paste into DETAILS.md):\n\n{block}")

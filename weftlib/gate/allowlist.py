@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from ..report import REPO_ROOT
+from ..paths import REPO_ROOT
 
 DEFAULT_PATH = REPO_ROOT / "params" / "device_ops.yaml"
 CONDITIONS = ("constant_index", "gelu_pattern", "last_axis")

@@ -11,19 +11,7 @@ from typing import Callable
 
 import onnx
 
-from .graph import Graph, attribute
-
-
-def constant_index(node: onnx.NodeProto, graph: Graph) -> str | None:
-    """A Gather whose index input is an initializer or a Constant output (the compiler folds it)."""
-    if len(node.input) < 2:
-        return "has no index input"
-    index = node.input[1]
-    if index in graph.constants:
-        return None
-    source = graph.producer.get(index)
-    made_by = f"the output of {source.op_type} {source.name!r}" if source is not None else "a graph input"
-    return f"index {index!r} is {made_by}, not an initializer or Constant"
+from ..onnx_core.walk import Graph, attribute, constant_index
 
 
 def gelu_pattern(node: onnx.NodeProto, graph: Graph) -> str | None:

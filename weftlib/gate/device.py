@@ -14,7 +14,7 @@ from typing import Iterable
 
 from .allowlist import DeviceOps, DeviceOpsError
 from .conditions import CHECKS
-from .graph import STANDARD_DOMAINS, Graph, dynamic_inputs, read_graph
+from ..onnx_core.walk import STANDARD_DOMAINS, Graph, dynamic_inputs, read_graph
 
 
 @dataclass(frozen=True)
@@ -86,7 +86,7 @@ def device_gate(onnx_path: str | os.PathLike, allow: DeviceOps | Iterable[str]) 
 
 
 def _with_parity(result: GateResult) -> GateResult:
-    """Add the numeric check `weftlib.onnx_export` wrote beside the file (`<stem>.parity.json`), if any:
+    """Add the numeric check `weftlib.onnx_core.export` wrote beside the file (`<stem>.parity.json`), if any:
     a graph whose onnxruntime output left torch's tolerance fails the gate whatever its ops."""
     import json
 

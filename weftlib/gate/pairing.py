@@ -25,7 +25,7 @@ from dataclasses import dataclass
 
 from .device import GateResult
 from .dfc_log import DfcResult, failure_cause
-from .graph import read_graph
+from ..onnx_core.walk import read_graph
 
 HELD = "allowlist held"
 TOO_GENEROUS = "DEVICE_OPS too generous"

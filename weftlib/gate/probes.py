@@ -384,7 +384,7 @@ def write_probes(out: str | os.PathLike, ops: DeviceOps | None = None, *, extra:
 def probe_finding(probe: Probe, result: DfcResult | None, folder: Path) -> tuple[dict[str, Any] | None, str]:
     """(the evidence item a probe's DFC result adds, or None; what was found). Only an answer about the op
     under test becomes evidence: a failure on the wrapping Convs, before any operator, or inconclusive, not."""
-    from .graph import read_graph
+    from ..onnx_core.walk import read_graph
     from .pairing import same_model
 
     if result is None:

@@ -37,9 +37,9 @@ def find_models(folders: Iterable[str | os.PathLike]) -> list[Path]:
 
 def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
     """The device gate over each model (a progress bar when someone is watching)."""
-    from ..report import progress as tqdm
+    from ..console import progress as tqdm
 
-    from ..report import headless
+    from ..console import headless
 
     return {m: device_gate(m, ops) for m in tqdm(models, desc="device gate", disable=headless() or len(models) < 4)}
 

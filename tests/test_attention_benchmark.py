@@ -1,0 +1,104 @@
+"""bench: geometry rules, inputs that make 'lowres' exact, and rows that report (not hide) what ran."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from weftlib import attention
+from weftlib.attention import benchmark
+
+
+def test_geometry_refuses_inconsistent_sizes():
+    with pytest.raises(ValueError, match="low"):
+        benchmark.Geometry("bad", (20, 20), dilation=3, kernel=3, low=(5, 5))
+    with pytest.raises(ValueError, match="kernel x dilation"):
+        benchmark.Geometry("bad", (8, 8), kernel=5, dilation=2)
+    with pytest.raises(ValueError, match="multiple"):
+        benchmark.naf_geometry(size=100, low=32)
+
+
+def test_naf_geometry_is_nafs_call():
+    g = benchmark.naf_geometry()
+    assert (g.size, g.low, g.dilation, g.kernel, g.heads, g.dim, g.v_dim) == ((512, 512), (32, 32), 16, 9, 4, 64, 256)
+    assert benchmark.methods_for(g) == attention.METHODS
+    assert "lowres" not in benchmark.methods_for(benchmark.grid((16,))[0])
+    # natten's dense [B, chunks*heads, HW, HW] fp32 scores at 512^2: far beyond any CPU
+    assert g.natten_dense_bytes() == 4 * 4 * 4 * (512 * 512) ** 2
+
+
+def test_make_inputs_lowres_is_nearest_upsampling():
+    g = benchmark.Geometry("t", (12, 9), 2, 8, 16, 3, 3, 1, (4, 3))
+    x = benchmark.make_inputs(g)
+    assert x["k"].shape == (1, 12, 9, 2, 8) and x["v_low"].shape == (1, 4, 3, 2, 16)
+    assert torch.equal(attention.upsample_nearest(x["v_low"], 3), x["v"])
+    assert torch.equal(benchmark.make_inputs(g)["q"], x["q"]), "inputs must be deterministic"
+    assert benchmark.method_args(g, "lowres", x)[1] is x["k_low"]
+
+
+def test_equality_against_natten_small():
+    rows = benchmark.equality(benchmark.Geometry("t", (9, 10), 2, 8, 24, 3, 2))
+    assert [r["method"] for r in rows] == ["masked", "gather", "matmul", "shift"]
+    assert all(r["max_abs_diff"] <= 1e-5 for r in rows), rows
+
+
+def test_measure_geometry_rows(tmp_path):
+    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=1, memory=False)
+    assert [(r["method"], r["backend"], r["status"]) for r in rows] == [
+        ("natten", "natten", "ok"), ("shift", "torch", "ok"), ("shift", "onnxruntime", "ok")]
+    assert all(r["seconds"] > 0 for r in rows)
+    assert all(r["max_abs_diff"] <= 1e-5 and r["reference"] == "natten" for r in rows[1:])
+    assert rows[2]["onnx_bytes"] == (tmp_path / "t_shift.onnx").stat().st_size
+    ratio = benchmark.speedups(rows)[0]
+    assert ratio["natten_over_torch"] == pytest.approx(rows[0]["seconds"] / rows[1]["seconds"])
+    assert "| t | 64 | shift | onnxruntime | ok |" in benchmark.to_markdown(rows)
+
+
+def test_natten_skipped_when_dense_scores_too_big(tmp_path):
+    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, memory=False,
+                                  natten_max_bytes=g.natten_dense_bytes() - 1)
+    assert rows[0]["status"].startswith("skipped") and rows[0]["seconds"] is None
+    assert rows[1]["reference"] == "shift" and rows[1]["max_abs_diff"] == 0.0
+
+
+def test_masked_refusal_is_reported_not_raised(tmp_path, monkeypatch):
+    from weftlib.attention import formulations
+
+    monkeypatch.setattr(formulations, "MASKED_MAX_SCORES", 10)
+    rows = benchmark.measure_geometry(benchmark.Geometry("t", (8, 8), 2, 8, 8, 3), ["masked"], folder=tmp_path,
+                                  repeats=1, memory=False, run_natten=False)
+    assert rows[0]["status"].startswith("refused") and rows[1]["status"].startswith("not exported")
+
+
+def test_naf_geometry_limits_its_formulations_and_refuses_unknown_ones():
+
+    geom = benchmark.naf_geometry(size=32, low=8, kernel=3, methods=["lowres", "gather"])
+    assert geom.methods == ("lowres", "gather")
+    with pytest.raises(ValueError, match="unknown formulation"):
+        benchmark.naf_geometry(size=32, low=8, kernel=3, methods=["fast"])
+
+
+def test_naf_geometry_exports_only_lowres_and_keeps_full_resolution_rows_in_torch(tmp_path):
+    g = benchmark.naf_geometry(size=24, low=6, dim=8, v_dim=16, kernel=3, methods=["shift", "lowres"])
+    assert g.export_methods == ("lowres",) and g.repeats == 1
+    rows = benchmark.measure_geometry(g, folder=tmp_path, repeats=3, natten_repeats=2, memory=False)
+    assert {r["repeats"] for r in rows if r["backend"] != "natten" and r["seconds"]} == {1}  # the geometry's
+    status = {(r["method"], r["backend"]): r["status"] for r in rows}
+    assert status[("shift", "torch")] == "ok" and status[("shift", "onnxruntime")].startswith("not exported")
+    assert status[("lowres", "onnxruntime")] == "ok"
+    natten_row = rows[0]
+    assert natten_row["method"] == "natten" and natten_row["spread"] is not None and natten_row["spread"] >= 0
+    assert all(r["max_abs_diff"] <= 1e-5 for r in rows if r["max_abs_diff"] is not None)
+
+
+def test_against_limits_divides_by_the_data_movement_bound():
+    g = benchmark.naf_geometry()
+    assert g.gathered_bytes() == 4 * 512 * 512 * 81 * 4 * (64 + 256)  # about 109 GB of gathered k, v
+    limits = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
+    rows = [{"geometry": g.name, "method": "shift", "backend": "torch", "seconds": 21.74, "peak_bytes": 2 ** 30},
+            {"geometry": g.name, "method": "gather", "backend": "onnxruntime", "seconds": None, "peak_bytes": None}]
+    (row,) = benchmark.against_limits(rows, [g], limits)
+    assert row["bound_seconds"] == pytest.approx(g.gathered_bytes() / 10e9)
+    assert row["over_bound"] == pytest.approx(21.74 / row["bound_seconds"]) and row["peak_GiB"] == 1.0

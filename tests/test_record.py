@@ -1,0 +1,114 @@
+"""The Recorder and the progress helper: what notebooks write and show."""
+
+import json
+
+import pytest
+
+from weftlib import console
+from weftlib.suite import record
+
+
+def test_recorder_writes_after_every_record(tmp_path):
+    rec = record.Recorder("99_x", tmp_path)
+    rec.record("a", 1, headline=True)
+    first = json.loads((tmp_path / "99_x" / "metrics.json").read_text())
+    assert first == {"notebook": "99_x", "headline": ["a"], "metrics": {"a": 1}}
+    rec.record("b", {"t": (1, 2)})
+    assert record.load_metrics(tmp_path, "99_x")["metrics"]["b"] == {"t": [1, 2]}
+    assert record.load_metrics(tmp_path, "missing") == {"notebook": "missing", "headline": [], "metrics": {}}
+
+
+def test_jsonable_handles_what_notebooks_record():
+    import numpy as np
+    import torch
+
+    assert record.jsonable({"n": np.int64(3), "t": torch.tensor([1.5]), "s": {2, 1}, "f": float("inf")}) == {
+        "n": 3, "t": [1.5], "s": [1, 2], "f": "inf"}
+
+
+def test_progress_is_silent_under_ci_and_visible_headless(monkeypatch, capsys):
+    monkeypatch.setenv(console.HEADLESS_ENV, "1")
+    monkeypatch.setenv("CI", "true")
+    assert list(console.progress(range(3), desc="x")) == [0, 1, 2]
+    assert console.progress(range(3), desc="x").disable
+    monkeypatch.delenv("CI")
+    assert not console.progress(range(3), desc="x").disable
+
+
+def test_conclude_records_answer_and_status(tmp_path):
+    rec = record.Recorder("99_x", tmp_path)
+    got = rec.conclude(" yes, it exports ", rests_on={"sources": "stand-in", "geometry": "32 grid"})
+    assert got["status"] == "answered on a stand-in"
+    stored = record.load_metrics(tmp_path, "99_x")["metrics"]["conclusion"]
+    assert stored == {"answer": "yes, it exports", "rests_on": {"sources": "stand-in", "geometry": "32 grid"},
+                      "unmet": [], "status": "answered on a stand-in"}
+    unmet = rec.conclude("no verdict", rests_on={"sources": "real checkout"}, unmet=["DFC not run", "no weights"])
+    assert unmet["status"] == "unanswered: DFC not run; no weights"
+    assert rec.conclude("done", rests_on={"sources": "real checkout"})["status"] == "answered"
+    import pytest
+
+    with pytest.raises(ValueError, match="empty"):
+        rec.conclude("  ", rests_on={})
+
+
+@pytest.mark.parametrize("value, unit, digits, text", [
+    (7.152557373046875e-07, None, 3, "7.15 × 10⁻⁷"),
+    (3 * 2**30, "B", 3, "3 GiB"),
+    (5_497_558_138_880, "B", 3, "5 TiB"),
+    (512, "B", 3, "512 B"),
+    (0.0834, "s", 3, "83.4 ms"),
+    (1020.0, "s", 2, "17 min"),
+    (2.345, "x", 3, "2.35×"),
+    (1234567, None, 3, "1,234,567"),
+    (12345.678, None, 3, "12,300"),
+    (0.5, None, 3, "0.5"),
+    (True, None, 3, "yes"),
+    (None, None, 3, "none"),
+    ({"DFC not run": 13}, None, 3, "DFC not run: 13"),
+    (["gather", "matmul"], None, 3, "gather, matmul"),
+    ([], None, 3, "none"),
+    ("Flex only", None, 3, "Flex only"),
+])
+def test_format_value_reads_like_a_person_wrote_it(value, unit, digits, text):
+    assert record.format_value(value, unit, digits) == text
+
+
+def test_headline_labels_units_describe_and_demote(tmp_path):
+    rec = record.Recorder("99_x", tmp_path)
+    rec.record("worst_abs_diff", 7.152557373046875e-07, headline=True)
+    rec.record("dense_bytes", 2**40, headline=True, label="one dense layer", unit="B")
+    rec.record("speedup", 2.0, headline=True)
+    rec.describe("worst_abs_diff", label="worst difference", digits=2)
+    rec.demote("speedup", "millisecond calls")
+    got = record.headlines(record.load_metrics(tmp_path, "99_x"))
+    assert got == [{"key": "worst_abs_diff", "label": "worst difference", "text": "7.2 × 10⁻⁷"},
+                   {"key": "dense_bytes", "label": "one dense layer", "text": "1 TiB"}]
+    stored = record.load_metrics(tmp_path, "99_x")
+    assert stored["metrics"]["speedup"] == 2.0 and stored["display"]["speedup"]["not_headline"] == "millisecond calls"
+    with pytest.raises(KeyError, match="nothing recorded"):
+        rec.describe("missing", label="x")
+
+
+def test_savefig_writes_a_deterministic_svg_twin(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rec = record.Recorder("99_x", tmp_path)
+    fig, ax = plt.subplots()
+    ax.plot([1, 2], [3, 4])
+    png = rec.savefig(fig, "line.png")
+    first = png.with_suffix(".svg").read_text()
+    rec.savefig(fig, "line.png")
+    plt.close(fig)
+    assert png.exists() and first.lstrip().startswith("<?xml") and "<svg" in first
+    assert png.with_suffix(".svg").read_text() == first  # no date, no random ids
+
+
+def test_recorder_widens_pandas_cells():
+    import pandas as pd
+
+    pd.set_option("display.max_colwidth", 50)
+    record.Recorder("99_x", "")
+    assert pd.get_option("display.max_colwidth") is None

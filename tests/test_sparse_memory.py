@@ -1,0 +1,99 @@
+"""The memory model's arithmetic, and measured peaks (fresh subprocesses) against it."""
+
+from __future__ import annotations
+
+import pytest
+
+from weftlib import sparse
+from weftlib.sparse import memory, voxels
+
+
+def test_components_at_the_1024_headline_are_the_rfd_numbers():
+    parts = memory.components(1024, 4_940_720, 64, 64, "float16")
+    assert parts["dense_tensor"] == 128 * 2 ** 30  # one 64-channel fp16 tensor on 2^30 cells
+    assert parts["dense_conv_in_out"] == 256 * 2 ** 30
+    assert parts["neighbor_table"] == 4_940_720 * 27 * 8
+    assert parts["im2col_buffer"] == 4_940_720 * 27 * 64 * 2
+    assert parts["accumulate_peak"] == 2 * 4_940_720 * 64 * 2
+
+
+def test_peak_model_by_hand():
+    n, c = 1000, 16
+    assert memory.peak_model("accumulate", 64, n, c, c, "float32") == n * c * 4 * 2 + n * 8
+    assert memory.peak_model("scatter", 64, n, c, c, "float32") == n * c * 4 * 3 + n * 16
+    assert memory.peak_model("im2col", 64, n, c, c, "float32") == n * c * 4 + n * 27 * (c * 4 + 8)
+    assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=100) == (
+        n * c * 4 + (n + 1) * c * 4 + 100 * 27 * (c * 4 + 9))
+    assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=n) == memory.peak_model(
+        "im2col", 64, n, c, c, "float32")
+    assert memory.peak_model("dense", 64, n, c, c, "float16") == 64 ** 3 * 2 * c * 2 + 2 * n * c * 2
+
+
+def test_model_table_puts_dense_first_and_ratios_against_it():
+    table = memory.model_table(1024, 3_000_000, 64, 64, "float16")
+    assert table["method"].tolist() == list(sparse.METHODS)
+    assert table["dense_over_method"].iloc[0] == 1.0
+    assert (table["dense_over_method"].iloc[1:] > 10).all()
+
+
+@pytest.mark.parametrize("call, match", [
+    (lambda: memory.peak_model("hash", 8, 1, 1, 1), "method must be one of"),
+    (lambda: memory.components(8, 1, 1, 1, "bfloat16"), "dtype must be one of"),
+    (lambda: memory.measure_table([("sphere", 64, "accumulate")], {}, 8, progress=False), "no voxel count"),
+    (lambda: memory.benchmark(res=8, repeats=0), "repeats"),
+])
+def test_argument_errors(call, match):
+    with pytest.raises(ValueError, match=match):
+        call()
+
+
+def test_split_transfer_and_decoder_stages():
+    moved = memory.split_transfer(1000, 64, 32, "float16")
+    assert moved == {"to_device_bytes": 1000 * 27 * 64 * 2, "to_host_bytes": 1000 * 32 * 2,
+                     "total_bytes": 1000 * 27 * 64 * 2 + 1000 * 32 * 2, "weight_bytes": 27 * 64 * 32 * 2}
+    stages = memory.decoder_transfers({64: 10, 512: 1000, 1024: 4000})
+    assert stages["res"].tolist() == [64, 512, 1024] and stages["C"].tolist() == [1024, 128, 64]
+
+
+@pytest.mark.parametrize("method, chunk", [("accumulate", None), ("scatter", None), ("im2col", 4096)])
+def test_measured_peak_is_within_the_model(method, chunk):
+    n = len(voxels.voxel_set("sphere", 64))
+    row = memory.measured_row(method, "sphere", 64, 32, n, "float32", threads=1, chunk_rows=chunk)
+    assert row["N"] == n and row["model_bytes"] > 4 * 2 ** 20
+    assert 0.8 <= row["measured_over_model"] <= 1.25, row
+
+
+def test_measurement_sees_a_model_that_is_wrong():
+    """The same measurement judged against a model missing the output buffer must fall outside 1.25x."""
+    n = len(voxels.voxel_set("sphere", 64))
+    row = memory.measured_row("accumulate", "sphere", 64, 32, n, "float32")
+    assert row["measured_bytes"] / (n * 32 * 4) > 1.6  # one N x C buffer is far from the measured two
+
+
+def test_kernel_map_peak_is_about_twice_its_table():
+    n = len(voxels.voxel_set("sphere", 128))
+    row = memory.measure_kernel_map("sphere", 128, n)
+    assert 1.0 <= row["measured_over_table"] <= 2.2, row
+
+
+def test_conv_work_counts_the_taps_that_have_a_neighbour_and_the_summary_names_them():
+    coords = voxels.voxel_set("sphere", 16)
+    nbr = sparse.kernel_map(coords)
+    work = memory.conv_work(nbr, 8, 4, "float32")
+    pairs = int((nbr >= 0).sum())
+    assert work["flops_occupied"] == 2 * pairs * 8 * 4 and work["flops_all_taps"] == 2 * len(coords) * 27 * 8 * 4
+    assert work["min_bytes"] == len(coords) * (8 + 4) * 4 + len(coords) * 27 * 8
+    row = {"shape": "sphere", "res": 16, "C": 8, "dtype": "float32", "threads": 1, "repeats": 1, "method": "auto",
+           "chunk_rows": None, "median_seconds": 0.5, "of_limit": 0.1, "useful_gflops": 1.0, "of_sgemm": 0.01,
+           "peak_bytes": 2 ** 20, "peak_over_model": 1.0}
+    text = memory.format_benchmark({"work": work, "limits": {"sgemm_gflops": 100.0, "copy_gbps": 10.0,
+                                                              "load_average": 0.5},
+                                    "rows": [row], "spconv": None, "spconv_status": "not asked",
+                                    "limit_seconds": 0.05, "limit_seconds_all_taps": 0.09})
+    assert "sgemm 100 GFLOP/s, copy 10.0 GB/s" in text and "auto" in text and "spconv: not run" in text
+
+
+def test_compact_peak_is_within_its_model():
+    n = len(voxels.voxel_set("sphere", 64))
+    row = memory.measured_row("compact", "sphere", 64, 32, n, "float32", threads=1)
+    assert 0.8 <= row["measured_over_model"] <= 1.25, row

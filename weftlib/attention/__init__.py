@@ -1,0 +1,13 @@
+"""02: natten's 2-D neighborhood attention exported exactly, with standard ONNX ops only.
+
+`na2d` is the one public entry (as `natten.functional.na2d`); `method` picks the formulation
+(`formulations`, built on the index math in `index_math`). Around it: `naf` (NAF's upsampler with natten
+swapped out, and real natten as the reference), `benchmark` (time and peak memory per formulation and
+backend) and `device_layout` (every graph again with rank-4 inputs).
+"""
+
+from .neighborhood import (METHODS, Pair, na2d, NA2d, upsample_nearest, natten_reference, lowres_from_full, swap_natten)
+
+__all__ = [
+    "METHODS", "Pair", "na2d", "NA2d", "upsample_nearest", "natten_reference", "lowres_from_full", "swap_natten",
+]

@@ -1,0 +1,95 @@
+"""Attention in the device layout: `NA2dImage` takes q `[B, heads*D, H, W]`, k/v `[B, heads_kv*D, h, w]` and
+returns `[B, heads*Dv, H, W]`; the head split and merge happen inside the graph.
+
+The arithmetic is `weftlib.attention.na2d`'s own, so the layout is checked against the faithful formulation
+before it is exported (see `weftlib.onnx_core.layout` for why rank 4).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from torch import Tensor, nn
+
+from weftlib.onnx_core import export as onnx_export
+from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport, layout_table
+
+from . import neighborhood as attention
+
+__all__ = ["NA2dImage", "export_attention", "export_attention_all", "from_image", "layout_table",
+           "methods_passing", "to_image"]
+
+def to_image(x: Tensor) -> Tensor:
+    """`[B, H, W, heads, D]` -> `[B, heads*D, H, W]` (channel = head * D + d)."""
+    if x.dim() != 5:
+        raise ValueError(f"x: expected [B, H, W, heads, D], got shape {tuple(x.shape)}")
+    b, h, w, heads, d = x.shape
+    return x.reshape(b, h, w, heads * d).permute(0, 3, 1, 2).contiguous()
+
+
+def from_image(x: Tensor, heads: int) -> Tensor:
+    """`[B, heads*D, H, W]` -> `[B, H, W, heads, D]`, the inverse of `to_image`."""
+    if x.dim() != IMAGE_RANK or x.shape[1] % heads:
+        raise ValueError(f"x: expected [B, heads*D, H, W] with channels divisible by heads={heads}, "
+                         f"got shape {tuple(x.shape)}")
+    b, c, h, w = x.shape
+    return x.permute(0, 2, 3, 1).reshape(b, h, w, heads, c // heads)
+
+
+class NA2dImage(nn.Module):
+    """`attention.na2d` on image-shaped q, k, v: the head split and merge happen inside the graph."""
+
+    def __init__(self, kernel_size: int | Sequence[int], dilation: int | Sequence[int] = 1, *,
+                 heads: int, kv_heads: int | None = None, method: str = "shift", scale: float | None = None) -> None:
+        super().__init__()
+        if not isinstance(heads, int) or heads < 1:
+            raise ValueError(f"heads: expected a positive int, got {heads!r}")
+        self.inner = attention.NA2d(kernel_size, dilation, method=method, scale=scale)
+        self.heads, self.kv_heads = heads, kv_heads or heads
+
+    def forward(self, q: Tensor, k: Tensor, v: Tensor) -> Tensor:
+        out = self.inner(from_image(q, self.heads), from_image(k, self.kv_heads), from_image(v, self.kv_heads))
+        return to_image(out)
+
+
+def export_attention(q: Tensor, k: Tensor, v: Tensor, kernel_size: int, dilation: int, method: str,
+                     path: str | os.PathLike, *, atol: float = 1e-4) -> LayoutExport:
+    """Export `na2d(q, k, v, method)` with image inputs; compare the layout with `attention.na2d` first."""
+    heads, kv_heads = q.shape[3], k.shape[3]
+    module = NA2dImage(kernel_size, dilation, heads=heads, kv_heads=kv_heads, method=method).eval()
+    images = tuple(to_image(t) for t in (q, k, v))
+    with torch.no_grad():
+        faithful = attention.na2d(q, k, v, kernel_size, dilation, method=method)
+        layout = from_image(module(*images), heads)
+    report = onnx_export.export(module, images, path, input_names=["q", "k", "v"], output_names=["out"], atol=atol)
+    return LayoutExport(Path(path).stem, report, {n: tuple(t.shape) for n, t in zip("qkv", images)},
+                        float((layout - faithful).abs().max()))
+
+
+def export_attention_all(exported: Sequence[tuple[str, str]], geometries: Sequence[Any], folder: str | os.PathLike,
+                         *, atol: float = 1e-4) -> dict[tuple[str, str], LayoutExport]:
+    """A device layout for every (geometry name, method) that was exported faithfully (`weftlib.attention.benchmark`
+    geometries and their inputs), written to `folder/layout_<geometry>_<method>.onnx`."""
+    from . import benchmark as bench
+
+    by_name = {g.name: g for g in geometries}
+    unknown = sorted({g for g, _ in exported} - set(by_name))
+    if unknown:
+        raise ValueError(f"exported: geometries {unknown} are not among {sorted(by_name)}")
+    out = {}
+    for name, method in exported:
+        geom = by_name[name]
+        args = bench.method_args(geom, method, bench.make_inputs(geom))
+        out[(name, method)] = export_attention(*args, geom.kernel, geom.dilation, method,
+                                               Path(folder) / f"layout_{name.replace('^', 'p')}_{method}.onnx",
+                                               atol=atol)
+    return out
+
+
+def methods_passing(layouts: dict[tuple[str, str], LayoutExport], gate_results: dict[Any, Any]) -> list[str]:
+    """The methods whose device layout passes the device gate at every geometry it was exported at."""
+    methods = sorted({m for _, m in layouts})
+    return [m for m in methods if all(gate_results[e.path].passed for (_, mm), e in layouts.items() if mm == m)]

@@ -1,0 +1,525 @@
+"""Export a torch module to one self-contained, constant-folded ONNX file the Hailo toolchain can read.
+
+Why these choices:
+- torch's dynamo exporter (`torch.export` based) is used, not the legacy TorchScript one: it is torch's
+  supported path since 2.9, writes IR version 10 (the Dataflow Compiler 5.3.0's checker refuses newer IR),
+  and keeps constants as initializers instead of scattering `Constant` nodes. Its own optimizer (pattern
+  rewrites) is skipped: it took ~15 s on a 49-offset 'shift' graph; only constant folding and clean-up
+  passes run (`_fold`), which is what a fixed-shape graph needs.
+  Its default of writing weights to an external `.data` file is switched off: the compiler and the gate of
+  notebook 04 take one file, so the file must stay below protobuf's 2 GB limit or the export is refused.
+- torch's exporter implements opset 18 and up; onnx's own 18 -> 17 converter fails on some ops (it left an
+  opset-18 `Split` in our graphs), so `onnx_opset.to_opset17` rewrites the few ops that changed, explicitly.
+- Shapes are fixed (the accelerator compiles one geometry), so every `Shape`/`Range`/`ConstantOfShape`
+  computation is folded away; what cannot be folded is reported in `ExportReport.plumbing`.
+- Nothing half-written: the file is built and checked under a temporary name and moved into place only
+  after `onnx.checker` accepted it and onnxruntime ran it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import os
+import tempfile
+import time
+import warnings
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+import numpy as np
+import onnx
+import torch
+from onnx import numpy_helper
+
+from . import opset as onnx_opset
+from .walk import constant_index, index_model
+
+MAX_IR_VERSION = 10
+MIN_OPSET = 17
+EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 is reached by onnx_opset
+PROTOBUF_LIMIT_BYTES = 2**31 - 1
+SHAPE_PLUMBING = ("Shape", "Size", "Range", "ConstantOfShape")
+GATHER_OPS = ("Gather", "GatherND", "GatherElements")
+STANDARD_DOMAINS = ("", "ai.onnx")
+FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
+FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
+FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
+
+
+class ExportError(RuntimeError):
+    """The module could not be turned into a valid, runnable ONNX file; the message says which step failed."""
+
+
+@dataclass
+class ExportReport:
+    """What the exported file is and whether onnxruntime reproduces torch on the export's own inputs."""
+
+    path: Path
+    file_bytes: int
+    ir_version: int
+    opset: int
+    ops: dict[str, int]
+    nodes: dict[str, list[str]]
+    domains: list[str]
+    largest_initializer: tuple[str, int]
+    largest_intermediate: tuple[str, int]
+    max_abs_diff: float
+    parity_ok: bool
+    atol: float
+    initializer_bytes: int = 0
+    plumbing: dict[str, int] = field(default_factory=dict)
+    dynamic_gathers: list[str] = field(default_factory=list)
+    input_shapes: dict[str, list[int]] = field(default_factory=dict)
+    output_shapes: dict[str, list[int]] = field(default_factory=dict)
+    export_seconds: float = 0.0
+
+    @property
+    def node_count(self) -> int:
+        return sum(self.ops.values())
+
+    @property
+    def standard_only(self) -> bool:
+        """True when every node is in the default ai.onnx domain (no custom or Microsoft-only ops)."""
+        return all(d in STANDARD_DOMAINS for d in self.domains)
+
+
+# ---------------------------------------------------------------------------------------------- checks
+
+
+def _check_names(names: Any, what: str, expected: int | None) -> list[str]:
+    if not isinstance(names, (list, tuple)) or not all(isinstance(n, str) and n for n in names):
+        raise TypeError(f"{what} must be a list of non-empty strings, got {names!r}")
+    if len(set(names)) != len(names):
+        raise ValueError(f"{what} must be unique, got {list(names)}")
+    if expected is not None and len(names) != expected:
+        raise ValueError(f"{what} has {len(names)} names but there are {expected} tensors to name")
+    return list(names)
+
+
+def _check_export_args(module: Any, args: Any, path: Any, input_names: Any, output_names: Any,
+                       opset: Any, atol: Any) -> tuple[Path, list[str], list[str]]:
+    """Validate everything before any tracing starts, so a bad call fails fast and names its argument."""
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if not isinstance(args, tuple) or not args:
+        raise TypeError(f"args must be a non-empty tuple of tensors, got {type(args).__name__}")
+    for i, a in enumerate(args):
+        if not isinstance(a, torch.Tensor):
+            raise TypeError(f"args[{i}] must be a torch.Tensor (shapes are fixed from it), got {type(a).__name__}")
+    target = Path(path)
+    if target.suffix != ".onnx":
+        raise ValueError(f"path must end in .onnx, got {str(target)!r}")
+    if not target.parent.is_dir():
+        raise FileNotFoundError(f"path's folder {str(target.parent)!r} does not exist")
+    ins = _check_names(input_names, "input_names", len(args))
+    outs = _check_names(output_names, "output_names", None)
+    if isinstance(opset, bool) or not isinstance(opset, int):
+        raise TypeError(f"opset must be an int, got {opset!r}")
+    newest = onnx.defs.onnx_opset_version()
+    if not MIN_OPSET <= opset <= newest:
+        raise ValueError(f"opset must be in [{MIN_OPSET}, {newest}] (installed onnx), got {opset}")
+    if isinstance(atol, bool) or not isinstance(atol, (int, float)) or not atol >= 0:
+        raise ValueError(f"atol must be a non-negative number, got {atol!r}")
+    return target, ins, outs
+
+
+# ------------------------------------------------------------------------------------------- analysis
+
+
+def _all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
+    """Every node, Loop/If/Scan bodies included, so nothing hides from the inventory (the gate's walk)."""
+    return index_model(model).nodes
+
+
+def _load(path_or_model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
+    if isinstance(path_or_model, onnx.ModelProto):
+        return path_or_model
+    path = Path(path_or_model)
+    if not path.is_file():
+        raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
+    return onnx.load(str(path))
+
+
+def inventory(path: str | os.PathLike | onnx.ModelProto) -> dict[str, int]:
+    """Op type -> node count over the whole graph (subgraphs included), most frequent first."""
+    counts: dict[str, int] = {}
+    for node in _all_nodes(_load(path)):
+        counts[node.op_type] = counts.get(node.op_type, 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def node_names(path: str | os.PathLike | onnx.ModelProto) -> dict[str, list[str]]:
+    """Op type -> names of its nodes, to find a refused op in netron or in the torch source."""
+    names: dict[str, list[str]] = {}
+    for node in _all_nodes(_load(path)):
+        names.setdefault(node.op_type, []).append(node.name)
+    return names
+
+
+def dynamic_gathers(path: str | os.PathLike | onnx.ModelProto) -> list[str]:
+    """Names of Gather-family nodes whose indices are computed at run time (the compiler wants constants);
+    the same rule as the device gate's `constant_index` condition."""
+    graph = index_model(_load(path))
+    return [n.name for n in graph.nodes if n.op_type in GATHER_OPS and constant_index(n, graph) is not None]
+
+
+def _dtype_bytes(elem_type: int) -> int:
+    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
+
+
+def _value_bytes(value: onnx.ValueInfoProto) -> int | None:
+    """Static byte size of a typed value, None when a dimension is unknown."""
+    tensor = value.type.tensor_type
+    if not tensor.HasField("shape"):
+        return None
+    dims = [d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+    if any(d is None for d in dims):
+        return None
+    return int(np.prod(dims, dtype=np.int64)) * _dtype_bytes(tensor.elem_type)
+
+
+def _init_bytes(init: onnx.TensorProto) -> int:
+    return int(np.prod(init.dims, dtype=np.int64)) * _dtype_bytes(init.data_type)
+
+
+def largest_initializer(model: onnx.ModelProto) -> tuple[str, int]:
+    """Name and byte size of the biggest stored constant (("", 0) when there is none)."""
+    sizes = [(init.name, _init_bytes(init)) for init in model.graph.initializer]
+    return max(sizes, key=lambda s: s[1], default=("", 0))
+
+
+def largest_intermediate(model: onnx.ModelProto) -> tuple[str, int]:
+    """Largest tensor a node produces at run time (graph outputs included), from ONNX shape inference."""
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    typed = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
+    produced = [o for n in inferred.graph.node if n.op_type != "Constant" for o in n.output]
+    sizes = [(name, _value_bytes(typed[name])) for name in produced if name in typed]
+    known = [(name, b) for name, b in sizes if b is not None]
+    return max(known, key=lambda s: s[1], default=("", 0))
+
+
+def _shapes(values: Sequence[onnx.ValueInfoProto]) -> dict[str, list[int]]:
+    return {v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
+            for v in values}
+
+
+# -------------------------------------------------------------------------------------------- runtime
+
+
+def session(path: str | os.PathLike, threads: int | None = None) -> Any:
+    """An onnxruntime CPU session; `threads` caps intra-op threads (None: onnxruntime's default)."""
+    import onnxruntime as ort
+
+    opts = ort.SessionOptions()
+    opts.log_severity_level = 3  # errors only: its warnings would clutter the published notebook
+    if threads is not None:
+        opts.intra_op_num_threads = int(threads)
+        opts.inter_op_num_threads = 1
+    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def run_onnx(path: Any, inputs: dict[str, np.ndarray] | tuple | list) -> list[np.ndarray]:
+    """Run an ONNX file (or an existing session) on named inputs, or positional ones in graph order."""
+    sess = path if hasattr(path, "get_inputs") else session(path)
+    names = [i.name for i in sess.get_inputs()]
+    if isinstance(inputs, dict):
+        missing = sorted(set(names) - set(inputs))
+        if missing:
+            raise ValueError(f"inputs is missing {missing}; the graph takes {names}")
+        feed = {n: np.asarray(inputs[n]) for n in names}
+    elif isinstance(inputs, (tuple, list)):
+        if len(inputs) != len(names):
+            raise ValueError(f"inputs has {len(inputs)} arrays but the graph takes {len(names)}: {names}")
+        feed = dict(zip(names, (np.asarray(a) for a in inputs)))
+    else:
+        raise TypeError(f"inputs must be a dict or a tuple of arrays, got {type(inputs).__name__}")
+    return list(sess.run(None, feed))
+
+
+def _flatten_outputs(out: Any) -> list[torch.Tensor]:
+    if isinstance(out, torch.Tensor):
+        return [out]
+    if isinstance(out, (list, tuple)):
+        return [t for o in out for t in _flatten_outputs(o)]
+    raise TypeError(f"module must return tensors (or tuples of them), got {type(out).__name__}")
+
+
+def max_abs_diff(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> float:
+    """Largest absolute difference over matching outputs (inf on a shape mismatch or non-finite value)."""
+    if len(expected) != len(actual):
+        return float("inf")
+    worst = 0.0
+    for e, a in zip(expected, actual):
+        e64, a64 = np.asarray(e, dtype=np.float64), np.asarray(a, dtype=np.float64)
+        if e64.shape != a64.shape:
+            return float("inf")
+        if e64.size:
+            diff = np.abs(e64 - a64)
+            worst = max(worst, float(np.max(diff)) if np.all(np.isfinite(diff)) else float("inf"))
+    return worst
+
+
+# ------------------------------------------------------------------------------------------- building
+
+
+@contextlib.contextmanager
+def _quiet() -> Iterator[None]:
+    """Silence the exporter's progress prints, warnings and log lines (restored afterwards)."""
+    logger = logging.getLogger("torch.onnx")
+    level = logger.level
+    logger.setLevel(logging.ERROR)
+    try:
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
+                warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        logger.setLevel(level)
+
+
+def _trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names: list[str],
+           output_names: list[str], opset: int) -> Any:
+    """torch.export -> ONNX (an onnx_ir model); the exporter's chatter is kept out of the notebook."""
+    try:
+        with _quiet():
+            program = torch.onnx.export(module, args, dynamo=True,
+                                        opset_version=max(opset, EXPORTER_OPSET),
+                                        input_names=input_names, output_names=output_names,
+                                        external_data=False, optimize=False, verbose=False)
+    except Exception as exc:
+        raise ExportError(f"torch.onnx.export (dynamo) failed for {type(module).__name__}: "
+                          f"{type(exc).__name__}: {str(exc)[:2000]}") from exc
+    return program.model
+
+
+def _fold(model: Any) -> Any:
+    """Constant folding only (onnxscript's full optimizer also runs pattern rewrites, 10x slower here):
+    fixed shapes make all index and shape math constant; limits are raised so large index tables fold."""
+    import onnxscript.optimizer
+    from onnx_ir.passes import common
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(2):
+            result = onnxscript.optimizer.fold_constants(model, input_size_limit=FOLD_INPUT_LIMIT,
+                                                         output_size_limit=FOLD_OUTPUT_LIMIT)
+            onnxscript.optimizer.remove_unused_nodes(model)
+            if not result.modified:
+                break
+        for cleanup in (common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+                        common.IdentityEliminationPass(), common.CommonSubexpressionEliminationPass(),
+                        common.DeduplicateInitializersPass(), common.RemoveUnusedNodesPass()):
+            cleanup(model)
+    return model
+
+
+def _check_size(model: Any) -> None:
+    """Refuse before serialising: protobuf cannot hold a file above 2 GB, and we keep one file."""
+    total = sum(int(v.const_value.nbytes) for v in model.graph.initializers.values()
+                if v.const_value is not None)
+    if total >= PROTOBUF_LIMIT_BYTES:
+        raise ExportError(
+            f"initializers take {total / 2**30:.2f} GiB; one self-contained ONNX file must stay below "
+            f"protobuf's 2 GiB limit, and the external-data form is not accepted by this suite's gate")
+
+
+def _materialise_fills(model: onnx.ModelProto) -> onnx.ModelProto:
+    """ConstantOfShape with a constant shape is a literal fill: store it as an initializer (onnxscript
+    never folds this op, to avoid bloat) unless it exceeds FILL_LIMIT_BYTES."""
+    inits = {i.name: i for i in model.graph.initializer}
+    keep = []
+    for node in model.graph.node:
+        shape_init = inits.get(node.input[0]) if node.op_type == "ConstantOfShape" and node.input else None
+        if shape_init is None:
+            keep.append(node)
+            continue
+        value = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"),
+                     np.zeros(1, dtype=np.float32))
+        shape = [int(d) for d in numpy_helper.to_array(shape_init)]
+        if int(np.prod(shape, dtype=np.int64)) * value.dtype.itemsize > FILL_LIMIT_BYTES:
+            keep.append(node)
+            continue
+        filled = np.full(shape, value.reshape(-1)[0], dtype=value.dtype)
+        model.graph.initializer.append(numpy_helper.from_array(filled, name=node.output[0]))
+    del model.graph.node[:]
+    model.graph.node.extend(keep)
+    return model
+
+
+def _opset(proto: onnx.ModelProto) -> int:
+    return next((int(o.version) for o in proto.opset_import if o.domain in STANDARD_DOMAINS), -1)
+
+
+def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
+    import onnx_ir as ir
+
+    proto = ir.serde.serialize_model(model)
+    if opset < EXPORTER_OPSET:
+        try:
+            proto = onnx_opset.to_opset17(proto)
+        except onnx_opset.OpsetError as exc:
+            raise ExportError(f"opset {opset}: {exc}") from exc
+    if _opset(proto) != opset:
+        raise ExportError(f"the exporter could not convert the graph to opset {opset} "
+                          f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form")
+    proto = _materialise_fills(proto)
+    if proto.ir_version > MAX_IR_VERSION:
+        proto.ir_version = MAX_IR_VERSION
+    return proto
+
+
+def _write_checked(proto: onnx.ModelProto, folder: Path) -> Path:
+    """Serialise to a temporary file next to the target and run the full checker on it."""
+    data = proto.SerializeToString()
+    fd, tmp_name = tempfile.mkstemp(suffix=".onnx.tmp", dir=folder)
+    tmp = Path(tmp_name)
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data)
+        umask = os.umask(0)
+        os.umask(umask)
+        tmp.chmod(0o666 & ~umask)  # mkstemp makes it private; the artefact is published like any file
+        onnx.checker.check_model(str(tmp), full_check=True)
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise ExportError(f"onnx.checker rejected the exported graph: {type(exc).__name__}: {exc}") from exc
+    return tmp
+
+
+def _describe(proto: onnx.ModelProto, path: Path, atol: float, diff: float, seconds: float) -> ExportReport:
+    ops = inventory(proto)
+    return ExportReport(
+        path=path, file_bytes=path.stat().st_size, ir_version=int(proto.ir_version), opset=_opset(proto),
+        ops=ops, nodes=node_names(proto),
+        domains=sorted({n.domain or "" for n in _all_nodes(proto)}),
+        largest_initializer=largest_initializer(proto), largest_intermediate=largest_intermediate(proto),
+        max_abs_diff=diff, parity_ok=bool(diff <= atol), atol=float(atol),
+        initializer_bytes=sum(_init_bytes(i) for i in proto.graph.initializer),
+        plumbing={op: ops[op] for op in SHAPE_PLUMBING if op in ops},
+        dynamic_gathers=dynamic_gathers(proto),
+        input_shapes=_shapes(proto.graph.input), output_shapes=_shapes(proto.graph.output),
+        export_seconds=seconds,
+    )
+
+
+def summarise(path: str | os.PathLike) -> dict[str, Any]:
+    """What the gate and the notebook ask of an existing file: size, versions, ops, domains, Gathers with
+    run-time indices, shape plumbing left, largest initializer and intermediate (bytes)."""
+    target = Path(path)
+    proto = _load(target)
+    ops = inventory(proto)
+    return {"path": str(target), "file_bytes": target.stat().st_size, "ir_version": int(proto.ir_version),
+            "opset": _opset(proto), "nodes": sum(ops.values()), "ops": ops,
+            "domains": sorted({n.domain or "" for n in _all_nodes(proto)}),
+            "dynamic_gathers": dynamic_gathers(proto),
+            "plumbing": {op: ops[op] for op in SHAPE_PLUMBING if op in ops},
+            "largest_initializer_bytes": largest_initializer(proto)[1],
+            "largest_intermediate_bytes": largest_intermediate(proto)[1]}
+
+
+def export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str | os.PathLike, *,
+           input_names: list[str], output_names: list[str], opset: int = 17,
+           atol: float = 1e-4) -> ExportReport:
+    """Export `module` at the fixed shapes of `args` to one ONNX file at `path` and check it.
+
+    The file is written only if the exporter, the optimizer, `onnx.checker` and onnxruntime all succeed;
+    `parity_ok` says whether onnxruntime matched torch within `atol` (a measurement, not an error).
+    """
+    target, ins, outs = _check_export_args(module, args, path, input_names, output_names, opset, atol)
+    module = module.eval()
+    with torch.no_grad():
+        expected = [t.detach().cpu().numpy() for t in _flatten_outputs(module(*args))]
+    _check_names(outs, "output_names", len(expected))
+    start = time.perf_counter()
+    model = _fold(_trace(module, args, ins, outs, opset))
+    _check_size(model)
+    proto = _to_proto(model, opset)
+    seconds = time.perf_counter() - start
+    tmp = _write_checked(proto, target.parent)
+    try:
+        actual = run_onnx(tmp, {n: a.detach().cpu().numpy() for n, a in zip(ins, args)})
+    except Exception as exc:
+        tmp.unlink(missing_ok=True)
+        raise ExportError(f"onnxruntime could not run the exported graph: {type(exc).__name__}: {exc}") from exc
+    os.replace(tmp, target)
+    report = _describe(proto, target, atol, max_abs_diff(expected, actual), seconds)
+    write_parity(report)
+    return report
+
+
+def parity_path(onnx_path: str | os.PathLike) -> Path:
+    """Where the numeric check of an exported file is kept: `<stem>.parity.json` beside it."""
+    return Path(onnx_path).with_suffix(".parity.json")
+
+
+def write_parity(report: ExportReport) -> Path:
+    """Keep the torch-versus-onnxruntime check next to the file, so the device gate (which reads ONNX
+    files and never the torch model) can include it."""
+    import json
+
+    target = parity_path(report.path)
+    target.write_text(json.dumps({"max_abs_diff": float(report.max_abs_diff), "atol": report.atol,
+                                  "parity_ok": report.parity_ok}))
+    return target
+
+
+# ----------------------------------------------------------------------------------- as-written attempt
+
+
+def first_error_line(exc: BaseException) -> str:
+    """'Type: first line' of the innermost cause: exporters wrap the real refusal (e.g. a DispatchError on
+    one aten op) in a generic 'failed to convert' error whose first line names nothing."""
+    root = exc
+    seen = {id(root)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        seen.add(id(nxt))
+        root = nxt
+    line = next((s.strip() for s in str(root).splitlines() if s.strip()), "")
+    return f"{type(root).__name__}: {line}"
+
+
+@contextlib.contextmanager
+def _quiet_fd(fd: int) -> Iterator[None]:
+    """Send a file descriptor to /dev/null for the block: the TorchScript exporter prints its whole IR graph
+    from C++ on failure, below Python's sys.stdout (and a kernel forwards fds 1 and 2 into the notebook)."""
+    import sys
+
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "wb") as sink:
+            os.dup2(sink.fileno(), fd)
+        yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
+
+
+def attempt(module: torch.nn.Module, args: tuple[torch.Tensor, ...], *, dynamo: bool,
+            opset: int = 17) -> tuple[bool, str, float]:
+    """Run one of torch's exporters on the module as written and keep only whether it went through.
+
+    Returns (ok, error, seconds), `error` being `first_error_line` of the failure ("" when ok). Nothing is
+    written and nothing is raised for an exporter failure: that the exporter refuses is the measurement.
+    The TorchScript exporter runs at `opset`; the dynamo one at max(opset, 18), the lowest it implements.
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
+    if not isinstance(args, tuple) or not all(isinstance(a, torch.Tensor) for a in args):
+        raise TypeError("args must be a tuple of tensors")
+    start = time.perf_counter()
+    try:
+        with _quiet(), _quiet_fd(1), _quiet_fd(2), torch.no_grad():
+            if dynamo:
+                torch.onnx.export(module.eval(), args, dynamo=True, opset_version=max(opset, EXPORTER_OPSET),
+                                  external_data=False, optimize=False, verbose=False)
+            else:
+                torch.onnx.export(module.eval(), args, io.BytesIO(), dynamo=False, opset_version=opset)
+    except Exception as exc:  # the exporter's refusal is the result
+        return False, first_error_line(exc), time.perf_counter() - start
+    return True, "", time.perf_counter() - start

@@ -1,0 +1,144 @@
+"""Reading an ONNX file defensively, and the graph facts the exporter, the device gate and the pairing need.
+
+The gate runs on whatever a notebook exported, including a half-written or corrupt file; it has to answer
+FAIL with the reason instead of a traceback. External weights are never loaded: the gate reads structure.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import onnx
+from onnx import AttributeProto
+
+STANDARD_DOMAINS = ("", "ai.onnx")
+
+
+@dataclass
+class Graph:
+    """A loaded model and the lookups built once over it (every node, subgraphs included)."""
+
+    model: onnx.ModelProto
+    nodes: list[onnx.NodeProto] = field(default_factory=list)
+    producer: dict[str, onnx.NodeProto] = field(default_factory=dict)
+    consumers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
+    constants: set[str] = field(default_factory=set)
+    ranks: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def opset(self) -> int | None:
+        versions = [o.version for o in self.model.opset_import if o.domain in STANDARD_DOMAINS]
+        return max(versions) if versions else None
+
+    def op_key(self, node: onnx.NodeProto) -> str:
+        """The op type, prefixed by its domain when it is not the standard one (`com.microsoft::Gelu`)."""
+        return node.op_type if node.domain in STANDARD_DOMAINS else f"{node.domain}::{node.op_type}"
+
+    def node_ops(self) -> dict[str, str]:
+        """Node name -> op key, for mapping DFC error lines (which name nodes) to op types."""
+        return {n.name: self.op_key(n) for n in self.nodes if n.name}
+
+
+def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
+    """Load `path` without external data: (graph, checker complaint or None), or (None, why it is unreadable).
+
+    A model the ONNX checker rejects is still indexed, so the gate can report its ops next to the complaint.
+    """
+    path = Path(path)
+    if not path.is_file():
+        return None, f"{path}: no such file"
+    if path.stat().st_size == 0:
+        return None, f"{path}: empty file, not an ONNX model"
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # DecodeError, ValueError, OSError...: all mean "not a readable model"
+        return None, f"{path}: not a readable ONNX model ({type(exc).__name__}: {str(exc)[:200]})"
+    if model.ir_version == 0 or not model.HasField("graph"):
+        return None, f"{path}: not an ONNX model (no IR version or no graph)"
+    complaint = None
+    try:
+        onnx.checker.check_model(model)
+    except Exception as exc:
+        complaint = f"the ONNX checker rejects it ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+    return index_model(model), complaint
+
+
+def _walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    for node in graph.node:
+        yield node
+        for attr in node.attribute:
+            if attr.type == AttributeProto.GRAPH:
+                yield from _walk(attr.g)
+            elif attr.type == AttributeProto.GRAPHS:
+                for sub in attr.graphs:
+                    yield from _walk(sub)
+
+
+def index_model(model: onnx.ModelProto) -> Graph:
+    """Every node (subgraphs included), producers, consumers and constant names of an in-memory model."""
+    g = Graph(model=model, nodes=list(_walk(model.graph)))
+    g.constants = {t.name for t in model.graph.initializer}
+    g.constants |= {t.values.name for t in model.graph.sparse_initializer}
+    for node in g.nodes:
+        for out in node.output:
+            g.producer[out] = node
+        for name in node.input:
+            g.consumers.setdefault(name, []).append(node)
+        if node.op_type == "Constant" and node.domain in STANDARD_DOMAINS:
+            g.constants.update(node.output)
+    g.ranks = _ranks(model)
+    return g
+
+
+def _ranks(model: onnx.ModelProto) -> dict[str, int]:
+    """Tensor ranks from shape inference (best effort: an op the inferencer lacks leaves ranks unknown)."""
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model)
+    except Exception:
+        inferred = model
+    graph = inferred.graph
+    ranks = {}
+    for info in [*graph.input, *graph.value_info, *graph.output]:
+        tensor = info.type.tensor_type
+        if tensor.HasField("shape"):
+            ranks[info.name] = len(tensor.shape.dim)
+    return ranks
+
+
+def dynamic_inputs(graph: Graph) -> list[str]:
+    """Graph inputs (not weights) whose shape is missing or has a symbolic/unknown dimension."""
+    out = []
+    for info in graph.model.graph.input:
+        if info.name in graph.constants:
+            continue
+        tensor = info.type.tensor_type
+        if not tensor.HasField("shape"):
+            out.append(f"{info.name} (no shape)")
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
+                for d in tensor.shape.dim]
+        if any(isinstance(d, str) for d in dims):
+            out.append(f"{info.name} {dims}")
+    return out
+
+
+def attribute(node: onnx.NodeProto, name: str, default: object = None) -> object:
+    for attr in node.attribute:
+        if attr.name == name:
+            return onnx.helper.get_attribute_value(attr)
+    return default
+
+
+def constant_index(node: onnx.NodeProto, graph: Graph) -> str | None:
+    """A Gather whose index input is an initializer or a Constant output (the compiler folds it)."""
+    if len(node.input) < 2:
+        return "has no index input"
+    index = node.input[1]
+    if index in graph.constants:
+        return None
+    source = graph.producer.get(index)
+    made_by = f"the output of {source.op_type} {source.name!r}" if source is not None else "a graph input"
+    return f"index {index!r} is {made_by}, not an initializer or Constant"

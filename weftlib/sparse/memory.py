@@ -1,0 +1,383 @@
+"""How much memory each submanifold-convolution method needs: an analytic model, and measurements against it.
+
+The model counts the bytes a method allocates on top of its inputs (features, neighbour table, weight) while it
+runs, following the implementation in `weftlib.sparse` tensor by tensor. Measurements run each method in a
+fresh Python process (`measure.peak_rss_subprocess`): the workload is built there, warmed up on a tiny problem
+so library initialisation is not counted, and the extra peak resident memory of one forward is read from the
+kernel. The dense method's model is exact for its two grids; its conv3d workspace is the CPU backend's business
+and is reported, not modelled. At 1024 the dense case is only ever computed from the model.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable, Iterable
+
+import numpy as np
+import torch
+
+from weftlib import measure
+
+from . import conv, voxels
+
+if TYPE_CHECKING:  # pandas is imported where tables are built: measuring subprocesses start faster without it
+    import pandas as pd
+
+DTYPES = {"float32": torch.float32, "float16": torch.float16}
+TARGET = "weftlib.sparse.memory:conv_workload"
+# TRELLIS.2 sparse decoder: channel width per grid resolution (one 64-wide conv at 1024, 128 at 512, ...)
+DECODER_STAGES = ((64, 1024), (128, 512), (256, 256), (512, 128), (1024, 64))
+
+
+def _itemsize(dtype: str) -> int:
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype must be one of {tuple(DTYPES)}, got {dtype!r}")
+    return torch.empty((), dtype=DTYPES[dtype]).element_size()
+
+
+# ----------------------------------------------------------------------------------------------- model
+def components(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3) -> dict[str, int]:
+    """The named quantities of the RFD in bytes: dense tensor, dense conv in+out, sparse features, im2col
+    buffer, accumulate peak, neighbour table."""
+    e, k3 = _itemsize(dtype), kernel_size ** 3
+    return {
+        "dense_tensor": res ** 3 * cout * e,
+        "dense_conv_in_out": res ** 3 * (cin + cout) * e,
+        "sparse_features": n * (cin + cout) * e,
+        "im2col_buffer": n * k3 * cin * e,
+        "accumulate_peak": n * (cin + cout) * e,
+        "neighbor_table": n * k3 * 8,
+    }
+
+
+def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = "float16",
+               kernel_size: int = 3, chunk_rows: int | None = None) -> int:
+    """Bytes `conv.submanifold_conv3d(method)` allocates beyond its inputs at its peak.
+
+    im2col: output + the [rows, k^3 Cin] buffer (all rows, or one reused chunk, then also the features
+    padded with a zero row) + its int64 gather index;
+    accumulate: output + one offset's gathered rows (+ an int64 index column); the product is added in place;
+    scatter: output + one offset's gathered rows + their product + the compacted destination/source indices;
+    compact: output + one chunk's transposed table, its mask, the rows and sources of one tap, their gathered
+      features and product (`conv.auto_chunk_rows` when no chunk is given);
+    dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included);
+    auto: the method and chunking `conv.submanifold_conv3d` picks for these shapes.
+    """
+    if method not in conv.METHODS + (conv.AUTO,):
+        raise ValueError(f"method must be one of {conv.METHODS + (conv.AUTO,)}, got {method!r}")
+    e, k3 = _itemsize(dtype), kernel_size ** 3
+    if method == conv.AUTO:
+        method = conv.choose_method(n, k3)
+        chunk_rows = chunk_rows or conv.auto_chunk_rows(method, k3, cin, e, n)
+    out = n * cout * e
+    if method == "compact":
+        rows = min(n, chunk_rows or conv.auto_chunk_rows("compact", k3, cout, e, n) or n)
+        return out + rows * (k3 * 9 + 3 * 8 + (cin + cout) * e)
+    if method == "im2col":
+        if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
+            return out + n * k3 * (cin * e + 8)
+        # features padded with a zero row + the reused buffer and its index + one chunk's bool mask
+        return out + (n + 1) * cin * e + chunk_rows * k3 * (cin * e + 8 + 1)
+    if method == "accumulate":
+        return out + n * cin * e + n * 8
+    if method == "scatter":
+        return out + n * (cin + cout) * e + n * 16
+    return res ** 3 * (cin + cout) * e + 2 * out
+
+
+def model_table(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3,
+                chunk_rows: int | None = None) -> pd.DataFrame:
+    """Modelled peak of every method at one geometry, with its ratio to the dense route."""
+    import pandas as pd
+
+    rows = [{"method": m, "peak_bytes": peak_model(m, res, n, cin, cout, dtype, kernel_size,
+                                                    chunk_rows if m == "im2col" else None)}
+            for m in conv.METHODS]
+    df = pd.DataFrame(rows)
+    df["GiB"] = df["peak_bytes"] / 2**30
+    df["dense_over_method"] = df["peak_bytes"].iloc[0] / df["peak_bytes"]
+    return df
+
+
+# ----------------------------------------------------------------------------------------------- workloads
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc mallopt parameters
+
+
+def _rss_tracks_tensors(threshold: int = 1 << 16) -> bool:
+    """Make resident memory follow live tensors in a measuring process (glibc only; False elsewhere).
+
+    glibc raises its mmap threshold after a large free (up to 32 MiB), so later buffers below that size come
+    from heap pages that stay resident after use: a method then appears to need less (it reuses pages freed
+    during setup) or more (two generations of buffers) than it holds. A fixed threshold of `threshold` bytes
+    maps every tensor-sized block on its own and unmaps it on free, which is the default behaviour for the
+    large buffers of the 1024 grid anyway.
+    """
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        return bool(libc.mallopt(_M_MMAP_THRESHOLD, threshold)) and bool(libc.mallopt(_M_TRIM_THRESHOLD, threshold))
+    except (OSError, AttributeError):
+        return False
+
+
+def _inputs(shape: str, res: int, channels: int, dtype: str, seed: int, kernel_size: int = 3
+            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Voxel set, neighbour table, random features and a Conv3d-layout weight scaled to unit gain."""
+    coords = voxels.voxel_set(shape, res)
+    nbr = conv.kernel_map(coords, kernel_size)
+    gen = torch.Generator().manual_seed(seed)
+    feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
+    fan_in = channels * kernel_size ** 3
+    weight = (torch.randn((channels, channels, kernel_size, kernel_size, kernel_size), generator=gen)
+              / fan_in ** 0.5).to(DTYPES[dtype])
+    return coords, nbr, feats, weight
+
+
+def _warm_up(method: str, channels: int, dtype: str) -> None:
+    """Run the method once on a tiny voxel set so one-off library allocations happen before measuring."""
+    coords, nbr, feats, weight = _inputs("sphere", 8, channels, dtype, seed=1)
+    conv.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=8, chunk_rows=64)
+
+
+def conv_workload(shape: str, res: int, channels: int, method: str, dtype: str = "float32", threads: int = 1,
+                  chunk_rows: int | None = None, budget_bytes: int = conv.DEFAULT_DENSE_BUDGET,
+                  seed: int = 0) -> Callable[[], torch.Tensor]:
+    """Measurement target: build one layer's inputs here (not counted) and return its forward as `run`."""
+    _rss_tracks_tensors()
+    torch.set_num_threads(threads)
+    _warm_up(method, channels, dtype)
+    coords, nbr, feats, weight = _inputs(shape, res, channels, dtype, seed)
+
+    def run() -> torch.Tensor:
+        return conv.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=res,
+                                         budget_bytes=budget_bytes, chunk_rows=chunk_rows)
+
+    return run
+
+
+def kernel_map_workload(shape: str, res: int, threads: int = 1) -> Callable[[], torch.Tensor]:
+    """Measurement target for `conv.kernel_map` itself (its table is part of what it allocates)."""
+    _rss_tracks_tensors()
+    torch.set_num_threads(threads)
+    conv.kernel_map(voxels.voxel_set("sphere", 8))
+    coords = voxels.voxel_set(shape, res)
+    return lambda: conv.kernel_map(coords)
+
+
+# ----------------------------------------------------------------------------------------------- measurement
+def measured_row(method: str, shape: str, res: int, channels: int, n: int, dtype: str = "float32", threads: int = 1,
+            chunk_rows: int | None = None) -> dict[str, Any]:
+    """One model-versus-measured row: a fresh subprocess runs one forward of `method` at (shape, res)."""
+    got = measure.peak_rss_subprocess(TARGET, {
+        "shape": shape, "res": res, "channels": channels, "method": method, "dtype": dtype,
+        "threads": threads, "chunk_rows": chunk_rows, "budget_bytes": 1 << 62})
+    model = peak_model(method, res, n, channels, channels, dtype, chunk_rows=chunk_rows)
+    return {"shape": shape, "res": res, "N": n, "method": method, "C": channels, "dtype": dtype,
+            "chunk_rows": chunk_rows, "model_bytes": model, "measured_bytes": got["peak_bytes"],
+            "measured_over_model": got["peak_bytes"] / model, "seconds": got["seconds"]}
+
+
+def measure_table(cases: Iterable[tuple[str, int, str]], counts: dict[tuple[str, int], int], channels: int,
+                  dtype: str = "float32", threads: int = 1, chunk_rows: int | None = None,
+                  progress: bool = True) -> pd.DataFrame:
+    """Model versus measured peak for each (shape, res, method) case, one fresh process per case."""
+    import pandas as pd
+    from weftlib.console import progress as tqdm
+
+    cases = list(cases)
+    missing = [(s, r) for s, r, _ in cases if (s, r) not in counts]
+    if missing:
+        raise ValueError(f"counts has no voxel count for {missing}; count those sets first")
+    rows = [measured_row(m, s, r, channels, counts[(s, r)], dtype, threads, chunk_rows if m == "im2col" else None)
+            for s, r, m in tqdm(cases, desc="peak memory", disable=not progress)]
+    return pd.DataFrame(rows)
+
+
+def measure_kernel_map(shape: str, res: int, n: int, threads: int = 1) -> dict[str, Any]:
+    """Peak of building the neighbour table, against the table's own size."""
+    got = measure.peak_rss_subprocess("weftlib.sparse.memory:kernel_map_workload",
+                                     {"shape": shape, "res": res, "threads": threads})
+    table = conv.kernel_map_bytes(n)
+    return {"shape": shape, "res": res, "N": n, "table_bytes": table, "measured_bytes": got["peak_bytes"],
+            "measured_over_table": got["peak_bytes"] / table, "seconds": got["seconds"]}
+
+
+# ----------------------------------------------------------------------------------------------- timing
+def time_methods(coords: torch.Tensor, nbr: torch.Tensor, res: int, channels: int, methods: Iterable[str],
+                 dtype: str = "float32", repeats: int = 3, chunk_rows: int | None = None, seed: int = 0,
+                 progress: bool = True) -> pd.DataFrame:
+    """Median forward seconds per method on one voxel set, measured in this process in the same sweep."""
+    import pandas as pd
+    from weftlib.console import progress as tqdm
+
+    gen = torch.Generator().manual_seed(seed)
+    feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
+    weight = (torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5).to(DTYPES[dtype])
+    rows = []
+    for method in tqdm(list(methods), desc="time per method", disable=not progress):
+        def run(m: str = method) -> torch.Tensor:
+            return conv.submanifold_conv3d(feats, nbr, weight, method=m, coords=coords, res=res,
+                                             chunk_rows=chunk_rows if m == "im2col" else None)
+        rows.append({"method": method, "seconds": measure.median_seconds(run, repeats=repeats, warmup=1)})
+    df = pd.DataFrame(rows)
+    df["over_fastest"] = df["seconds"] / df["seconds"].min()
+    return df
+
+
+def benchmark(shape: str = "bunny", res: int = 1024, channels: int = 64, method: str = "accumulate",
+              dtype: str = "float32", threads: int = 2, repeats: int = 3, chunk_rows: int | None = None,
+              n: int | None = None) -> dict[str, Any]:
+    """Forward time and peak of one layer, each repeat in a fresh process: median seconds, worst peak.
+
+    `n` is the voxel count of (shape, res) when the caller already knows it (it is counted otherwise).
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    n = len(voxels.voxel_set(shape, res)) if n is None else n
+    runs = [measured_row(method, shape, res, channels, n, dtype, threads, chunk_rows) for _ in range(repeats)]
+    worst = max(r["measured_bytes"] for r in runs)
+    return {"shape": shape, "res": res, "N": n, "C": channels, "dtype": dtype, "method": method,
+            "threads": threads, "chunk_rows": chunk_rows, "repeats": repeats,
+            "median_seconds": float(np.median([r["seconds"] for r in runs])),
+            "seconds": [r["seconds"] for r in runs], "model_bytes": runs[0]["model_bytes"],
+            "peak_bytes": worst, "peak_over_model": worst / runs[0]["model_bytes"]}
+
+
+# ----------------------------------------------------------------------------------------------- split
+def split_transfer(n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3) -> dict[str, int]:
+    """Bytes a host-gather / device-matmul split moves for one layer: the gathered [N, k^3 Cin] rows in, the
+    [N, Cout] result out (the weight stays resident on the device)."""
+    e, k3 = _itemsize(dtype), kernel_size ** 3
+    to_device, to_host = n * k3 * cin * e, n * cout * e
+    return {"to_device_bytes": to_device, "to_host_bytes": to_host, "total_bytes": to_device + to_host,
+            "weight_bytes": k3 * cin * cout * e}
+
+
+def decoder_transfers(counts: dict[int, int], dtype: str = "float16",
+                      stages: Iterable[tuple[int, int]] = DECODER_STAGES) -> pd.DataFrame:
+    """Per decoder stage (res, channels) with a known voxel count: what one conv layer moves under the split."""
+    import pandas as pd
+
+    rows = [{"res": r, "C": c, "N": counts[r], **split_transfer(counts[r], c, c, dtype)}
+            for r, c in stages if r in counts]
+    return pd.DataFrame(rows)
+
+
+# ----------------------------------------------------------------------------------------------- machine limit
+def conv_work(nbr: torch.Tensor, cin: int, cout: int, dtype: str = "float32") -> dict[str, int]:
+    """What one layer must do on this voxel set: the FLOPs of all k^3 taps, of the taps that have a
+    neighbour (what 'compact' multiplies), and the bytes it must at least move (read the features and the
+    neighbour table once, write the output once)."""
+    e = _itemsize(dtype)
+    n, k3 = nbr.shape
+    pairs = int((nbr >= 0).sum())
+    return {"N": n, "pairs": pairs, "flops_all_taps": 2 * n * k3 * cin * cout, "flops_occupied": 2 * pairs * cin * cout,
+            "min_bytes": n * (cin + cout) * e + n * k3 * 8}
+
+
+def spconv_seconds(coords: torch.Tensor, res: int, channels: int, threads: int = 1, repeats: int = 3,
+                   seed: int = 0) -> dict[str, Any] | None:
+    """spconv's SubMConv3d on the same voxels, rulebook built once and reused (as a network reuses it), and
+    the largest difference from `submanifold_conv3d`; None when spconv is not installed (it is optional,
+    never a dependency of the suite)."""
+    try:
+        import spconv.pytorch as spconv
+    except ImportError:
+        return None
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        gen = torch.Generator().manual_seed(seed)
+        feats = torch.randn((len(coords), channels), generator=gen)
+        weight = torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5
+        conv = spconv.SubMConv3d(channels, channels, 3, bias=False, indice_key="subm")
+        with torch.no_grad():
+            conv.weight.copy_(weight.permute(0, 2, 3, 4, 1))  # spconv 2 keeps [Cout, k, k, k, Cin]
+            indices = torch.cat([torch.zeros((len(coords), 1), dtype=torch.int32), coords.to(torch.int32)], 1)
+            first = conv(spconv.SparseConvTensor(feats, indices, [res] * 3, 1))  # builds the rulebook
+
+            def run() -> torch.Tensor:
+                return conv(first.replace_feature(feats)).features
+
+            seconds = measure.median_seconds(run, repeats=repeats, warmup=0)
+            ours = conv.submanifold_conv3d(feats, conv.kernel_map(coords), weight)
+            diff = float((run() - ours).abs().max())
+    finally:
+        torch.set_num_threads(before)
+    return {"seconds": seconds, "threads": threads, "max_abs_diff_vs_ours": diff,
+            "version": getattr(spconv, "__version__", None) or _version("spconv")}
+
+
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def benchmark_against_limits(shape: str = "bunny", res: int = 1024, channels: int = 64,
+                             methods: Iterable[str] = ("auto",), dtype: str = "float32", threads: int = 2,
+                             repeats: int = 3, chunk_rows: dict[str, int | None] | None = None,
+                             spconv_threads: int | None = 1, progress: bool = True) -> dict[str, Any]:
+    """One layer per method (`benchmark`: fresh process per repeat, median time, worst peak) beside this
+    machine's limits measured in the same run (`measure.machine_limits` before and after; their mean is
+    used) and spconv's time on the same voxels when spconv is installed."""
+    from weftlib.console import progress as tqdm
+
+    before = measure.machine_limits(threads)
+    coords = voxels.voxel_set(shape, res)
+    nbr = conv.kernel_map(coords)
+    work = conv_work(nbr, channels, channels, dtype)
+    del nbr
+    rows = []
+    for method in tqdm(list(methods), desc="methods", disable=not progress):
+        rows.append(benchmark(shape, res, channels, method, dtype, threads, repeats,
+                              (chunk_rows or {}).get(method), n=len(coords)))
+    run_spconv = bool(spconv_threads) and dtype == "float32"
+    spc = spconv_seconds(coords, res, channels, spconv_threads, repeats) if run_spconv else None
+    after = measure.machine_limits(threads)
+    limits = {k: (before[k] + after[k]) / 2 for k in ("sgemm_gflops", "copy_gbps", "load_average")}
+    limit_s = measure.limit_seconds(work["flops_occupied"], work["min_bytes"], limits)
+    for row in rows:
+        row["limit_seconds"] = limit_s
+        row["of_limit"] = limit_s / row["median_seconds"]
+        row["useful_gflops"] = work["flops_occupied"] / row["median_seconds"] / 1e9
+        row["of_sgemm"] = row["useful_gflops"] / limits["sgemm_gflops"]
+    return {"work": work, "limits": limits, "limits_before": before, "limits_after": after, "rows": rows,
+            "spconv": spc, "spconv_status": ("ok" if spc else "not installed") if run_spconv else "not asked",
+            "limit_seconds": limit_s,
+            "limit_seconds_all_taps": measure.limit_seconds(work["flops_all_taps"], work["min_bytes"], limits)}
+
+
+def format_benchmark(result: dict[str, Any]) -> str:
+    """The compact, self-explaining summary the benchmark script prints."""
+    w, lim, rows = result["work"], result["limits"], result["rows"]
+    r0 = rows[0] if rows else {}
+    lines = [
+        f"one submanifold conv layer: {r0.get('shape')} {r0.get('res')}, N = {w['N']:,}, C = {r0.get('C')}, "
+        f"{r0.get('dtype')}, {r0.get('threads')} threads, kernel map given; median of {r0.get('repeats')} fresh processes",
+        f"machine now: sgemm {lim['sgemm_gflops']:.0f} GFLOP/s, copy {lim['copy_gbps']:.1f} GB/s, "
+        f"load average {lim['load_average']:.2f} (mean of before and after)",
+        f"work: {w['flops_occupied'] / 1e12:.3f} TFLOP on taps with a neighbour "
+        f"({w['flops_occupied'] / w['flops_all_taps']:.2f} of {w['flops_all_taps'] / 1e12:.3f} for all taps); "
+        f"limit {result['limit_seconds']:.2f} s (all taps {result['limit_seconds_all_taps']:.2f} s)",
+        f"{'method':<11}{'chunk':>7}{'median s':>10}{'of limit':>10}{'GFLOP/s':>9}{'of sgemm':>10}"
+        f"{'peak GiB':>10}{'peak/model':>12}",
+    ]
+    for r in rows:
+        lines.append(f"{r['method']:<11}{str(r['chunk_rows'] or 'auto'):>7}{r['median_seconds']:>10.2f}"
+                     f"{r['of_limit']:>10.2f}{r['useful_gflops']:>9.0f}{r['of_sgemm']:>10.2f}"
+                     f"{r['peak_bytes'] / 2**30:>10.2f}{r['peak_over_model']:>12.2f}")
+    spc = result.get("spconv")
+    if spc is None and result.get("spconv_status") == "not asked":
+        lines.append("spconv: not run (--spconv-threads 0, or not fp32)")
+    elif spc is None:
+        lines.append("spconv: not installed (optional; pip install spconv to compare)")
+    else:
+        lines.append(f"spconv {spc['version']} SubMConv3d, {spc['threads']} thread(s), rulebook reused: "
+                     f"{spc['seconds']:.2f} s (of limit {result['limit_seconds'] / spc['seconds']:.2f}); "
+                     f"max |spconv - ours| {spc['max_abs_diff_vs_ours']:.2g}")
+    return "\n".join(lines)

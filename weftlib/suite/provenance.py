@@ -1,0 +1,129 @@
+"""Provenance: which versions, which machine, which commit a run used, and what this machine can run.
+
+Notebook 00 shows it; the run index records it next to every timing, so each figure carries its machine.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import os
+import platform
+import subprocess
+from pathlib import Path
+from typing import Any
+
+from ..paths import REPO_ROOT
+
+TRACKED_PACKAGES = ("torch", "natten", "onnx", "onnxruntime", "onnxscript", "papermill", "nbconvert")
+
+
+def package_versions(names: tuple[str, ...] = TRACKED_PACKAGES) -> dict[str, str | None]:
+    """Installed distribution versions (None for a package that is not installed)."""
+    versions: dict[str, str | None] = {}
+    for name in names:
+        try:
+            versions[name] = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
+    """Commit and dirtiness of the checkout the suite runs from (None outside a git checkout)."""
+
+    def git(*args: str) -> str | None:
+        try:
+            out = subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, timeout=10)
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return out.stdout.strip() if out.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def natten_backends() -> dict[str, Any]:
+    """Whether natten imports, and whether it carries libnatten (its CUDA kernels) or only the Flex path."""
+    info: dict[str, Any] = {"installed": False, "libnatten": False, "cuda": False, "note": ""}
+    try:
+        natten = importlib.import_module("natten")
+    except Exception as exc:  # a broken build is evidence too
+        info["note"] = f"natten does not import: {exc!r}"
+        return info
+    import torch
+
+    info["installed"] = True
+    info["version"] = getattr(natten, "__version__", None)
+    info["libnatten"] = bool(getattr(natten, "HAS_LIBNATTEN", False))
+    info["cuda"] = torch.cuda.is_available()
+    info["note"] = (
+        "CUTLASS kernels available" if info["libnatten"] and info["cuda"]
+        else "no libnatten/CUDA: only the Flex backend (dense attention with a mask) can run here"
+    )
+    return info
+
+
+def hailo_dfc() -> dict[str, Any]:
+    """Whether the Hailo Dataflow Compiler's Python client imports here (Linux x86-64 in its image only)."""
+    try:
+        module = importlib.import_module("hailo_sdk_client")
+    except Exception as exc:
+        return {"importable": False, "reason": f"{type(exc).__name__}: {exc}"}
+    return {"importable": True, "version": getattr(module, "__version__", None)}
+
+
+def machine() -> dict[str, Any]:
+    """CPU, memory and accelerator of this machine, as evidence for every timing in the appendix."""
+    import psutil
+    import torch
+
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    return {
+        "platform": platform.platform(),
+        "machine": platform.machine(),
+        "processor": platform.processor() or platform.machine(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "ram_bytes": psutil.virtual_memory().total,
+        "python": platform.python_version(),
+        "gpu": gpu,
+    }
+
+
+def environment() -> dict[str, Any]:
+    """Everything notebook 00 reports and the run index records as provenance."""
+    return {
+        "versions": package_versions(),
+        "machine": machine(),
+        "natten": natten_backends(),
+        "hailo_dfc": hailo_dfc(),
+        "git": git_state(),
+    }
+
+
+def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str, str]:
+    """The `==` pins of pyproject.toml, so a notebook can show that it ran on what the project declares."""
+    import tomllib
+
+    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    return {d.split("==")[0].strip(): d.split("==")[1].strip() for d in deps if "==" in d}
+
+
+def capabilities(env: dict[str, Any], appendix_ram_gib: float) -> list[dict[str, str]]:
+    """Which notebook can run fully on this machine, and what is missing for the parts that cannot."""
+    natten_native = env["natten"]["libnatten"] and env["natten"]["cuda"]
+    dfc = env["hailo_dfc"]["importable"]
+    ram_gib = env["machine"]["ram_bytes"] / 2**30
+    rows = [
+        ("01_trace_natten", True, "full: the trace needs no CUDA; natten's own call fails on CPU as it would"
+         + ("" if not natten_native else " (here it runs: libnatten + CUDA present)")),
+        ("02_export_attention", True, "full: equality against natten's Flex backend, export and onnxruntime"
+         + (" (plus natten's CUTLASS path)" if natten_native else "")),
+        ("03_sparse_conv_memory", ram_gib >= appendix_ram_gib,
+         f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB"),
+        ("04_gate_pairing", dfc, "device gate runs anywhere; the DFC parse "
+         + ("runs here" if dfc else "needs the weftspun-hailo-dfc Docker image (Linux x86-64)")),
+    ]
+    return [{"notebook": n, "fully here": "yes" if ok else "partly", "why": why} for n, ok, why in rows]

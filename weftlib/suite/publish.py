@@ -1,0 +1,451 @@
+"""The publishing side: notebook HTML, the run index (`index.html` + `summary.json`), the appendix swap, and
+the RFD figure page (`publish --rfd DIR` writes `DIR/page.qmd`).
+
+Everything a reader meets opens with the answer table: one row per RFD question, taken from the notebook's
+own `Recorder.conclude` record (never re-typed here), saying what the answer rests on and whether it stands.
+The appendix is what the RFD links to, so it is replaced in one rename from a complete copy: a reader never
+sees half of a new run beside half of the old one, and a failed run never reaches it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import jinja2
+import markupsafe
+
+from .provenance import environment
+from .record import answer_status, format_value, jsonable, load_metrics
+
+if TYPE_CHECKING:
+    from .params import SuitePlan
+    from .runner import NotebookResult
+
+HIDE_INPUT_TAG = "hide-input"
+INJECTED_TAG = "injected-parameters"
+OVERVIEW_ROLE = "overview"
+NO_CONCLUSION = "unanswered: recorded no conclusion"
+PROTECTED = ("README.md", "DETAILS.md", "SKILL.md")
+RFD_TITLE = re.compile(r"^# RFD \d{4}:")
+MAX_SVG_BYTES = 1_500_000
+ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+ENV.filters["code"] = lambda text: markupsafe.Markup(
+    re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text))))
+
+
+class PublishError(ValueError):
+    """A run or a target folder that must not be published; nothing was written."""
+
+
+# ---- notebook pages ----------------------------------------------------------------------------------------
+
+_FOLD = """<style>
+body:not(.weft-show-code) .jp-CodeCell .jp-Cell-inputWrapper{display:none}
+#weft-code-toggle{position:fixed;top:.6rem;right:.8rem;z-index:10;font:13px system-ui,sans-serif;padding:.3rem .7rem;
+border:1px solid #888;border-radius:4px;background:#fff;cursor:pointer}
+.jp-OutputArea-output pre{white-space:pre-wrap;word-break:break-word}
+.weft-run-note{font:13px system-ui,sans-serif;background:#f4f4f4;border-left:3px solid #888;padding:.4rem .8rem;
+margin:.5rem 0 1rem}
+</style>"""
+_TOGGLE = """<button id="weft-code-toggle" type="button" onclick="document.body.classList.toggle('weft-show-code');
+this.textContent=document.body.classList.contains('weft-show-code')?'hide code':'show code'">show code</button>"""
+
+
+def render_html(notebook: Path, target: Path, note: str = "") -> Path:
+    """Executed notebook -> standalone HTML for readers: code folded (a "show code" button unfolds it), the
+    runner's injected-parameters cell removed (it holds the run folder's local path), cells tagged
+    `hide-input` showing only their output, and `note` (e.g. the parameters given) under the title."""
+    import nbformat
+    from nbconvert import HTMLExporter
+    from nbconvert.preprocessors import TagRemovePreprocessor
+
+    exporter = HTMLExporter(template_name="lab")
+    exporter.register_preprocessor(
+        TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}, remove_cell_tags={INJECTED_TAG}, enabled=True),
+        enabled=True,
+    )
+    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
+    body = body.replace("</head>", _FOLD + "</head>", 1)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _TOGGLE, body, count=1)
+    if note:
+        shown = ENV.from_string('<div class="weft-run-note">{{ note }}</div>').render(note=note)
+        title_end = body.find("</h1>")
+        body = body[:title_end + 5] + shown + body[title_end + 5:] if title_end >= 0 else body
+    target.write_text(body, encoding="utf-8")
+    return target
+
+
+# ---- the answer table -------------------------------------------------------------------------------------
+
+def question_of(notebook: Path) -> tuple[str, str]:
+    """(question, what was done) from a notebook's title cell: the title without its number, and the first
+    paragraph after it, as the notebook itself words them."""
+    import nbformat
+
+    if not notebook.is_file():
+        return "", ""
+    cells = nbformat.read(notebook, as_version=4).cells
+    first = next((c for c in cells if c.cell_type == "markdown"), None)
+    if first is None:
+        return "", ""
+    lines = first.source.strip().splitlines()
+    title = re.sub(r"^#+\s*(\d+\s*[·:.-]\s*)?", "", lines[0]).strip() if lines else ""
+    paragraphs = [p.strip() for p in "\n".join(lines[1:]).split("\n\n") if p.strip()]
+    prose = next((p for p in paragraphs if not p.lstrip().startswith(("|", "#", "```", "-", "1."))), "")
+    return title, " ".join(prose.split())
+
+
+def _rests_on_text(rests_on: dict[str, Any]) -> str:
+    return "; ".join(f"{k}: {v}" for k, v in rests_on.items()) or "not stated"
+
+
+def answer_rows(run_dir: Path, results: list["NotebookResult"], run_note: str | None = None) -> list[dict[str, Any]]:
+    """One row per notebook the plan ran that answers an RFD question (the overview, which records
+    `role = overview`, has none): question, answer, what it rests on, status. A notebook that failed, was
+    interrupted or recorded no `conclude` record is unanswered, and says why. `run_note` (e.g. "small plan,
+    not the appendix") is added to what every row rests on."""
+    rows = []
+    failed_before: list[str] = []
+    for nb in results:
+        recorded = load_metrics(run_dir, nb.name)
+        metrics = recorded.get("metrics", {})
+        if metrics.get("role") == OVERVIEW_ROLE:
+            continue
+        question, _ = question_of(run_dir / f"{nb.name}.ipynb")
+        conclusion = metrics.get("conclusion")
+        if isinstance(conclusion, dict) and conclusion.get("answer"):
+            answer = conclusion["answer"]
+            rests_on = dict(conclusion.get("rests_on") or {})
+            unmet = list(conclusion.get("unmet") or [])
+            status = answer_status({"rests_on": rests_on, "unmet": unmet})
+        else:
+            answer, rests_on, unmet, status = "", {}, [], NO_CONCLUSION
+        if run_note:
+            rests_on["run"] = run_note
+        if nb.status == "failed":
+            status = f"unanswered: the notebook failed ({nb.describe_error().splitlines()[0]})"
+        elif nb.status in ("not run", "interrupted"):
+            status = f"unanswered: {nb.status}"
+        if failed_before and nb.status == "passed":
+            status += f" (ran after {', '.join(failed_before)} failed: it may rest on partial outputs)"
+        if nb.status != "passed":
+            failed_before.append(nb.name)
+        kind = "answered" if status == "answered" else "stand-in" if status.startswith("answered on") else "unanswered"
+        rows.append({"notebook": nb.name, "question": question, "answer": answer, "rests_on": rests_on,
+                     "rests_on_text": _rests_on_text(rests_on), "unmet": unmet, "status": status, "kind": kind})
+    return rows
+
+
+def scope_line(plan_appendix: bool, params_file: str) -> str:
+    """Whether this run is the full-size appendix, in words a reader cannot miss."""
+    if plan_appendix:
+        return f"Full-size appendix run ({Path(params_file).name})."
+    return (f"Small run ({Path(params_file).name}): NOT the full-size appendix. Each row's geometry says what it "
+            "ran at; `make appendix` runs params/appendix.yaml.")
+
+
+# ---- the run index ----------------------------------------------------------------------------------------
+
+_STYLE = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:78rem;padding:0 1rem;line-height:1.4}
+table{border-collapse:collapse;width:100%;margin-bottom:2rem}td,th{border:1px solid #ccc;padding:.4rem;
+vertical-align:top;text-align:left}th{background:#f6f6f6}.passed .status,.answered .status{background:#d7f5dd}
+.failed .status,.unanswered .status,.interrupted .status{background:#fbd5d5}.stand-in .status{background:#fff1c2}
+.not-run .status{background:#eee}.err{color:#a00;font-family:monospace;white-space:pre-wrap}ul{margin:0;
+padding-left:1.1rem}.scope{font-size:1.1rem;padding:.5rem .8rem;border-left:4px solid #c60;background:#fff6ee}
+.scope.full{border-color:#080;background:#eefbef}.answer{font-size:1.02rem}small{color:#555}"""
+
+_INDEX = ENV.from_string("""<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><title>RFD 1129 appendix: run index</title>
+<style>{{ style }}</style></head><body>
+<h1>RFD 1129 appendix: run index</h1>
+<p class="scope{{ ' full' if appendix }}">{{ scope | code }}</p>
+<h2>Answers</h2>
+<table><tr><th>notebook</th><th>question</th><th>answer</th><th>rests on</th><th>status</th></tr>
+{% for r in answers %}
+<tr class="{{ r.kind }}"><td>{{ r.notebook }}</td><td>{{ r.question }}</td><td class="answer">{{ r.answer or "—" }}</td>
+<td>{% if r.rests_on %}<ul>{% for k, v in r.rests_on.items() %}<li>{{ k }}: {{ v }}</li>{% endfor %}</ul>{% else %}not stated{% endif %}</td>
+<td class="status">{{ r.status }}</td></tr>
+{% endfor %}
+</table>
+<p><b>Run state: {{ state }}.</b> {{ verdict }}</p>
+<h2>Notebooks</h2>
+<table><tr><th>notebook</th><th>status</th><th>duration</th><th>parameters given</th><th>headline figures</th><th>links</th></tr>
+{% for nb in notebooks %}
+<tr class="{{ nb.css }}"><td>{{ nb.name }}</td><td class="status">{{ nb.status }}</td><td>{{ nb.duration }}</td>
+<td>{{ nb.given }}</td><td><ul>{% for h in nb.figures %}<li><b>{{ h.label }}</b>: {{ h.text }}</li>{% endfor %}</ul>
+{% if nb.error %}<div class="err">{{ nb.error }}</div>{% endif %}</td>
+<td>{% for label, href in nb.links %}<a href="{{ href }}">{{ label }}</a>{{ " · " if not loop.last }}{% endfor %}</td></tr>
+{% endfor %}
+</table>
+<h2>Provenance</h2>
+<table>{% for k, v in provenance %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>
+<p><a href="summary.json">summary.json</a></p>
+</body></html>
+""")
+
+
+def _duration(seconds: float) -> str:
+    return format_value(float(seconds), "s", digits=2) if seconds else "—"
+
+
+def provenance_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
+    env = summary["provenance"]
+    git = env["git"]
+    return [
+        ("parameters", f"{summary['params_file']} (hash {summary['params_hash']})"),
+        ("git commit", f"{git['commit'] or 'not a git checkout'}" + (" (dirty tree)" if git["dirty"] else "")),
+        ("machine", machine_line(env)),
+        ("natten", env["natten"]["note"]),
+        ("Hailo DFC", "importable" if env["hailo_dfc"]["importable"] else env["hailo_dfc"]["reason"]),
+        *((f"version: {k}", v or "not installed") for k, v in env["versions"].items()),
+        ("started / finished (UTC)", f"{summary['started']} / {summary['finished']}"),
+    ]
+
+
+def machine_line(env: dict[str, Any]) -> str:
+    m = env["machine"]
+    return (f"{m['platform']}, {m['cpu_count']} CPUs, {m['ram_bytes'] / 2**30:.1f} GiB RAM, "
+            f"GPU: {m['gpu'] or 'none'}")
+
+
+def write_index(run_dir: Path, plan: "SuitePlan", results: list["NotebookResult"], started: datetime,
+                state: str | None = None, partial: bool = False) -> dict:
+    """Write `summary.json` and `index.html` for a run, both opening with the answer table; return the summary."""
+    passed = all(r.status == "passed" for r in results)
+    state = state or ("passed" if passed else "failed")
+    run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
+    answers = answer_rows(run_dir, results, run_note)
+    summary = {
+        "answers": answers,
+        "scope": scope_line(plan.appendix, str(plan.source)),
+        "appendix": plan.appendix,
+        "state": state,
+        "passed": passed and state == "passed",
+        "partial": partial,
+        "params_file": str(plan.source),
+        "params_hash": plan.digest(),
+        "description": plan.description,
+        "started": started.isoformat(timespec="seconds"),
+        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "durations": {r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
+        "provenance": environment(),
+        "notebooks": [jsonable(r) for r in results],
+    }
+    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    verdict = "Every notebook passed." if summary["passed"] else "FAILED: " + "; ".join(
+        r.describe_error() for r in results if r.status != "passed")
+    rows = []
+    for r in results:
+        links = [(p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb")
+                 if p.exists()]
+        if (run_dir / r.name / "metrics.json").exists():
+            links.append(("metrics", f"{r.name}/metrics.json"))
+        given = ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults"
+        rows.append({"name": r.name, "status": r.status, "css": r.status.replace(" ", "-"),
+                     "duration": _duration(r.seconds), "given": given, "figures": r.headline_text,
+                     "error": r.describe_error() if r.error else "", "links": links})
+    page = _INDEX.render(style=_STYLE, appendix=plan.appendix, scope=summary["scope"], answers=answers,
+                         state=state, verdict=verdict, notebooks=rows, provenance=provenance_rows(summary))
+    (run_dir / "index.html").write_text(page, encoding="utf-8")
+    return summary
+
+
+def publish_appendix(run_dir: Path, appendix: Path) -> Path:
+    """Replace `appendix` by a copy of `run_dir` in one rename; the old one is removed only afterwards."""
+    appendix = appendix.resolve()
+    appendix.parent.mkdir(parents=True, exist_ok=True)
+    staging = appendix.parent / f".{appendix.name}.new"
+    retired = appendix.parent / f".{appendix.name}.old"
+    for leftover in (staging, retired):
+        if leftover.exists():
+            shutil.rmtree(leftover)
+    shutil.copytree(run_dir, staging)
+    if appendix.exists():
+        appendix.rename(retired)
+    staging.rename(appendix)
+    shutil.rmtree(retired, ignore_errors=True)
+    return appendix
+
+
+# ---- the RFD figure page ----------------------------------------------------------------------------------
+
+_EXT = r"(onnx|py|json|yaml|yml|har|hef|html|ipynb|csv|png|svg|log|txt|md|qmd|sh|toml)"
+_PATHLIKE = re.compile(
+    r"^(\.{0,2}/)?[\w.-]+(/[\w.-]+)+/?(:\d+)?(\s|$)"  # a/b, ./a/b.onnx, dir/
+    rf"|^[\w.-]+\.{_EXT}(:\d+)?\b"  # naf.py, naf.py:48 -> ..., model.onnx
+    rf"|\.{_EXT}$", re.IGNORECASE)
+
+
+def looks_like_path(text: Any) -> bool:
+    """A cell that reads as a file path (`a/b.onnx`, `naf.py`): RFD hygiene keeps those out of first cells."""
+    return isinstance(text, str) and bool(_PATHLIKE.search(text.strip()))
+
+
+def _cell(value: Any) -> str:
+    text = value if isinstance(value, str) else format_value(value)
+    return " ".join(str(text).split()).replace("|", "\\|") or " "
+
+
+def pipe_table(header: list[str], rows: list[list[Any]]) -> str:
+    """A GitHub/CommonMark pipe table; a first column that holds file paths moves to the end (hygiene)."""
+    if rows and any(looks_like_path(r[0]) for r in rows) and len(header) > 1:
+        header = header[1:] + header[:1]
+        rows = [r[1:] + r[:1] for r in rows]
+    lines = ["| " + " | ".join(_cell(h) for h in header) + " |", "|" + "---|" * len(header)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in rows]
+    return "\n".join(lines)
+
+
+def _record_tables(recorded: dict[str, Any], top: int = 5, most: int = 2) -> list[tuple[str, str]]:
+    """The notebook's key tables: those recorded with `table=True` first, else the first short record tables
+    (lists of same-keyed mappings, at most 8 columns); each cut to its top rows."""
+    metrics, shown = recorded.get("metrics", {}), recorded.get("display", {})
+    def is_table(v: Any) -> bool:
+        return (isinstance(v, list) and v and all(isinstance(r, dict) for r in v)
+                and len(v[0]) <= 8 and all(r.keys() == v[0].keys() for r in v))
+    demoted = {k for k, s in shown.items() if s.get("not_headline")}
+    flagged = [k for k, s in shown.items() if s.get("table") and k not in demoted and is_table(metrics.get(k))]
+    keys = flagged or [k for k, v in metrics.items() if is_table(v) and k not in demoted][:most]
+    out = []
+    for key in keys:
+        value = metrics[key]
+        header = list(value[0])
+        body = pipe_table(header, [[row.get(h) for h in header] for row in value[:top]])
+        more = f"\n\n*Top {top} of {len(value)} rows; the full table is in the appendix.*" if len(value) > top else ""
+        out.append((shown.get(key, {}).get("label") or key.replace("_", " "), body + more))
+    return out
+
+
+def _svg_block(svg: Path) -> str | None:
+    text = svg.read_text(encoding="utf-8")
+    if len(text.encode()) > MAX_SVG_BYTES:
+        return None
+    text = re.sub(r"<\?xml[^>]*\?>\s*", "", text)
+    text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
+    text = re.sub(r"<!--.*?-->\s*", "", text, flags=re.S)
+    lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n") if ln.strip()]
+    return "```{=html}\n<div style=\"overflow-x:auto\">\n" + "\n".join(lines) + "\n</div>\n```"
+
+
+def check_run(run_dir: Path) -> dict[str, Any]:
+    """The summary of a run that may be published; PublishError for a failed, partial or unfinished one."""
+    from .runner import read_state
+
+    summary_path = run_dir / "summary.json"
+    if not run_dir.is_dir():
+        raise PublishError(f"{run_dir}: no such run folder")
+    state = read_state(run_dir)
+    if state.get("state") != "passed":
+        raise PublishError(f"{run_dir}: the run is {state.get('state')} ({state.get('reason', 'see state.json')}); "
+                           "only a fully passing run is published")
+    if not summary_path.is_file():
+        raise PublishError(f"{run_dir}: no summary.json")
+    summary = json.loads(summary_path.read_text())
+    if not summary.get("passed") or any(nb.get("status") != "passed" for nb in summary.get("notebooks", [])):
+        raise PublishError(f"{run_dir}: not every notebook passed; only a fully passing run is published")
+    if summary.get("partial"):
+        raise PublishError(f"{run_dir}: a partial run (--only); publish a run of the whole parameter file")
+    return summary
+
+
+def check_rfd_dir(rfd: Path, page: str) -> Path:
+    """The target file in an RFD folder; PublishError unless `rfd` holds a README.md starting with
+    `# RFD NNNN:` and the page is a new-or-generated `.qmd` that is not README.md, DETAILS.md or SKILL.md."""
+    if page in PROTECTED or Path(page).name in PROTECTED:
+        raise PublishError(f"refusing to write {page}: README.md, DETAILS.md and SKILL.md are written by people")
+    if Path(page).name != page or not page.endswith(".qmd"):
+        raise PublishError(f"--page {page!r}: a file name ending in .qmd, inside the RFD folder")
+    readme = rfd / "README.md"
+    if not readme.is_file():
+        raise PublishError(f"{rfd}: no README.md; not an RFD folder")
+    first = readme.read_text(encoding="utf-8", errors="replace").splitlines()[:1]
+    if not first or not RFD_TITLE.match(first[0]):
+        raise PublishError(f"{readme}: does not start with '# RFD NNNN:'; not an RFD folder")
+    return rfd / page
+
+
+def provenance_line(summary: dict[str, Any]) -> str:
+    env = summary["provenance"]
+    git = env["git"]
+    commit = (git["commit"] or "no git checkout")[:12] + (" (dirty tree)" if git.get("dirty") else "")
+    return (f"*Provenance:* suite commit {commit}; parameters {Path(summary['params_file']).name} "
+            f"(hash {summary['params_hash']}); machine {machine_line(env)}; run {summary['finished']}.")
+
+
+def render_page(run_dir: Path, summary: dict[str, Any]) -> str:
+    """The page's Markdown: answer table, then one section per notebook (question, what was done, headline
+    figures and top rows of key tables as pipe tables, figures as inline SVG, provenance)."""
+    answers = summary["answers"]
+    prov = provenance_line(summary)
+    out = ["---", 'title: "RFD 1129: measured answers (appendix)"', "---", "",
+           f"<!-- Generated by `python -m weftlib publish` from a run of {Path(summary['params_file']).name}; "
+           "regenerate rather than edit. -->", "",
+           summary["scope"], "", "## Answers", "",
+           pipe_table(["Question", "Answer", "Rests on", "Status"],
+                      [[a["question"] or a["notebook"], a["answer"] or "—", a["rests_on_text"], a["status"]]
+                       for a in answers]), "", prov, ""]
+    for nb in summary["notebooks"]:
+        recorded = load_metrics(run_dir, nb["name"])
+        if recorded.get("metrics", {}).get("role") == OVERVIEW_ROLE:
+            continue
+        question, done = question_of(run_dir / f"{nb['name']}.ipynb")
+        number = nb["name"].split("_")[0]
+        out += [f"## {number} · {question or nb['name']}", ""]
+        if done:
+            out += [f"**What was done.** {done}", ""]
+        row = next((a for a in answers if a["notebook"] == nb["name"]), None)
+        if row:
+            out += [f"**Answer.** {row['answer'] or '—'} *Status: {row['status']}.*", ""]
+        figures = nb.get("headline_text") or []
+        if figures:
+            out += ["**Headline figures**", "", pipe_table(["Figure", "Value"], [[h["label"], h["text"]] for h in figures]), ""]
+        for label, table in _record_tables(recorded):
+            out += [f"**{label[:1].upper() + label[1:]}**", "", table, ""]
+        for svg in sorted((run_dir / nb["name"]).glob("*.svg")):
+            block = _svg_block(svg)
+            caption = svg.stem.replace("_", " ")
+            out += [f"*Figure: {caption}.*", ""]
+            out += [block if block else "*(figure too large to inline; see the appendix)*", ""]
+        out += [prov, ""]
+    text = "\n".join(line.rstrip() for line in "\n".join(out).split("\n"))
+    return re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
+
+
+def headline_block(summary: dict[str, Any]) -> str:
+    """The block a person pastes into DETAILS.md: headline figures per notebook with machine and commit."""
+    env = summary["provenance"]
+    commit = (env["git"]["commit"] or "no git checkout")[:12]
+    lines = [f"Measured by the RFD 1129 suite at commit {commit} ({Path(summary['params_file']).name}, "
+             f"hash {summary['params_hash']}) on {machine_line(env)}, {summary['finished'][:10]}:"]
+    for nb in summary["notebooks"]:
+        for h in nb.get("headline_text") or []:
+            lines.append(f"- {nb['name']}: {h['label']}: {h['text']}")
+    return "\n".join(lines)
+
+
+def publish_rfd(run_dir: str | os.PathLike, rfd: str | os.PathLike, page: str = "page.qmd") -> tuple[Path, str]:
+    """Write `rfd/page` from a fully passing run, atomically; return (its path, the paste-able headline block).
+
+    Refuses (PublishError, nothing written) a failed, interrupted or partial run, a folder that is not an RFD
+    folder, and README.md / DETAILS.md / SKILL.md as the target. Only the one `.qmd` file is written: no
+    ONNX, HAR, HEF or HTML artefact goes into the RFD folder.
+    """
+    run_dir, rfd = Path(run_dir).resolve(), Path(rfd).resolve()
+    target = check_rfd_dir(rfd, page)
+    summary = check_run(run_dir)
+    text = render_page(run_dir, summary)
+    tmp = rfd / f".{page}.tmp"
+    try:
+        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
+            fh.write(text)
+        os.replace(tmp, target)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+    return target, headline_block(summary)

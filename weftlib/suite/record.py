@@ -1,0 +1,248 @@
+"""What a notebook records: the values it asserts, its conclusion, and how those read as headline figures.
+
+A notebook makes one `Recorder` and passes every value it asserts through `record`, so the run index and the
+tests read numbers from `metrics.json` instead of scraping printed text. `metrics.json` is rewritten on every
+call, so a notebook that fails half-way still leaves what it had measured.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+from ..paths import SCRATCH
+
+
+def jsonable(value: Any) -> Any:
+    """Turn numpy/torch scalars and arrays, dataclasses, paths, sets and tuples into plain JSON values."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return jsonable(dataclasses.asdict(value))
+    if isinstance(value, dict):
+        return {str(k): jsonable(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = sorted(value, key=str) if isinstance(value, (set, frozenset)) else value
+        return [jsonable(v) for v in items]
+    if isinstance(value, Path):
+        return str(value)
+    if hasattr(value, "to_dict") and hasattr(value, "columns"):  # pandas DataFrame
+        return jsonable(value.to_dict(orient="records"))
+    if hasattr(value, "tolist"):  # numpy / torch
+        return jsonable(value.tolist())
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
+
+
+class Recorder:
+    """Collects one notebook's asserted values in `<run_dir>/<name>/metrics.json` next to its artefacts.
+
+    `run_dir` is the notebook's `run_dir` parameter: the suite runner sets it; left empty (an interactive
+    session) the artefacts go to `outputs/scratch/`.
+    """
+
+    def __init__(self, name: str, run_dir: str | os.PathLike = "") -> None:
+        self.name = name
+        self.run_dir = Path(run_dir) if str(run_dir) else SCRATCH
+        self.dir = self.run_dir / name
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.metrics: dict[str, Any] = {}
+        self.headline: list[str] = []
+        self.display: dict[str, dict[str, Any]] = {}
+        _full_width_tables()
+
+    def record(self, key: str, value: Any, *, headline: bool = False, label: str | None = None,
+               unit: str | None = None, digits: int | None = None, table: bool = False) -> Any:
+        """Store `value` under `key` (shown in the run index when `headline`) and return it unchanged.
+
+        A headline is read by people: `label` names it (default: the key in words), `unit` says what the
+        number counts ("B" for bytes, "s" for seconds, "x" for a ratio, any other unit is printed as given)
+        and `digits` the significant digits (default 3); see `format_value`. `table` marks a record table
+        (a DataFrame or list of rows) as one of the notebook's key tables for the RFD page.
+        """
+        self.metrics[key] = jsonable(value)
+        if headline and key not in self.headline:
+            self.headline.append(key)
+        shown = {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits),
+                                             ("table", table or None)) if v is not None}
+        if shown:
+            self.display[key] = shown
+        self._write()
+        return value
+
+    def describe(self, key: str, *, label: str | None = None, unit: str | None = None,
+                 digits: int | None = None, table: bool | None = None) -> None:
+        """Say how an already recorded value reads (label, unit, digits, key table; see `record`) without
+        re-recording it."""
+        if key not in self.metrics:
+            raise KeyError(f"describe: nothing recorded under {key!r}")
+        self.display.setdefault(key, {}).update(
+            {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits), ("table", table))
+             if v is not None})
+        self._write()
+
+    def demote(self, key: str, reason: str) -> None:
+        """Take `key` out of the headline figures and the RFD page's key tables (it stays recorded) and record
+        why: e.g. a speed ratio measured on millisecond calls at CI size is noise, not a finding."""
+        if key in self.headline:
+            self.headline.remove(key)
+        self.display.setdefault(key, {})["not_headline"] = reason
+        self._write()
+
+    def conclude(self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = ()) -> dict[str, Any]:
+        """Record the notebook's answer to its RFD question, in one sentence, for the run's answer table.
+
+        `rests_on` says what the answer stands on (keys such as `sources`: "real checkout" | "stand-in",
+        `natten`, `dfc`, `geometry`), so a reader sees at once whether it was the full-size appendix, the real
+        code and the real compiler. `unmet` names each precondition that was not met (e.g. "DFC not run:
+        needs the weftspun-hailo-dfc:5.3.0 image"): a silent skip would read like a pass, so any entry there
+        makes the row "unanswered" (see `answer_status`).
+        """
+        if not answer.strip():
+            raise ValueError("conclude: the answer is empty")
+        conclusion = {"answer": answer.strip(), "rests_on": dict(rests_on), "unmet": list(unmet)}
+        conclusion["status"] = answer_status(conclusion)
+        self.record("conclusion", conclusion)
+        return conclusion
+
+    def path(self, filename: str) -> Path:
+        """Where an artefact of this notebook goes (ONNX files, plots, tables)."""
+        return self.dir / filename
+
+    def savefig(self, fig: Any, filename: str) -> Path:
+        """Save a matplotlib figure as an artefact next to the metrics, plus an SVG twin (same stem).
+
+        The SVG is what `publish --rfd` inlines (the RFD repository publishes figures as inline SVG): text
+        stays text and the file carries no date or random ids, so the same figure gives the same bytes.
+        """
+        import matplotlib
+
+        target = self.path(filename)
+        fig.savefig(target, dpi=110, bbox_inches="tight")
+        if target.suffix.lower() != ".svg":
+            with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": self.name}):
+                fig.savefig(target.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
+        return target
+
+    def sibling(self, name: str) -> Path:
+        """The artefact folder of another notebook in the same run (notebook 04 reads 02's and 03's)."""
+        return self.run_dir / name
+
+    def _write(self) -> None:
+        payload = {"notebook": self.name, "headline": self.headline, "metrics": self.metrics}
+        if self.display:
+            payload["display"] = self.display
+        tmp = self.dir / "metrics.json.tmp"
+        tmp.write_text(json.dumps(payload, indent=2, sort_keys=False))
+        tmp.replace(self.dir / "metrics.json")
+
+
+def _full_width_tables() -> None:
+    """Published tables show whole cells: pandas' default cuts text at 50 characters with '...', which made
+    call chains and docker commands unreadable and uncopyable. A notebook may still narrow it afterwards."""
+    try:
+        import pandas as pd
+    except ImportError:
+        return
+    pd.set_option("display.max_colwidth", None)
+
+
+def answer_status(conclusion: dict[str, Any]) -> str:
+    """"answered", "answered on a stand-in", or "unanswered: <each unmet precondition>"."""
+    if conclusion.get("unmet"):
+        return "unanswered: " + "; ".join(conclusion["unmet"])
+    if conclusion.get("rests_on", {}).get("sources") == "stand-in":
+        return "answered on a stand-in"
+    return "answered"
+
+
+def load_metrics(run_dir: str | os.PathLike, name: str) -> dict[str, Any]:
+    """Read back what a notebook recorded; an empty record when it wrote nothing."""
+    path = Path(run_dir) / name / "metrics.json"
+    if not path.exists():
+        return {"notebook": name, "headline": [], "metrics": {}}
+    return json.loads(path.read_text())
+
+# ---- headline figures for people -------------------------------------------------------------------------
+
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+_BYTE_STEPS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
+
+
+def _number(x: float, digits: int = 3) -> str:
+    """`x` to `digits` significant digits, without exponent for everyday magnitudes."""
+    if x == 0:
+        return "0"
+    if not math.isfinite(x):
+        return str(x)
+    if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e15):
+        return f"{int(x):,}"
+    if 1e-3 <= abs(x) < 1e6:
+        text = f"{x:.{digits}g}"
+        rounded = float(text)
+        return f"{int(rounded):,}" if rounded.is_integer() and abs(rounded) >= 1000 else text
+    mantissa, exponent = f"{x:.{max(digits - 1, 0)}e}".split("e")
+    return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+
+
+def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:
+    """A recorded value as a person reads it: rounded, with its unit, lists and mappings spelled out.
+
+    Units: "B" bytes (shown in KiB/MiB/GiB), "s" seconds (ms below one second, min above two minutes),
+    "x" a ratio ("2.4×"), "%" a percentage; any other unit is appended as given.
+    """
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        if unit == "B":
+            for name, size in _BYTE_STEPS:
+                if abs(value) >= size:
+                    return f"{_number(value / size, digits)} {name}"
+            return f"{_number(value, digits)} B"
+        if unit == "s":
+            if abs(value) < 1:
+                return f"{_number(value * 1000, digits)} ms"
+            if abs(value) >= 120:
+                return f"{_number(value / 60, digits)} min"
+            return f"{_number(value, digits)} s"
+        if unit == "x":
+            return f"{_number(value, digits)}×"
+        if unit == "%":
+            return f"{_number(value, digits)} %"
+        text = _number(value, digits)
+        return f"{text} {unit}" if unit else text
+    if isinstance(value, str):
+        return f"{value} {unit}" if unit else value
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        return "; ".join(f"{k}: {format_value(v, unit, digits)}" for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return "none"
+        return ", ".join(format_value(v, unit, digits) for v in value)
+    return str(value)
+
+
+def label_of(key: str) -> str:
+    """A key in words: `headline_dense_bytes` -> `headline dense bytes`."""
+    return key.replace("_", " ").strip()
+
+
+def headlines(recorded: dict[str, Any]) -> list[dict[str, str]]:
+    """The headline figures of one notebook's metrics.json, each as {key, label, text}, in recording order."""
+    shown = recorded.get("display", {})
+    rows = []
+    for key in recorded.get("headline", []):
+        how = shown.get(key, {})
+        value = recorded.get("metrics", {}).get(key)
+        rows.append({"key": key, "label": how.get("label") or label_of(key),
+                     "text": format_value(value, how.get("unit"), how.get("digits", 3))})
+    return rows

@@ -1,0 +1,521 @@
+"""Run the notebooks of a plan with papermill into a fresh run folder, then publish only a clean run.
+
+The suite knows nothing about attention or voxels: it validates parameters, executes, renders HTML, writes
+the run index and swaps the appendix. `__main__` is a thin shell over `run_suite`.
+
+A run folder always says what state it is in (`state.json`: running / interrupted / failed / passed),
+written before the first notebook starts and rewritten on every way out (a pass, a failure, Ctrl-C, SIGTERM,
+an error of the runner itself). Only SIGKILL cannot be caught: the file then still says "running", with the
+runner's pid, and `read_state` reports such a run as interrupted once that process is gone.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterator
+from unittest import mock
+
+from . import params as params_mod
+from .publish import publish_appendix, render_html, write_index
+from ..console import HEADLESS_ENV
+from ..paths import REPO_ROOT
+from .record import headlines, load_metrics
+
+KERNEL_NAME = "weftlib"
+RUNS_DIR = REPO_ROOT / "outputs" / "runs"
+APPENDIX_DIR = REPO_ROOT / "outputs" / "appendix"
+SMOKE_DIR = REPO_ROOT / "outputs" / "smoke"
+STATE_FILE = "state.json"
+LONG_STEP_S = 10.0  # a cell that takes longer than this (now or in the last run) gets its own progress line
+STATES = ("running", "interrupted", "failed", "passed")
+
+
+class RunInterrupted(Exception):
+    """The run was stopped from outside (Ctrl-C, SIGTERM, SIGHUP); the message names the signal."""
+
+
+@dataclass
+class NotebookResult:
+    """What happened to one notebook of a run."""
+
+    name: str
+    status: str = "not run"  # passed | failed | interrupted | not run
+    seconds: float = 0.0
+    error: dict[str, Any] | None = None
+    headline: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    headline_text: list[dict[str, str]] = field(default_factory=list)
+    long_steps: list[dict[str, Any]] = field(default_factory=list)
+    cell_seconds: dict[str, float] = field(default_factory=dict)
+
+    def describe_error(self) -> str:
+        """`notebook, cell In [N]: ErrorName: message` (N as papermill's banner numbers it), then the failing
+        line; the line the runner prints for a failure."""
+        if not self.error:
+            return f"{self.name}: {self.status}"
+        err = self.error
+        if err.get("exec_count") is not None:
+            where = f'cell In [{err["exec_count"]}]'
+        elif err.get("cell") is not None:
+            where = f"cell {err['cell']} (counting every cell from 0; it never got an In [N] number)"
+        else:
+            where = "before any cell"
+        line = f"\n  failing line: {err['line']}" if err.get("line") else ""
+        return f"{self.name}, {where}: {err.get('ename')}: {err.get('evalue')}{line}"
+
+
+@dataclass
+class RunResult:
+    """The whole run: where it is, what each notebook did, and whether the appendix was replaced."""
+
+    run_dir: Path
+    notebooks: list[NotebookResult]
+    published: Path | None = None
+    state: str = "running"
+
+    @property
+    def passed(self) -> bool:
+        return all(nb.status == "passed" for nb in self.notebooks)
+
+
+# ---- the state file ----------------------------------------------------------------------------------------
+
+def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:
+    """Write `state.json` atomically: the run's state, this runner's pid and host, and what it was doing."""
+    if state not in STATES:
+        raise ValueError(f"state must be one of {STATES}, got {state!r}")
+    payload = {"state": state, "pid": os.getpid(), "host": socket.gethostname(),
+               "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"), **detail}
+    tmp = run_dir / f".{STATE_FILE}.tmp"
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.replace(run_dir / STATE_FILE)
+    return payload
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
+    """A run folder's state; "running" whose runner (same host) is gone is reported as "interrupted"."""
+    path = Path(run_dir) / STATE_FILE
+    if not path.is_file():
+        return {"state": "unknown", "reason": f"no {STATE_FILE} in {run_dir}: not a run folder of this suite"}
+    state = json.loads(path.read_text())
+    if state.get("state") == "running" and state.get("host") == socket.gethostname() and not _alive(state["pid"]):
+        state = {**state, "state": "interrupted",
+                 "reason": f"the runner (pid {state['pid']}) is gone: killed without a chance to say so"}
+    return state
+
+
+# ---- run folders, kernels, errors -------------------------------------------------------------------------
+
+def fresh_run_dir(out: str | Path | None) -> Path:
+    """A new, empty run folder: `out` if given (must not hold files), else outputs/runs/<UTC time>."""
+    if out is None:
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        out = RUNS_DIR / stamp
+        suffix = 1
+        while Path(out).exists():
+            out = RUNS_DIR / f"{stamp}-{suffix}"
+            suffix += 1
+    run_dir = Path(out).resolve()
+    if run_dir.exists() and not run_dir.is_dir():
+        raise FileExistsError(f"--out {run_dir} is a file; each run needs a fresh folder")
+    if run_dir.exists() and any(run_dir.iterdir()):
+        raise FileExistsError(f"--out {run_dir} already holds files; each run needs a fresh folder")
+    run_dir.mkdir(parents=True, exist_ok=True)
+    return run_dir
+
+
+def ensure_kernel(name: str = KERNEL_NAME) -> None:
+    """Register this interpreter as the `weftlib` Jupyter kernel unless a kernel of that name exists."""
+    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
+
+    try:
+        KernelSpecManager().get_kernel_spec(name)
+        return
+    except NoSuchKernel:
+        pass
+    from ipykernel.kernelspec import install
+
+    install(kernel_name=name, display_name="weftlib (RFD 1129)", prefix=sys.prefix)
+
+
+def _ipc_kernel_manager() -> type:
+    """A kernel manager that talks to its local kernel over Unix sockets (IPC), not TCP: nothing listens on
+    a port, and the kernel does not print its 'running over TCP without encryption' warning."""
+    from jupyter_client import AsyncKernelManager
+
+    class IPCKernelManager(AsyncKernelManager):
+        def __init__(self, **kwargs: Any) -> None:
+            super().__init__(transport="ipc", **kwargs)
+
+    return IPCKernelManager
+
+
+_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
+
+
+def failing_line(traceback: list[str] | str | None) -> str:
+    """The notebook line that raised, read from IPython's traceback (the `---->` arrow in the last frame
+    that is a notebook cell, `Cell In[N]`); "" when the traceback has none."""
+    if not traceback:
+        return ""
+    text = _ANSI.sub("", "\n".join(traceback) if isinstance(traceback, list) else traceback)
+    line = ""
+    in_cell = False
+    for raw in text.splitlines():
+        if raw.startswith("Cell In["):
+            in_cell = True
+        elif raw.startswith("File ") or raw.startswith("  File "):
+            in_cell = False
+        elif in_cell and raw.lstrip().startswith("---->"):
+            line = re.sub(r"^\s*---->\s*\d*\s?", "", raw).rstrip()
+    return line
+
+
+def _error_of(exc: BaseException) -> dict[str, Any]:
+    """The cell (index and papermill's In [N]), the error and the failing line of a failure."""
+    cell = getattr(exc, "cell_index", None)
+    source = (getattr(exc, "source", "") or "").strip().splitlines()
+    return {
+        "cell": cell if cell is None else int(cell),
+        "exec_count": getattr(exc, "exec_count", None),
+        "ename": getattr(exc, "ename", type(exc).__name__),
+        "evalue": str(getattr(exc, "evalue", exc)).strip()[:2000],
+        "first_line": source[0] if source else "",
+        "line": failing_line(getattr(exc, "traceback", None)),
+    }
+
+
+def _running_cell(executed: Path) -> int | None:
+    """Index of the cell a kernel died in (e.g. out of memory): the last one the kernel had started."""
+    import nbformat
+
+    cells = nbformat.read(executed, as_version=4).cells
+    started = [i for i, c in enumerate(cells)
+               if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    return started[-1] if started else None
+
+
+def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
+    """{cell index: {seconds, exec_count, line}} from the per-cell durations papermill stores in an executed
+    notebook's metadata (the source of the ETA of the next run)."""
+    import nbformat
+
+    out = {}
+    for i, cell in enumerate(nbformat.read(executed, as_version=4).cells):
+        meta = cell.get("metadata", {}).get("papermill", {})
+        if cell.cell_type == "code" and meta.get("duration") is not None:
+            first = next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
+            out[str(i)] = {"seconds": round(float(meta["duration"]), 2), "exec_count": cell.get("execution_count"),
+                           "line": first[:100]}
+    return out
+
+
+# ---- progress and the estimate of the time left ------------------------------------------------------------
+
+def _duration(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {sec:02d} s"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def last_durations(plan: params_mod.SuitePlan, folders: tuple[Path, ...] | None = None) -> dict[str, Any]:
+    """Per-notebook and per-cell seconds from the newest earlier run of the same parameter file (by name and
+    hash) that recorded them: {"from": run folder, "notebooks": {name: {"seconds", "cells"}}}; empty if none."""
+    folders = folders if folders is not None else (RUNS_DIR, APPENDIX_DIR, SMOKE_DIR)
+    candidates = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        paths = [folder / "summary.json"] + sorted(folder.glob("*/summary.json"))
+        for path in paths:
+            try:
+                summary = json.loads(path.read_text())
+            except (OSError, ValueError):
+                continue
+            if summary.get("params_hash") == plan.digest() and summary.get("finished"):
+                candidates.append((summary["finished"], path.parent, summary))
+    if not candidates:
+        return {}
+    _, where, summary = max(candidates, key=lambda c: c[0])
+    notebooks = {nb["name"]: {"seconds": nb.get("seconds", 0.0), "cells": nb.get("cell_seconds", {})}
+                 for nb in summary.get("notebooks", []) if nb.get("status") == "passed"}
+    return {"from": str(where), "notebooks": notebooks}
+
+
+class Progress:
+    """Prints one line per notebook and per long step, with the time left estimated from the last run."""
+
+    def __init__(self, plan: params_mod.SuitePlan, history: dict[str, Any], log: Callable[[str], None]) -> None:
+        self.plan = plan
+        self.history = history.get("notebooks", {})
+        self.log = log
+        self.index = 0
+        self.name = ""
+        self.cell_start = 0.0
+        self.nb_start = 0.0
+        self.done_cells: set[str] = set()
+
+    def _left_after(self, index: int) -> float | None:
+        """Seconds the notebooks after position `index` took last time (None if any is unknown)."""
+        rest = [self.history.get(nb.name, {}).get("seconds") for nb in self.plan.notebooks[index:]]
+        return None if any(s is None for s in rest) else float(sum(rest))
+
+    def _left_in_notebook(self) -> float | None:
+        cells = self.history.get(self.name, {}).get("cells")
+        if not cells:
+            return None
+        return float(sum(c["seconds"] for k, c in cells.items() if k not in self.done_cells))
+
+    def _eta(self) -> str:
+        here, after = self._left_in_notebook(), self._left_after(self.index)
+        if here is None or after is None:
+            return ""
+        return f"; about {_duration(here + after)} left in the run (from the last run's durations)"
+
+    def notebook_start(self, index: int, name: str) -> None:
+        self.index, self.name, self.done_cells = index, name, set()
+        self.nb_start = time.perf_counter()
+        last = self.history.get(name, {}).get("seconds")
+        total = self._left_after(index - 1)
+        hint = (f" (last run {_duration(last)}" + (f"; about {_duration(total)} left in the run" if total else "")
+                + ")") if last is not None else " (no earlier run of this plan to estimate from)"
+        self.log(f"[{index}/{len(self.plan.notebooks)}] {name}: running{hint}")
+
+    def notebook_end(self, result: NotebookResult) -> None:
+        after = self._left_after(self.index)
+        eta = f"; about {_duration(after)} left in the run" if after and self.index < len(self.plan.notebooks) else ""
+        self.log(f"[{self.index}/{len(self.plan.notebooks)}] {result.name}: {result.status} "
+                 f"in {_duration(result.seconds)}{eta}")
+
+    def cell_started(self, index: int, cell: Any) -> None:
+        self.cell_start = time.perf_counter()
+        last = self.history.get(self.name, {}).get("cells", {}).get(str(index), {}).get("seconds")
+        if last is not None and last >= LONG_STEP_S:
+            self.log(f"      {self.name} cell {index} ({_first_line(cell)}): running, took "
+                     f"{_duration(last)} last time{self._eta()}")
+
+    def cell_finished(self, index: int, cell: Any) -> None:
+        self.done_cells.add(str(index))
+        took = time.perf_counter() - self.cell_start
+        if took >= LONG_STEP_S:
+            self.log(f"      {self.name} cell {index} ({_first_line(cell)}): done in {_duration(took)}{self._eta()}")
+
+
+def _first_line(cell: Any) -> str:
+    line = next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
+def _engine(progress: Progress | None) -> str:
+    """Register (once) a papermill engine that tells `progress` when each cell starts and ends."""
+    import papermill.engines as engines
+
+    class WatchedEngine(engines.NBClientEngine):
+        watcher: Progress | None = None
+
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
+            watcher = cls.watcher
+            if watcher is not None:
+                start, complete = nb_man.cell_start, nb_man.cell_complete
+
+                def cell_start(cell: Any, cell_index: int | None = None, **kw: Any) -> None:
+                    start(cell, cell_index, **kw)
+                    watcher.cell_started(cell_index, cell)
+
+                def cell_complete(cell: Any, cell_index: int | None = None, **kw: Any) -> None:
+                    complete(cell, cell_index, **kw)
+                    watcher.cell_finished(cell_index, cell)
+
+                nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    WatchedEngine.watcher = progress
+    engines.papermill_engines.register("weft", WatchedEngine)
+    return "weft"
+
+
+def execute_one(nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, progress: Progress | bool | None
+                ) -> NotebookResult:
+    """Execute one notebook into the run folder and render its HTML, whatever the outcome.
+
+    An interruption (Ctrl-C, SIGTERM) is re-raised after the executed notebook and its HTML are saved.
+    """
+    import papermill
+
+    result = NotebookResult(nb.name, parameters=dict(nb.parameters))
+    output = run_dir / f"{nb.name}.ipynb"
+    start = time.perf_counter()
+    interrupted: BaseException | None = None
+    try:
+        papermill.execute_notebook(
+            str(nb.path), str(output), parameters={**nb.parameters, "run_dir": str(run_dir)},
+            engine_name=_engine(progress if isinstance(progress, Progress) else None),
+            kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT), execution_timeout=cell_timeout,
+            progress_bar=False, log_output=False, request_save_on_cell_execute=True,
+            kernel_manager_class=_ipc_kernel_manager(), shutdown_kernel="immediate",
+        )
+        result.status = "passed"
+    except (KeyboardInterrupt, RunInterrupted) as exc:
+        result.status = "interrupted"
+        result.error = {"cell": None, "exec_count": None, "ename": type(exc).__name__,
+                        "evalue": str(exc) or "Ctrl-C", "first_line": "", "line": ""}
+        interrupted = exc
+    except Exception as exc:  # papermill raises PapermillExecutionError; a dead kernel raises others
+        result.status = "failed"
+        result.error = _error_of(exc)
+    result.seconds = round(time.perf_counter() - start, 2)
+    if result.error and result.error["cell"] is None and output.exists():
+        result.error["cell"] = _running_cell(output)  # a dead kernel names no cell; the saved state does
+    if output.exists():
+        cells = cell_durations(output)
+        result.cell_seconds = {k: v for k, v in cells.items()}
+        result.long_steps = [{"cell": int(k), **v} for k, v in cells.items() if v["seconds"] >= LONG_STEP_S]
+        given = ", ".join(f"{k} = {v!r}" for k, v in nb.parameters.items())
+        note = (f"Parameters given by this run: {given}; the others are the notebook's defaults." if given
+                else "This run used the notebook's default parameters.")
+        render_html(output, run_dir / f"{nb.name}.html", note=note)
+    recorded = load_metrics(run_dir, nb.name)
+    result.headline = {k: recorded["metrics"].get(k) for k in recorded.get("headline", [])}
+    result.headline_text = headlines(recorded)
+    if interrupted is not None:
+        raise interrupted
+    return result
+
+
+def _say(line: str) -> None:
+    print(line, flush=True)
+
+
+_RECEIVED: list[str] = []
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    """SIGTERM/SIGHUP take the same way out as Ctrl-C (a KeyboardInterrupt, which asyncio and nbclient unwind
+    cleanly); the signal's name is kept for the state file."""
+    _RECEIVED.append(signal.Signals(signum).name)
+    raise KeyboardInterrupt
+
+
+class _Signals:
+    """SIGTERM and SIGHUP raise RunInterrupted in the main thread for the duration of a run."""
+
+    def __enter__(self) -> "_Signals":
+        self.saved: dict[int, Any] = {}
+        _RECEIVED.clear()
+        if threading.current_thread() is threading.main_thread():
+            for sig in (signal.SIGTERM, signal.SIGHUP):
+                self.saved[sig] = signal.signal(sig, _raise_interrupt)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)
+
+
+def default_publish_dir(plan: params_mod.SuitePlan) -> Path:
+    """Where a fully passing run is copied: outputs/appendix for the appendix plan, outputs/smoke otherwise,
+    so a small run can never replace (or pass for) the appendix."""
+    return APPENDIX_DIR if plan.appendix else SMOKE_DIR
+
+
+def run_suite(
+    plan: params_mod.SuitePlan, out: str | Path | None = None, appendix: str | Path | None = APPENDIX_DIR,
+    progress: bool | None = None, log: Callable[[str], None] = _say, partial: bool = False,
+    history: tuple[Path, ...] | None = None,
+) -> RunResult:
+    """Validate every parameter, execute the plan in order, write the index, publish if all passed.
+
+    `appendix=None` never publishes (used for partial runs); `partial` marks a run of part of a parameter
+    file (`--only`), which `publish --rfd` refuses. Progress lines (one per notebook and per long step, with
+    the time left estimated from the last run of the same plan, searched in `history`) go to `log`; `progress`
+    is kept for callers of the older signature and no longer changes anything.
+    """
+    params_mod.validate(plan)
+    run_dir = fresh_run_dir(out)
+    started = datetime.now(timezone.utc)
+    write_state(run_dir, "running", started=started.isoformat(timespec="seconds"), params_file=str(plan.source),
+                notebook=None)
+    results: list[NotebookResult] = []
+    outcome = RunResult(run_dir, results)
+    watcher = Progress(plan, last_durations(plan, history), log)
+    try:
+        with _Signals():
+            ensure_kernel()
+            log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
+            with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):  # kernels inherit it: nobody is watching
+                for i, nb in enumerate(plan.notebooks, 1):
+                    write_state(run_dir, "running", started=started.isoformat(timespec="seconds"),
+                                params_file=str(plan.source), notebook=nb.name)
+                    watcher.notebook_start(i, nb.name)
+                    try:
+                        res = execute_one(nb, run_dir, plan.cell_timeout, watcher)
+                    except (KeyboardInterrupt, RunInterrupted):
+                        results.append(NotebookResult(nb.name, status="interrupted", parameters=dict(nb.parameters)))
+                        raise
+                    results.append(res)
+                    watcher.notebook_end(res)
+        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters))
+                       for nb in plan.notebooks[len(results):])
+        outcome.state = "passed" if outcome.passed else "failed"
+        write_index(run_dir, plan, results, started, state=outcome.state, partial=partial)
+        write_state(run_dir, outcome.state, started=started.isoformat(timespec="seconds"),
+                    params_file=str(plan.source), notebook=None,
+                    failed=[r.describe_error() for r in results if r.status == "failed"])
+        if outcome.passed and appendix is not None:  # the copy carries the final state
+            outcome.published = publish_appendix(run_dir, Path(appendix))
+        return outcome
+    except (KeyboardInterrupt, RunInterrupted) as exc:
+        outcome.state = "interrupted"
+        reason = (str(exc) if isinstance(exc, RunInterrupted) else
+                  f"stopped by {_RECEIVED[0]}" if _RECEIVED else "stopped by Ctrl-C (SIGINT)")
+        current = results[-1].name if results else None
+        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters)) for nb in plan.notebooks[len(results):])
+        write_state(run_dir, "interrupted", started=started.isoformat(timespec="seconds"),
+                    params_file=str(plan.source), notebook=current, reason=reason)
+        _quietly(lambda: write_index(run_dir, plan, results, started, state="interrupted", partial=partial))
+        raise RunInterrupted(f"{reason} during {current or 'start-up'}; run folder {run_dir} marked interrupted"
+                             ) from None
+    except BaseException as exc:
+        write_state(run_dir, "failed", started=started.isoformat(timespec="seconds"),
+                    params_file=str(plan.source), reason=f"runner error: {type(exc).__name__}: {exc}")
+        raise
+
+
+def _quietly(action: Callable[[], Any]) -> None:
+    """Run a best-effort step on the way out of an interrupted run (a second Ctrl-C must not hide the first)."""
+    try:
+        action()
+    except (Exception, KeyboardInterrupt):
+        pass
+
+
+def iter_states(root: Path = RUNS_DIR) -> Iterator[tuple[Path, dict[str, Any]]]:
+    """Every run folder under `root` with its state, oldest first."""
+    for folder in sorted(p for p in root.glob("*") if p.is_dir()):
+        yield folder, read_state(folder)
