@@ -1,4 +1,4 @@
-"""Convert the npm package bunny@1.0.1 (the Stanford bunny as JS arrays) into weftlib/data/bunny.npz.
+"""Convert the npm package bunny@1.0.1 (the Stanford bunny as JS arrays) into weftlib/sparse/data/bunny.npz.
 
 Run once, by hand:  npm pack bunny@1.0.1 && tar xzf bunny-1.0.1.tgz
                     python scripts/convert_bunny.py package/index.js
@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
-OUT = Path(__file__).resolve().parent.parent / "weftlib" / "data" / "bunny.npz"
+OUT = Path(__file__).resolve().parent.parent / "weftlib" / "sparse" / "data" / "bunny.npz"
 
 
 def parse_index_js(text: str) -> tuple[np.ndarray, np.ndarray]:
