@@ -36,7 +36,10 @@ appendix: $(VENV)/.installed   ## the full-size plan (params/appendix.yaml) -> o
 smoke: $(VENV)/.installed      ## the small CPU plan (params/default.yaml) -> outputs/smoke/
 	$(PY) -m weftlib run --params params/default.yaml
 
-test: $(VENV)/.installed       ## unit tests + the small plan under papermill (what CI runs)
+test: $(VENV)/.installed       ## lint, format, import layering, unit tests + the small plan under papermill (CI)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
 lab: $(VENV)/.installed-lab
