@@ -53,6 +53,25 @@ def is_literal(node: ast.AST) -> bool:
     return all(isinstance(n, LITERAL_NODES + (ast.expr_context,)) for n in ast.walk(node))
 
 
+COMPREHENSIONS = (ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.DictComp)
+
+
+def is_loop_in_disguise(node: ast.AST) -> bool:
+    """A comprehension used as a statement (`[ax.plot(...) for ...]`): evaluated for its side effects, it is a
+    `for` loop. One that builds a value (assigned, passed, returned, or a cell's shown last expression that
+    is a table) is fine; a bare one is refused wherever it stands, last line included."""
+    return isinstance(node, ast.Expr) and isinstance(node.value, COMPREHENSIONS)
+
+
+def test_a_comprehension_statement_is_refused_like_a_loop():
+    refused = ["[ax.plot(x) for x in xs]", "{print(k) for k in ks}", "(f(x) for x in xs)", "{k: f(k) for k in ks}",
+               "if x:\n    [f(y) for y in x]"]
+    allowed = ["ys = [f(x) for x in xs]", "g([f(x) for x in xs])", "pd.DataFrame([{'a': x} for x in xs])",
+               "assert all(f(x) for x in xs)", "x = {k: v for k, v in d.items()}"]
+    assert all(any(is_loop_in_disguise(n) for n in ast.walk(ast.parse(s))) for s in refused)
+    assert not any(is_loop_in_disguise(n) for s in allowed for n in ast.walk(ast.parse(s)))
+
+
 def test_the_suite_has_its_notebooks():
     assert list(NOTEBOOKS)[:1] == ["00_overview"]
     assert all(name[:2].isdigit() and name[2] == "_" for name in NOTEBOOKS)
@@ -91,6 +110,7 @@ class TestNotebook:
             for node in ast.walk(ast.parse(cell.source)):
                 assert not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For,
                                              ast.While)), f"{type(node).__name__} in: {cell.source[:60]}"
+                assert not is_loop_in_disguise(node), f"a comprehension run for its side effects in: {cell.source[:60]}"
 
     def test_claims_are_asserted_and_recorded(self, name):
         source = "\n".join(c.source for c in code_cells(NOTEBOOKS[name]))

@@ -104,3 +104,20 @@ def test_lab_view_is_netron_through_the_jupyter_server_offline(tmp_path, monkeyp
 def test_a_changed_netron_is_refused_not_half_patched():
     with pytest.raises(RuntimeError, match="netron's index.js changed"):
         graphview._patched("index.js", "var base = somewhere_else;")
+
+
+@pytest.mark.parametrize("headless", ["1", "0"])
+def test_no_netron_server_is_left_running(tmp_path, monkeypatch, headless):
+    """Notebook 02's graph cell starts no localhost server in either mode (netron's files are served by the
+    Jupyter server), so there is nothing to stop afterwards: no server thread is alive once the cell ran."""
+    import netron
+
+    root = tmp_path / "repo"
+    path = tmp_path / "d.onnx"
+    onnx.save(_diamond(), str(path))
+    for name in ("start", "serve", "widget"):
+        monkeypatch.setattr(netron, name, lambda *a, _n=name, **k: pytest.fail(f"netron.{_n} was called"))
+    monkeypatch.setenv(console.HEADLESS_ENV, headless)
+    assert not netron.status()
+    graphview.interactive(path, root=root, viewer=root / "outputs" / "netron-viewer")
+    assert not netron.status(), "a netron server thread is still running"

@@ -20,7 +20,8 @@ def snapshot(folder):
 
 def test_clean_run_publishes_and_indexes(tiny_suite, tmp_path):
     result = run(tiny_suite, tmp_path, ["10_ok"], tmp_path / "appendix")
-    assert result.passed and result.published == (tmp_path / "appendix").resolve()
+    assert result.passed and result.published == tmp_path.resolve() / "appendix"
+    assert (tmp_path / "appendix").is_symlink()  # to a complete copy, swapped in one rename
     summary = json.loads((tmp_path / "appendix" / "summary.json").read_text())
     assert summary["passed"] and summary["notebooks"][0]["headline"] == {"size": 3}
     assert summary["provenance"]["versions"]["torch"].startswith("2.13.0")

@@ -263,10 +263,3 @@ def interactive(path: str | os.PathLike, *, height: int = 600, root: Path = path
                               version=getattr(netron, "__version__", "?"), shown=f"{relative}/{model}",
                               viewer=relative, model=model, page=(folder / FRAME_TEMPLATE).read_text(encoding="utf-8"),
                               base_mark=BASE_MARK, file_mark=FILE_MARK))
-
-
-def stop(address: Any = None) -> None:
-    """Stop netron servers this process started (kept for callers of the old localhost view)."""
-    import netron
-
-    netron.stop(address)

@@ -3,16 +3,19 @@ the RFD figure page (`publish --rfd DIR` writes `DIR/page.qmd`).
 
 Everything a reader meets opens with the answer table: one row per RFD question, taken from the notebook's
 own `Recorder.conclude` record (never re-typed here), saying what the answer rests on and whether it stands.
-The appendix is what the RFD links to, so it is replaced in one rename from a complete copy: a reader never
-sees half of a new run beside half of the old one, and a failed run never reaches it.
+The appendix is what the RFD links to, so it is a symlink to a complete copy, swapped in one rename: a reader
+never finds it missing nor half of a new run beside half of the old one, and a failed run never reaches it.
 """
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
 import re
 import shutil
+import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -256,21 +259,87 @@ def write_index(run_dir: Path, plan: "SuitePlan", results: list["NotebookResult"
     return summary
 
 
+AT_FDCWD, RENAME_EXCHANGE = -100, 2  # <linux/fcntl.h>, <linux/fs.h>
+
+
+def versions_dir(appendix: Path) -> Path:
+    """Where the published copies live: `.NAME.versions/` beside `NAME`, on the same file system, so the link
+    can be swapped by a rename."""
+    return appendix.parent / f".{appendix.name}.versions"
+
+
 def publish_appendix(run_dir: Path, appendix: Path) -> Path:
-    """Replace `appendix` by a copy of `run_dir` in one rename; the old one is removed only afterwards."""
-    appendix = appendix.resolve()
-    appendix.parent.mkdir(parents=True, exist_ok=True)
-    staging = appendix.parent / f".{appendix.name}.new"
-    retired = appendix.parent / f".{appendix.name}.old"
-    for leftover in (staging, retired):
-        if leftover.exists():
+    """Publish a copy of `run_dir` at `appendix` with no moment where `appendix` is missing or half-written.
+
+    `appendix` is a symlink (relative, so `outputs/` can move) to a complete copy in `versions_dir(appendix)`.
+    The new copy is written beside the old one, then a fresh link is renamed over the old link (`os.replace`,
+    atomic on POSIX): a reader resolves either the old copy or the new one. A real directory left at `appendix`
+    by an older suite is exchanged for the link in one `renameat2(RENAME_EXCHANGE)` where Linux offers it,
+    else moved aside first (the only case with a gap: one rename long). A failed copy is removed and leaves
+    `appendix` as it was. Of the older copies only the one just replaced is kept (a reader part-way through it
+    keeps its files); the rest, and copies of killed runs, are removed. Returns the link's path.
+    """
+    appendix = Path(appendix).parent.resolve() / Path(appendix).name  # never follow the link itself
+    versions = versions_dir(appendix)
+    versions.mkdir(parents=True, exist_ok=True)
+    for leftover in (appendix.parent / f".{appendix.name}.new", appendix.parent / f".{appendix.name}.old"):
+        if leftover.exists():  # from the two-rename scheme this replaces
             shutil.rmtree(leftover)
-    shutil.copytree(run_dir, staging)
-    if appendix.exists():
-        appendix.rename(retired)
-    staging.rename(appendix)
-    shutil.rmtree(retired, ignore_errors=True)
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+    version = versions / f"{stamp}-{os.getpid()}"
+    try:
+        shutil.copytree(run_dir, version)
+    except BaseException:
+        shutil.rmtree(version, ignore_errors=True)
+        raise
+    link = appendix.parent / f".{appendix.name}.link-{os.getpid()}"
+    if os.path.lexists(link):
+        link.unlink()
+    os.symlink(os.path.relpath(version, appendix.parent), link)
+    previous = _link_target(appendix)
+    if appendix.is_symlink() or not os.path.lexists(appendix):
+        os.replace(link, appendix)
+    else:  # a real directory from before the versions: it becomes the previous version
+        previous = versions / f"{stamp}-{os.getpid()}-migrated"
+        if _exchange(link, appendix):
+            os.rename(link, previous)
+        else:
+            os.rename(appendix, previous)
+            os.replace(link, appendix)
+    for old in versions.iterdir():
+        if old in (version, previous):
+            continue
+        if old.is_dir() and not old.is_symlink():
+            shutil.rmtree(old)
+        else:
+            old.unlink()
     return appendix
+
+
+def _link_target(link: Path) -> Path | None:
+    """The folder a symlink names (without resolving further), or None when `link` is no symlink."""
+    if not link.is_symlink():
+        return None
+    return Path(os.path.normpath(link.parent / os.readlink(link)))
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux `renameat2` with RENAME_EXCHANGE). False where the C library, the
+    kernel or the file system has no such call; any other failure raises."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return False
+    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
+    renameat2.restype = ctypes.c_int
+    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+        return False
+    raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
 # ---- the RFD figure page ----------------------------------------------------------------------------------

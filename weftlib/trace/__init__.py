@@ -4,7 +4,8 @@
 - `calls`: what runs: every call chain into the target package and the imports executed on the way;
 - `dependencies`: the audit, declared vs. found vs. imported;
 - `backends`: each backend's own word on whether it can run here;
-- `drawing`: the chains as one tree; `checkpoint`: why NAF cannot be switched off (its weights' shapes).
+- `drawing`: the chains as one tree (`plot_call_chains`, notebook 01's figure); `checkpoint`: why NAF cannot
+  be switched off (its weights' shapes).
 """
 
 from .scan import (ScanHit, normalize, requirement_name, static_scan, find_assignments, declared_dependencies)
@@ -12,10 +13,11 @@ from .calls import (Frame, CallChain, TensorSpec, TargetEntry, ImportEvent, Call
                     tracing_cost)
 from .dependencies import AuditRow, audit
 from .backends import Verdict, verdicts
-from .drawing import chain_tree, draw_chains
+from .drawing import chain_tree, draw_chains, plot_call_chains
 
 __all__ = [
     "ScanHit", "normalize", "requirement_name", "static_scan", "find_assignments", "declared_dependencies",
     "Frame", "CallChain", "TensorSpec", "TargetEntry", "ImportEvent", "CallTrace", "trace_calls",
     "tracing_overhead", "tracing_cost", "AuditRow", "audit", "Verdict", "verdicts", "chain_tree", "draw_chains",
+    "plot_call_chains",
 ]

@@ -6,7 +6,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from .calls import CallChain
+from .calls import CallChain, CallTrace
 
 
 def chain_tree(chains: Sequence[CallChain]) -> tuple[list[tuple[int, int, str]], list[tuple[int, int]]]:
@@ -50,3 +50,16 @@ def draw_chains(chains: Sequence[CallChain], ax: Any, highlight: str = "") -> No
     ax.set_xlim(-0.6, depth - 0.4)
     ax.set_ylim(-rows + 0.4, 0.6)
     ax.axis("off")
+
+
+def plot_call_chains(run: CallTrace, highlight: str = "", title: str | None = None) -> Any:
+    """Notebook 01's figure: the chains of one traced call as a tree, sized to the longest chain and the number
+    of branches, titled with the target (shaded) unless `title` says more. Returns the matplotlib Figure."""
+    import matplotlib.pyplot as plt
+
+    if not run.chains:
+        raise ValueError(f"run: the traced call never entered {run.target}, so there is no chain to draw")
+    fig, ax = plt.subplots(figsize=(2.6 * max(len(c.shown()) for c in run.chains), 0.42 * len(run.leaves()) + 1.2))
+    draw_chains(run.chains, ax, highlight=highlight)
+    ax.set_title(title or f"Call chains into {run.target} (shaded: inside {run.target})")
+    return fig
