@@ -248,7 +248,8 @@ def _onnx_op_names() -> dict[str, str]:
         import onnx.defs
     except ImportError:  # the reader also runs where onnx is missing; names then stay as written
         return {}
-    return {s.name.lower(): s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")}
+    # onnx's own name for the default domain: this file runs in the DFC image without the rest of weftlib
+    return {s.name.lower(): s.name for s in onnx.defs.get_all_schemas() if s.domain == onnx.defs.ONNX_DOMAIN}
 
 
 def _op_named(message: str) -> str | None:
