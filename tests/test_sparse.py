@@ -220,7 +220,8 @@ def test_dense_refuses_above_its_budget_and_names_the_bytes():
     feats, weight, _ = layer(len(coords), 4, 4, 3, seed=0)
     need = sparse.dense_bytes(1024, 64, 64, torch.float16)
     assert need == 2 ** 30 * 128 * 2  # two 64-channel fp16 grids of 2^30 cells
-    with pytest.raises(sparse.DenseBudgetError, match=f"needs {16 ** 3 * 8 * 4} bytes"):
+    grids = 2 * sparse.densify(feats, coords, 16).nbytes  # the real input grid, and an output grid as large
+    with pytest.raises(sparse.DenseBudgetError, match=f"needs {grids} bytes"):
         sparse.submanifold_conv3d(feats, sparse.kernel_map(coords), weight, method="dense", coords=coords, res=16,
                                   budget_bytes=1000)
 
