@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 VERDICTS = ("parsed", "rejected", "unrecognised")
 RESULT_KIND = "weftlib.gate/dfc-result"
@@ -127,11 +126,7 @@ def load_dfc_result(path: str | Path) -> DfcResult:
         result = DfcResult.from_json(data.decode("utf-8", errors="replace"), str(path))
     else:
         result = read_dfc_log(data)
-    return _with(result, source=str(path))
-
-
-def _with(result: DfcResult, **changes: Any) -> DfcResult:
-    return DfcResult(**{**asdict(result), "errors": result.errors, "end_nodes": result.end_nodes, **changes})
+    return replace(result, source=str(path))
 
 
 def _scan_line(scan: _Scan, index: int, line: str, lines: list[str]) -> None:

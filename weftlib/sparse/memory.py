@@ -10,9 +10,9 @@ and is reported, not modelled. At 1024 the dense case is only ever computed from
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import numpy as np
 import torch
 
 from weftlib import measure
@@ -264,7 +264,7 @@ def benchmark(shape: str = "bunny", res: int = 1024, channels: int = 64, method:
     worst = max(r["measured_bytes"] for r in runs)
     return {"shape": shape, "res": res, "N": n, "C": channels, "dtype": dtype, "method": method,
             "threads": threads, "chunk_rows": chunk_rows, "repeats": repeats,
-            "median_seconds": float(np.median([r["seconds"] for r in runs])),
+            "median_seconds": statistics.median(r["seconds"] for r in runs),
             "seconds": [r["seconds"] for r in runs], "model_bytes": runs[0]["model_bytes"],
             "peak_bytes": worst, "peak_over_model": worst / runs[0]["model_bytes"]}
 
