@@ -9,8 +9,6 @@ from __future__ import annotations
 
 from .allowlist import OBSERVED, DeviceOps, Evidence, OpEntry, RecordedVerdict
 
-STATUSES = ("supported", "contested", "contradicted", "documented", "documented otherwise", "assumed",
-            "off-target only")
 # Standings that are not an on-target observation: a probe (weftlib.gate.probes) can turn each into one.
 UNJUDGED_STATUSES = ("assumed", "documented", "documented otherwise", "contested", "off-target only")
 

@@ -41,13 +41,6 @@ class DenseBudgetError(MemoryError):
 
 
 # ----------------------------------------------------------------------------------------------- kernel map
-def kernel_offsets(kernel_size: int = 3) -> torch.Tensor:
-    """int64 [k^3, 3] neighbour offsets in the documented order (last axis fastest)."""
-    _check_kernel_size(kernel_size)
-    r = torch.arange(kernel_size, dtype=torch.int64) - kernel_size // 2
-    return torch.cartesian_prod(r, r, r)
-
-
 def kernel_map(coords: torch.Tensor, kernel_size: int = 3) -> torch.Tensor:
     """Neighbour table int64 [N, k^3]: row i, column o holds the index of voxel coords[i] + offset o, or -1.
 
