@@ -373,3 +373,14 @@ def test_tracing_cost_repeats_a_short_call_and_keeps_going_past_errors(fake):
             trace.tracing_cost(user.never, 5, **{"target": pkg, **bad})
     with pytest.raises(TypeError, match="fn"):
         trace.tracing_cost(3, target=pkg)
+
+
+@pytest.mark.parametrize("line, name", [
+    ("NATTEN==0.21.7  # kernels", "natten"),
+    ('    "Foo_Bar[cuda]>=1; python_version > \'3.10\'",', "foo-bar"),  # a pyproject/setup.py list item
+    ('natten = {version = "*"}', "natten"),  # a Pipfile entry
+    ("name @ https://example.org/name-1.0.whl", "name"),
+    ("-e .", None), ("git+https://x/y.git", None), ("# natten", None), ("[packages]", None), ("", None),
+])
+def test_requirement_name_reads_manifest_lines(line, name):
+    assert trace.requirement_name(line) == name
