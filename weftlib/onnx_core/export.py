@@ -2,7 +2,7 @@
 
 Why these choices:
 - torch's dynamo exporter (`torch.export` based) is used, not the legacy TorchScript one: it is torch's
-  supported path since 2.9, writes IR version 10 (the Dataflow Compiler 5.3.0's checker refuses newer IR),
+  supported path since 2.9, writes IR version 10 (the Dataflow Compiler's checker refuses newer IR),
   and keeps constants as initializers instead of scattering `Constant` nodes. Its own optimizer (pattern
   rewrites) is skipped: it took ~15 s on a 49-offset 'shift' graph; only constant folding and clean-up
   passes run (`_fold`), which is what a fixed-shape graph needs.
