@@ -52,10 +52,8 @@ def test_stand_in_has_the_upstream_structure(small):
         "image_attn_mode": "proj", "model_channels": 192, "num_blocks": 1}
     assert type(model).__name__ == "SparseStructureFlowModel" and len(model.blocks) == 1
     assert model.rope_phases.dtype == torch.complex64 and model.rope_phases.shape == (512, 8)
-    assert "view_as_complex" in inspect.getsource(src.rope_class.apply_rotary_embedding)
-    norm = model.blocks[0].self_attn.q_rms_norm
-    assert "F.normalize" in inspect.getsource(type(norm).forward)
-    assert "torch.cos" in inspect.getsource(type(model.t_embedder).timestep_embedding)
+    # how the complex RoPE, the F.normalize qk norm and the cos/sin timestep embedding behave is tested by what
+    # they do to the exports (test_try_exports_..., test_exports_carry_...), not by reading the stand-in's source
     assert hasattr(model, "adaLN_modulation") and hasattr(model.blocks[0], "modulation")  # shared adaLN
     assert dit.condition_channels(model) == (1024, 1024)
     x, t, (c_global, c_proj) = inputs

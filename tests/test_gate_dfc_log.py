@@ -13,7 +13,6 @@ import pytest
 from weftlib.gate import DfcResult, load_dfc_result, read_dfc_log
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dfc-logs"  # public DFC output, copied into the project
-needs_fixtures = pytest.mark.skipif(not FIXTURES.is_dir(), reason="tests/fixtures/dfc-logs not present")
 
 SHUFFLE = "UnsupportedShuffleLayerError"
 EXPECTED = {
@@ -73,12 +72,10 @@ def fixture_text(prefix: str) -> str:
     return path.read_text().split("\n---\n", 1)[1]  # the lines above --- are provenance, not DFC output
 
 
-@needs_fixtures
 def test_every_fixture_has_an_expectation():
     assert sorted(p.name[:2] for p in FIXTURES.glob("*.txt")) == sorted(EXPECTED)
 
 
-@needs_fixtures
 @pytest.mark.parametrize("prefix", sorted(EXPECTED))
 def test_fixture(prefix):
     want = EXPECTED[prefix]
@@ -94,7 +91,6 @@ def test_fixture(prefix):
         assert got.exception.startswith(want["exception_class"] + ": Parsing failed")
 
 
-@needs_fixtures
 def test_whole_fixture_files_including_provenance_keep_their_verdict():
     for prefix, want in EXPECTED.items():
         (path,) = FIXTURES.glob(f"{prefix}_*.txt")
@@ -102,7 +98,6 @@ def test_whole_fixture_files_including_provenance_keep_their_verdict():
         assert got.verdict == want["verdict"] and got.source == str(path), prefix
 
 
-@needs_fixtures
 def test_fixture_07_wrapped_message_is_joined():
     (tile, concat) = read_dfc_log(fixture_text("07")).errors
     assert tile.message == "Unsupported concat over axis batch"

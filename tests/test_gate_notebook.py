@@ -56,7 +56,7 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
     pack = Path(m["dfc_script"]).parent
     # what the pack's script does in the image, with the double: one result per graph, beside it
     install_dfc(monkeypatch, {"dit": "input layers", "head": "reject /head/TopK"})
-    [(pack / f"{g.stem}.dfc.json").write_text(run_dfc(g, "hailo10h").to_json()) for g in pack.glob("*.onnx")]
+    [(pack / f"{g.stem}.dfc.json").write_text(run_dfc(g).to_json()) for g in pack.glob("*.onnx")]
     second = execute(run, dfc_results_dir=str(pack))
     assert second.status == "passed", second.describe_error()
     m = load_metrics(run, "04_gate_pairing")["metrics"]

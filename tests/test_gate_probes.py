@@ -17,9 +17,12 @@ from tests.test_gate_graphs import attention, save
 from tests.test_gate_runner import ParsingWithRecommendationException
 from weftlib.gate import load_device_ops, run_dfc
 from weftlib.gate.__main__ import main
+from weftlib.gate.dfc_runner import image, target
 from weftlib.gate.allowlist import DEFAULT_PATH, parse_device_ops
 from weftlib.gate.probes import (BUILDERS, MANIFEST, SCRIPT, evidence_diff, ops_to_probe, probe_model, read_pack,
                                  write_dfc_pack, write_probes)
+
+DFC, ARCH = target()  # the allowlist's target (params/device_ops.yaml)
 
 
 def install_dfc(monkeypatch, verdicts: dict[str, str]) -> None:
@@ -55,7 +58,7 @@ def install_dfc(monkeypatch, verdicts: dict[str, str]) -> None:
 
     client = types.ModuleType("hailo_sdk_client")
     client.ClientRunner = ClientRunner
-    client.__version__ = "5.3.0"
+    client.__version__ = DFC
     UnsupportedModelError.__module__ = "hailo_sdk_common.hailo_nn.exceptions"
     monkeypatch.setitem(sys.modules, "hailo_sdk_client", client)
 
@@ -90,7 +93,7 @@ def test_each_probe_is_the_op_between_two_convs_named_and_checker_clean(pack):
 
 def test_manifest_and_script_are_relative_and_copyable(pack):
     manifest = read_pack(pack.folder)
-    assert manifest["graphs"] == [p.file for p in pack.probes] and manifest["image"] == "weftspun-hailo-dfc:5.3.0"
+    assert manifest["graphs"] == [p.file for p in pack.probes] and manifest["image"] == image()
     script = (pack.folder / SCRIPT).read_text()
     assert str(pack.folder) not in script and '"$HERE:/pack"' in script
     assert script.count("docker run") == len(pack.probes)
@@ -120,7 +123,7 @@ def run_pack(folder: Path, names: list[str], monkeypatch, verdicts: dict[str, st
     install_dfc(monkeypatch, verdicts)
     for name in names:
         stem = Path(name).stem
-        (folder / f"{stem}.dfc.json").write_text(run_dfc(folder / name, "hailo10h").to_json())
+        (folder / f"{stem}.dfc.json").write_text(run_dfc(folder / name, ARCH).to_json())
 
 
 def test_evidence_turns_probe_results_into_the_yaml_diff(pack, monkeypatch, capsys):

@@ -18,6 +18,9 @@ import pytest
 from tests.test_gate_graphs import attention, save
 from weftlib.gate import DfcUnavailable, check_arch, docker_command, run_dfc
 from weftlib.gate.__main__ import main
+from weftlib.gate.dfc_runner import image, target
+
+DFC, ARCH = target()  # the allowlist's target (params/device_ops.yaml)
 
 
 class ParsingWithRecommendationException(Exception):
@@ -51,7 +54,7 @@ def install_double(monkeypatch, behaviour: str) -> list:
 
     client = types.ModuleType("hailo_sdk_client")
     client.ClientRunner = ClientRunner
-    client.__version__ = "5.3.0-test-double"
+    client.__version__ = f"{DFC}-test-double"
     exceptions = types.ModuleType("hailo_sdk_client.model_translator.exceptions")
     ParsingWithRecommendationException.__module__ = exceptions.__name__
     exceptions.ParsingWithRecommendationException = ParsingWithRecommendationException
@@ -63,24 +66,24 @@ def install_double(monkeypatch, behaviour: str) -> list:
 def test_success_with_har_is_parsed(tmp_path, monkeypatch):
     calls = install_double(monkeypatch, "har")
     model = save(attention(), tmp_path / "attn-1.onnx")
-    result = run_dfc(model, "hailo10h")
+    result = run_dfc(model)  # the default arch: the target of params/device_ops.yaml
     assert result.verdict == "parsed" and Path(result.har).read_bytes() == b"HAR test double"
-    assert (result.arch, result.dfc_version) == ("hailo10h", "5.3.0-test-double")
-    assert calls == [("init", "hailo10h"), ("translate", "attn-1.onnx", "attn_1", None),
-                     ("save_har", "attn-1.hailo10h.har")]
+    assert (result.arch, result.dfc_version) == (ARCH, f"{DFC}-test-double")
+    assert calls == [("init", ARCH), ("translate", "attn-1.onnx", "attn_1", None),
+                     ("save_har", f"attn-1.{ARCH}.har")]
 
 
 def test_success_without_har_is_not_a_pass(tmp_path, monkeypatch):
     install_double(monkeypatch, "no_har")
     model = save(attention(), tmp_path / "attn.onnx")
-    model.with_suffix(".hailo10h.har").write_bytes(b"stale")  # a HAR from an earlier run must not count
-    result = run_dfc(model, "hailo10h")
+    model.with_suffix(f".{ARCH}.har").write_bytes(b"stale")  # a HAR from an earlier run must not count
+    result = run_dfc(model, ARCH)
     assert result.verdict == "unrecognised" and "no HAR" in result.reason
 
 
 def test_parsing_with_recommendation_is_a_rejection_with_nodes(tmp_path, monkeypatch):
     install_double(monkeypatch, "reject")
-    result = run_dfc(save(attention(), tmp_path / "attn.onnx"), "hailo10h")
+    result = run_dfc(save(attention(), tmp_path / "attn.onnx"), ARCH)
     assert result.verdict == "rejected"
     assert [(e.cls, e.node) for e in result.errors] == [("UnsupportedSoftmaxLayerError", "/attn/Softmax")]
     assert result.end_nodes == ("/attn/MatMul",)
@@ -89,7 +92,7 @@ def test_parsing_with_recommendation_is_a_rejection_with_nodes(tmp_path, monkeyp
 
 def test_plain_exception_from_the_parser_is_a_rejection_naming_no_op(tmp_path, monkeypatch):
     install_double(monkeypatch, "index_error")
-    result = run_dfc(save(attention(), tmp_path / "attn.onnx"), "hailo10h")
+    result = run_dfc(save(attention(), tmp_path / "attn.onnx"), ARCH)
     assert result.verdict == "rejected"
     assert [(e.cls, e.node, e.op) for e in result.errors] == [("IndexError", None, None)]
 
@@ -97,7 +100,7 @@ def test_plain_exception_from_the_parser_is_a_rejection_naming_no_op(tmp_path, m
 def test_dfc_cli_writes_json_with_the_double(tmp_path, monkeypatch):
     install_double(monkeypatch, "reject")
     out = tmp_path / "r.json"
-    assert main(["dfc", str(save(attention(), tmp_path / "attn.onnx")), "--arch", "hailo10h", "--out", str(out)]) == 1
+    assert main(["dfc", str(save(attention(), tmp_path / "attn.onnx")), "--arch", ARCH, "--out", str(out)]) == 1
     assert json.loads(out.read_text())["verdict"] == "rejected"
 
 
@@ -105,11 +108,11 @@ def test_without_the_client_the_cli_prints_the_docker_command(tmp_path, monkeypa
     monkeypatch.setitem(sys.modules, "hailo_sdk_client", None)  # import now raises ImportError
     model = save(attention(), tmp_path / "attn.onnx")
     with pytest.raises(DfcUnavailable) as info:
-        run_dfc(model, "hailo10h")
-    assert info.value.command == docker_command(model, "hailo10h")
-    assert main(["dfc", str(model), "--arch", "hailo10h", "--out", str(tmp_path / "r.json")]) == 2
+        run_dfc(model, ARCH)
+    assert info.value.command == docker_command(model, ARCH)
+    assert main(["dfc", str(model), "--arch", ARCH, "--out", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
-    assert docker_command(model, "hailo10h") in err and "hailo parser onnx /model/attn.onnx --hw-arch hailo10h" in err
+    assert docker_command(model, ARCH) in err and f"hailo parser onnx /model/attn.onnx --hw-arch {ARCH}" in err
     assert not (tmp_path / "r.json").exists()
 
 
@@ -117,7 +120,7 @@ def test_docker_command_mounts_the_model_folder_and_runs_the_gate(tmp_path):
     model = save(attention(), tmp_path / "my model.onnx")
     command = docker_command(model, "hailo15h")
     assert command.startswith("docker run --rm -v ")
-    assert f" -v {tmp_path}:/model " in command and "weftspun-hailo-dfc:5.3.0" in command
+    assert f" -v {tmp_path}:/model " in command and f" {image()} " in command
     assert command.endswith("python -m weftlib.gate dfc '/model/my model.onnx' --arch hailo15h "
                             "--out '/model/my model.dfc.json'")
 

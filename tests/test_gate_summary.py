@@ -6,6 +6,9 @@ from tests.test_gate_graphs import attention, gather, save, topk_head
 from weftlib.gate import (collect_dfc, device_gate, edits_table, evidence_table, find_models, gate_table,
                           load_device_ops, op_matrix, pair, pairing_table, plot_op_matrix)
 from weftlib.gate.summary import result_files
+from weftlib.gate.dfc_runner import default_arch
+
+ARCH = default_arch()
 
 
 def test_models_results_and_tables(tmp_path, monkeypatch):
@@ -26,7 +29,7 @@ def test_models_results_and_tables(tmp_path, monkeypatch):
         " UnsupportedOperationError in op /head/TopK: TopK operation is unsupported\n")
     (results_dir / "unrelated.md").write_text("not a result")
     assert sorted(result_files(results_dir)) == ["attn", "head"]
-    dfc, how = collect_dfc(models, str(results_dir), "hailo10h")
+    dfc, how = collect_dfc(models, str(results_dir), ARCH)
     assert how == "results_dir" and dfc[g] is None
     assert (dfc[a].verdict, dfc[h].verdict) == ("parsed", "rejected")
 
@@ -55,4 +58,4 @@ def test_collect_without_results_or_parser_is_not_run(tmp_path, monkeypatch):
 
     monkeypatch.setitem(sys.modules, "hailo_sdk_client", None)
     model = save(attention(), tmp_path / "a.onnx")
-    assert collect_dfc([model], "", "hailo10h") == ({model: None}, "not run")
+    assert collect_dfc([model], "", ARCH) == ({model: None}, "not run")

@@ -33,14 +33,19 @@ def test_failing_child_raises_with_its_error():
         measure.peak_rss_subprocess("no_colon_here", {})
 
 
-def test_median_ignores_one_outlier():
-    calls = iter([0.0, 0.0, 0.05, 0.0, 0.0, 0.0])
-    import time
+def test_median_ignores_the_warmup_and_one_outlier(monkeypatch):
+    """On a fake clock (no timed assertion): each call of `fn` takes the next duration; the 9 s warm-up is not
+    sampled, and the 5 s outlier among the repeats does not move the median."""
+    clock = [0.0]
+    durations = iter([9.0, 0.01, 0.01, 5.0, 0.02, 0.01])
 
     def fn():
-        time.sleep(next(calls))
+        clock[0] += next(durations)
 
-    assert measure.median_seconds(fn, repeats=5, warmup=1) < 0.02
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    assert measure.sample_seconds(fn, repeats=5, warmup=1) == pytest.approx([0.01, 0.01, 5.0, 0.02, 0.01])
+    durations = iter([9.0, 0.01, 0.01, 5.0, 0.02, 0.01])
+    assert measure.median_seconds(fn, repeats=5, warmup=1) == pytest.approx(0.01)
 
 
 def test_machine_limits_are_positive_rates_and_the_roofline_takes_the_slower_side():

@@ -108,3 +108,21 @@ def test_appendix_flag(tiny_suite):
         plan(tiny_suite, "appendix: yes please\nnotebooks: [10_ok]\n")
     assert params.load_plan(params.REPO_ROOT / "params" / "appendix.yaml").appendix
     assert not params.load_plan(params.REPO_ROOT / "params" / "default.yaml").appendix
+
+
+def test_capabilities_judge_the_plans_notebooks_and_name_one_without_a_rule():
+    """The notebook list is the plan's (both shipped plans hold the same notebooks); provenance only knows
+    what each needs, and a notebook it has no rule for is an error, not a missing row."""
+    from weftlib.gate.dfc_runner import image
+    from weftlib.suite import provenance
+
+    names = params.notebook_names()
+    assert sorted(names) == sorted(params.notebook_names(params.REPO_ROOT / "params" / "appendix.yaml"))
+    env = {"natten": {"libnatten": False, "cuda": False}, "hailo_dfc": {"importable": False},
+           "machine": {"ram_bytes": 8 * 2**30}}
+    rows = {r["notebook"]: r for r in provenance.capabilities(env, 20.0)}
+    assert list(rows) == names
+    assert rows["03_sparse_conv_memory"]["fully here"] == "partly"  # 8 GiB of RAM, 20 wanted
+    assert rows["04_gate_pairing"]["fully here"] == "partly" and image() in rows["04_gate_pairing"]["why"]
+    with pytest.raises(ValueError, match="no capability rule for \\['06_new'\\]"):
+        provenance.capabilities(env, 20.0, [*names, "06_new"])

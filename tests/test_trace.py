@@ -10,6 +10,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+import torch
 
 from weftlib import trace
 from weftlib.trace import calls
@@ -241,7 +242,6 @@ def test_previous_hooks_are_fed_and_restored(fake):
 
 
 def test_tensor_arguments_are_summarised(fake):
-    torch = pytest.importorskip("torch")
     pkg, _, _ = fake
     module = sys.modules[pkg]
     result = trace.trace_calls(module.shapes, torch.zeros(2, 3), target=pkg)
@@ -261,8 +261,8 @@ def test_tracer_argument_errors():
 # -------------------------------------------------------------------------------------------------- audit
 
 def test_audit_flags_a_hub_import_the_host_does_not_declare(tmp_path):
-    torch = pytest.importorskip("torch")
-    pytest.importorskip("natten")
+    import natten  # noqa: F401  (a required dependency: the hub below imports it, a broken install must fail)
+
     host = tmp_path / "host"
     write(host, "requirements.txt", "torch\nPyYAML\n")
     write(host, "demo/requirements.txt", "natten\n")
@@ -373,3 +373,14 @@ def test_tracing_cost_repeats_a_short_call_and_keeps_going_past_errors(fake):
             trace.tracing_cost(user.never, 5, **{"target": pkg, **bad})
     with pytest.raises(TypeError, match="fn"):
         trace.tracing_cost(3, target=pkg)
+
+
+@pytest.mark.parametrize("line, name", [
+    ("NATTEN==0.21.7  # kernels", "natten"),
+    ('    "Foo_Bar[cuda]>=1; python_version > \'3.10\'",', "foo-bar"),  # a pyproject/setup.py list item
+    ('natten = {version = "*"}', "natten"),  # a Pipfile entry
+    ("name @ https://example.org/name-1.0.whl", "name"),
+    ("-e .", None), ("git+https://x/y.git", None), ("# natten", None), ("[packages]", None), ("", None),
+])
+def test_requirement_name_reads_manifest_lines(line, name):
+    assert trace.requirement_name(line) == name

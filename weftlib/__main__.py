@@ -12,11 +12,11 @@ import json
 import sys
 from pathlib import Path
 
-from .suite.params import ParamsError, load_plan, validate
+from .suite.params import DEFAULT_PLAN, ParamsError, load_plan, validate
 from .suite.publish import PublishError
 from .paths import REPO_ROOT
 
-DEFAULT_PARAMS = REPO_ROOT / "params" / "default.yaml"
+DEFAULT_PARAMS = DEFAULT_PLAN
 
 
 def _parser() -> argparse.ArgumentParser:

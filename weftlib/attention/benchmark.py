@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import dataclasses
 import resource
+import statistics
 import tempfile
 import warnings
 from dataclasses import dataclass
@@ -231,7 +232,7 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
             call = _natten_call(geom, inputs)
             ref, ref_name = call(), "natten"  # the reference call is also the warm-up
             samples = measure.sample_seconds(call, repeats=natten_repeats, warmup=0)
-            row["seconds"] = float(np.median(samples))
+            row["seconds"] = statistics.median(samples)
             row["spread"] = (max(samples) - min(samples)) / row["seconds"] if len(samples) > 1 else None
             row["repeats"] = natten_repeats
         rows.append(row)

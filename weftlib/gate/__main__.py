@@ -1,7 +1,7 @@
 """`python -m weftlib.gate {device,dfc,pair}`: a thin shell over weftlib.gate.
 
 device MODEL.onnx                              exit 0 PASS, 1 FAIL (prints the ops outside DEVICE_OPS)
-dfc MODEL.onnx --arch hailo10h --out R.json    exit 0 parsed, 1 rejected/unrecognised,
+dfc MODEL.onnx [--arch ARCH] --out R.json      exit 0 parsed, 1 rejected/unrecognised,
                                                2 no DFC here (prints the docker command) or an arch it refuses
 pair MODEL.onnx --dfc R.json|LOG [--matched-by-hand]
                                                exit 0 when the allowlist held, 1 otherwise, 2 when the
@@ -19,6 +19,7 @@ from typing import Sequence
 
 from . import (DfcUnavailable, DeviceOpsError, check_arch, cli_docker_command, device_gate, load_device_ops,
                load_dfc_result, pair, run_dfc)
+from .dfc_runner import default_arch
 from .pairing import HELD, REFUSED, UNMATCHED
 
 
@@ -31,7 +32,7 @@ def _parser() -> argparse.ArgumentParser:
     device.add_argument("--ops", default=None, help="allowlist file (default params/device_ops.yaml)")
     dfc = sub.add_parser("dfc", help="run the DFC parser (or print how to run it in its image)")
     dfc.add_argument("model")
-    dfc.add_argument("--arch", default="hailo10h")
+    dfc.add_argument("--arch", default=None, help="hw arch (default: the target arch of params/device_ops.yaml)")
     dfc.add_argument("--out", default=None, help="where to write the JSON result")
     dfc.add_argument("--start-node-names", nargs="*", default=None)
     dfc.add_argument("--end-node-names", nargs="*", default=None)
@@ -67,6 +68,7 @@ def _device(args: argparse.Namespace) -> int:
 
 def _dfc(args: argparse.Namespace) -> int:
     _existing_file(args.model, "MODEL")
+    args.arch = args.arch or default_arch()
     try:
         check_arch(args.arch)
         result = run_dfc(args.model, args.arch, start_node_names=args.start_node_names,

@@ -74,8 +74,8 @@ class DeviceOps:
     """The allowlist, the blockers, the compiler's graph limits and the recorded verdicts."""
 
     entries: dict[str, OpEntry]
-    target_dfc: str = "5.3.0"
-    target_arch: str = "hailo10h"
+    target_dfc: str = "unknown"  # the file's `target` says which; an allowlist built from names knows none
+    target_arch: str = "unknown"
     max_ir_version: int = 10
     opsets: tuple[int, int] = (13, 23)
     verdicts: tuple[RecordedVerdict, ...] = ()
@@ -126,8 +126,8 @@ def load_device_ops(path: str | Path | None = None) -> DeviceOps:
 def parse_device_ops(data: Any, source: str = "<memory>") -> DeviceOps:
     """Check an already-loaded mapping and build `DeviceOps`; every problem names its place."""
     where = _Where(source)
-    top = where.mapping(data, "file", TOP_KEYS, required={"device_ops", "known_blockers"})
-    target = where.mapping(top.get("target", {}), "target", {"dfc", "arch"})
+    top = where.mapping(data, "file", TOP_KEYS, required={"target", "device_ops", "known_blockers"})
+    target = where.mapping(top["target"], "target", {"dfc", "arch"}, required={"dfc", "arch"})
     compiler = where.mapping(top.get("compiler", {}), "compiler", {"max_ir_version", "opsets"})
     entries: dict[str, OpEntry] = {}
     for listed in ("device_ops", "known_blockers"):
@@ -140,8 +140,8 @@ def parse_device_ops(data: Any, source: str = "<memory>") -> DeviceOps:
         top.get("recorded_verdicts", []), "recorded_verdicts")))
     return DeviceOps(
         entries=entries,
-        target_dfc=str(target.get("dfc", "5.3.0")),
-        target_arch=str(target.get("arch", "hailo10h")),
+        target_dfc=where.text(target["dfc"], "target.dfc"),
+        target_arch=where.text(target["arch"], "target.arch"),
         max_ir_version=where.integer(compiler.get("max_ir_version", 10), "compiler.max_ir_version"),
         opsets=_opsets(where, compiler.get("opsets", [13, 23])),
         verdicts=verdicts,

@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
-from typing import Any
 
 VERDICTS = ("parsed", "rejected", "unrecognised")
 RESULT_KIND = "weftlib.gate/dfc-result"
@@ -127,11 +126,7 @@ def load_dfc_result(path: str | Path) -> DfcResult:
         result = DfcResult.from_json(data.decode("utf-8", errors="replace"), str(path))
     else:
         result = read_dfc_log(data)
-    return _with(result, source=str(path))
-
-
-def _with(result: DfcResult, **changes: Any) -> DfcResult:
-    return DfcResult(**{**asdict(result), "errors": result.errors, "end_nodes": result.end_nodes, **changes})
+    return replace(result, source=str(path))
 
 
 def _scan_line(scan: _Scan, index: int, line: str, lines: list[str]) -> None:
@@ -248,7 +243,8 @@ def _onnx_op_names() -> dict[str, str]:
         import onnx.defs
     except ImportError:  # the reader also runs where onnx is missing; names then stay as written
         return {}
-    return {s.name.lower(): s.name for s in onnx.defs.get_all_schemas() if s.domain in ("", "ai.onnx")}
+    # onnx's own name for the default domain: this file runs in the DFC image without the rest of weftlib
+    return {s.name.lower(): s.name for s in onnx.defs.get_all_schemas() if s.domain == onnx.defs.ONNX_DOMAIN}
 
 
 def _op_named(message: str) -> str | None:

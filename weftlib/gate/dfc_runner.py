@@ -1,8 +1,9 @@
 """Running the Dataflow Compiler's parser, or saying exactly how to run it elsewhere.
 
-`hailo_sdk_client` only installs on Linux x86-64 (here: the `weftspun-hailo-dfc:5.3.0` image). Where it
-does not import, the gate prints the `docker run` command instead of pretending; a parse that returns but
-writes no HAR is not a pass.
+`hailo_sdk_client` only installs on Linux x86-64 (here: the DFC image, `image()`). Where it does not import,
+the gate prints the `docker run` command instead of pretending; a parse that returns but writes no HAR is not
+a pass. The DFC version and the hw arch are written once, in `params/device_ops.yaml`'s `target`; `target()`
+reads them (with PyYAML, so the image, which has none, is always given `--arch`).
 """
 
 from __future__ import annotations
@@ -10,13 +11,14 @@ from __future__ import annotations
 import importlib
 import os
 import shlex
+from functools import lru_cache
 from pathlib import Path
-from typing import Sequence
+from types import ModuleType
+from typing import Any, Sequence
 
 from .dfc_log import DfcError, DfcResult, read_dfc_log
 
-IMAGE = "weftspun-hailo-dfc:5.3.0"
-DFC_VERSION = "5.3.0"
+IMAGE_REPOSITORY = "weftspun-hailo-dfc"  # the DFC image; its tag is the target DFC version
 DFC5_ARCHS = ("hailo10h", "hailo15h", "hailo15m", "hailo15l")
 DFC3_ARCHS = ("hailo8", "hailo8l", "hailo8r")
 REPO_WEFTLIB = Path(__file__).resolve().parent.parent
@@ -30,62 +32,98 @@ class DfcUnavailable(RuntimeError):
         self.reason, self.command = reason, command
 
 
+@lru_cache(maxsize=1)
+def target() -> tuple[str, str]:
+    """(DFC version, hw arch) the allowlist is a claim about: `params/device_ops.yaml`'s `target`."""
+    from .allowlist import load_device_ops  # not at import: the DFC image carries this file without it
+
+    ops = load_device_ops()
+    return ops.target_dfc, ops.target_arch
+
+
+def image() -> str:
+    """The Docker image holding the target DFC (`weftspun-hailo-dfc:<version>`)."""
+    return f"{IMAGE_REPOSITORY}:{target()[0]}"
+
+
+def default_arch() -> str:
+    """The hw arch a parse targets unless told otherwise: the allowlist's target arch."""
+    return target()[1]
+
+
+def __getattr__(name: str) -> Any:
+    """`IMAGE` and `DFC_VERSION`, kept as module attributes for callers, derived from the target."""
+    if name == "IMAGE":
+        return image()
+    if name == "DFC_VERSION":
+        return target()[0]
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+
 def check_arch(arch: str) -> str:
     """The arch, if DFC 5.x can target it; otherwise a ValueError that says which DFC can."""
     if arch in DFC5_ARCHS:
         return arch
     if arch in DFC3_ARCHS:
-        raise ValueError(f"arch: {arch} needs DFC 3.x; DFC {DFC_VERSION} ({IMAGE}) targets only "
-                         f"{', '.join(DFC5_ARCHS)}")
-    raise ValueError(f"arch: unknown hw arch {arch!r}; DFC {DFC_VERSION} targets {', '.join(DFC5_ARCHS)}")
+        raise ValueError(f"arch: {arch} needs DFC 3.x; DFC 5.x targets only {', '.join(DFC5_ARCHS)}")
+    raise ValueError(f"arch: unknown hw arch {arch!r}; DFC 5.x targets {', '.join(DFC5_ARCHS)}")
 
 
-def docker_command(onnx_path: str | os.PathLike, arch: str = "hailo10h", out: str | None = None) -> str:
+def docker_command(onnx_path: str | os.PathLike, arch: str | None = None, out: str | None = None) -> str:
     """The exact `docker run` that parses `onnx_path` in the DFC image and writes the JSON result.
 
     The model's folder is mounted at /model and this checkout's weftlib read-only at /weft, so the image
     needs nothing but the DFC; the result lands next to the model as `<stem>.dfc.json` unless `out` is given.
+    `arch` defaults to the target's.
     """
-    check_arch(arch)
+    arch = check_arch(arch or default_arch())
     model = Path(onnx_path).resolve()
     result = Path(out).name if out else f"{model.stem}.dfc.json"
     inner = ["python", "-m", "weftlib.gate", "dfc", f"/model/{model.name}", "--arch", arch,
              "--out", f"/model/{result}"]
     outer = ["docker", "run", "--rm", "-v", f"{model.parent}:/model", "-v", f"{REPO_WEFTLIB}:/weft/weftlib:ro",
-             "-e", "PYTHONPATH=/weft", "-w", "/model", IMAGE, *inner]
+             "-e", "PYTHONPATH=/weft", "-w", "/model", image(), *inner]
     return shlex.join(outer)
 
 
-def cli_docker_command(onnx_path: str | os.PathLike, arch: str = "hailo10h") -> str:
+def cli_docker_command(onnx_path: str | os.PathLike, arch: str | None = None) -> str:
     """The same parse through the DFC's own CLI (`hailo parser onnx`), its log saved next to the model."""
-    check_arch(arch)
+    arch = check_arch(arch or default_arch())
     model = Path(onnx_path).resolve()
-    outer = ["docker", "run", "--rm", "-v", f"{model.parent}:/model", "-w", "/model", IMAGE,
+    outer = ["docker", "run", "--rm", "-v", f"{model.parent}:/model", "-w", "/model", image(),
              "hailo", "parser", "onnx", f"/model/{model.name}", "--hw-arch", arch]
     return f"{shlex.join(outer)} > {shlex.quote(str(model.parent / (model.stem + '.dfc.log')))} 2>&1"
 
 
+def dfc_client() -> tuple[ModuleType | None, str]:
+    """The DFC's Python client (`hailo_sdk_client`) if it imports here, else None and why: the one check
+    (provenance reports it, the gate runs with it)."""
+    try:
+        return importlib.import_module("hailo_sdk_client"), ""
+    except Exception as exc:  # ImportError, or a broken install
+        return None, f"{type(exc).__name__}: {exc}"
+
+
 def dfc_available() -> tuple[bool, str]:
     """Whether `hailo_sdk_client` imports here, and why not."""
-    try:
-        importlib.import_module("hailo_sdk_client")
-    except Exception as exc:  # ImportError, or a broken install
-        return False, f"{type(exc).__name__}: {exc}"
-    return True, ""
+    client, why = dfc_client()
+    return client is not None, why
 
 
-def run_dfc(onnx_path: str | os.PathLike, arch: str = "hailo10h", *, har_path: str | os.PathLike | None = None,
+def run_dfc(onnx_path: str | os.PathLike, arch: str | None = None, *,
+            har_path: str | os.PathLike | None = None,
             start_node_names: Sequence[str] | None = None, end_node_names: Sequence[str] | None = None,
             net_input_shapes: dict | None = None) -> DfcResult:
-    """Parse `onnx_path` with the DFC's Python API and save the HAR; raises DfcUnavailable where it cannot."""
-    check_arch(arch)
+    """Parse `onnx_path` with the DFC's Python API and save the HAR; raises DfcUnavailable where it cannot.
+
+    `arch` defaults to the target's (reading the allowlist); the DFC image always passes it."""
+    arch = check_arch(arch or default_arch())
     model = Path(onnx_path)
     if not model.is_file():
         raise FileNotFoundError(f"onnx_path: {model} does not exist")
-    available, why = dfc_available()
-    if not available:
+    client, why = dfc_client()
+    if client is None:
         raise DfcUnavailable(why, docker_command(model, arch))
-    client = importlib.import_module("hailo_sdk_client")
     har = Path(har_path) if har_path else model.with_suffix(f".{arch}.har")
     har.unlink(missing_ok=True)  # a stale HAR must not read as this run's
     version = getattr(client, "__version__", None)
@@ -141,7 +179,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     ap = argparse.ArgumentParser(prog="python -m weftlib.gate.dfc_runner")
     ap.add_argument("model")
-    ap.add_argument("--arch", default="hailo10h")
+    ap.add_argument("--arch", default=None, help="hw arch (default: the allowlist's target arch)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     try:

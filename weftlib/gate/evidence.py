@@ -2,15 +2,13 @@
 
 An entry is only as good as what was seen: an allowlisted op the DFC rejected on the target (or a blocker
 it parsed) is a contradiction the allowlist has to answer for. Evidence from another compiler version or
-arch (Hailo-8 parts need DFC 3.x) is shown but not weighed, because DFC 5.x on hailo10h may differ.
+arch (Hailo-8 parts need DFC 3.x) is shown but not weighed, because DFC 5.x on the target arch may differ.
 """
 
 from __future__ import annotations
 
 from .allowlist import OBSERVED, DeviceOps, Evidence, OpEntry, RecordedVerdict
 
-STATUSES = ("supported", "contested", "contradicted", "documented", "documented otherwise", "assumed",
-            "off-target only")
 # Standings that are not an on-target observation: a probe (weftlib.gate.probes) can turn each into one.
 UNJUDGED_STATUSES = ("assumed", "documented", "documented otherwise", "contested", "off-target only")
 

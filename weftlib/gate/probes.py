@@ -1,7 +1,7 @@
 """One DFC session judges every unjudged op: the DFC pack, the probes, and reading their results back.
 
 A *DFC pack* is a folder holding ONNX graphs, a `manifest.json`, a `run_dfc.sh` that parses every graph in
-the `weftspun-hailo-dfc:5.3.0` image and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the two files
+the target DFC's image (`dfc_runner.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the two files
 of this package the parse needs. Every path in the script is relative to the folder, so the folder can be
 copied to wherever Docker and the image are, run there, and copied back.
 
@@ -29,7 +29,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from .allowlist import DEFAULT_PATH, DeviceOps, load_device_ops
 from .dfc_log import DfcResult, failure_cause, load_dfc_result
-from .dfc_runner import IMAGE, check_arch
+from .dfc_runner import check_arch, default_arch, image
 from .evidence import UNJUDGED_STATUSES, evidence_table
 
 MANIFEST = "manifest.json"
@@ -48,7 +48,7 @@ class DfcPack:
     script: Path
     manifest: Path
     graphs: tuple[str, ...]  # file names, relative to `folder`
-    arch: str = "hailo10h"
+    arch: str = field(default_factory=default_arch)
 
     @property
     def command(self) -> str:
@@ -92,13 +92,14 @@ class ProbePack:
 # --------------------------------------------------------------------------------------------- the pack
 
 
-def write_dfc_pack(models: Sequence[str | os.PathLike], folder: str | os.PathLike, arch: str = "hailo10h", *,
+def write_dfc_pack(models: Sequence[str | os.PathLike], folder: str | os.PathLike, arch: str | None = None, *,
                    extra: dict[str, Any] | None = None) -> DfcPack:
     """Copy `models` (and their `.parity.json`) into `folder` and write the script, the tool and the manifest.
 
     A model already inside `folder` stays where it is. Stems must be unique (the DFC names results by stem).
+    `arch` defaults to the allowlist's target arch.
     """
-    check_arch(arch)
+    arch = check_arch(arch or default_arch())
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     names: list[str] = []
@@ -119,16 +120,17 @@ def write_dfc_pack(models: Sequence[str | os.PathLike], folder: str | os.PathLik
     script.write_text(script_text(names, arch))
     script.chmod(0o755)
     manifest = folder / MANIFEST
-    manifest.write_text(json.dumps({"kind": PACK_KIND, "image": IMAGE, "arch": arch, "script": SCRIPT,
+    manifest.write_text(json.dumps({"kind": PACK_KIND, "image": image(), "arch": arch, "script": SCRIPT,
                                     "graphs": names, **(extra or {})}, indent=2))
     return DfcPack(folder=folder, script=script, manifest=manifest, graphs=tuple(names), arch=arch)
 
 
 def script_text(graphs: Sequence[str], arch: str) -> str:
     """The bash script: one `docker run` per graph, everything relative to the script's own folder."""
+    dfc_image = image()
     lines = [
         "#!/usr/bin/env bash",
-        f"# Parse every graph of this folder with the Hailo DFC in {IMAGE} ({arch}); each result lands",
+        f"# Parse every graph of this folder with the Hailo DFC in {dfc_image} ({arch}); each result lands",
         "# beside its graph as <stem>.dfc.json. Copy the whole folder anywhere Docker and the image are.",
         "# Then: python -m weftlib.gate evidence <this folder>  (probes), or notebook 04 with",
         "# dfc_results_dir set to this folder.",
@@ -140,7 +142,7 @@ def script_text(graphs: Sequence[str], arch: str) -> str:
         stem = Path(name).stem
         inner = ["python", "-m", "weftlib.gate.dfc_runner", f"/pack/{name}", "--arch", arch,
                  "--out", f"/pack/{stem}.dfc.json"]
-        lines.append(f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {IMAGE} '
+        lines.append(f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {dfc_image} '
                      f"{shlex.join(inner)} || status=1")
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"
@@ -351,7 +353,7 @@ def ops_to_probe(ops: DeviceOps, extra: Iterable[str] = ()) -> dict[str, str]:
 
 
 def write_probes(out: str | os.PathLike, ops: DeviceOps | None = None, *, extra: Iterable[str] = (),
-                 arch: str = "hailo10h") -> ProbePack:
+                 arch: str | None = None) -> ProbePack:
     """Write one proven probe per unjudged op (two for an op with a condition: met and broken) and the pack."""
     ops = ops if ops is not None else load_device_ops()
     folder = Path(out)

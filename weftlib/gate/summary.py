@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 from .allowlist import DeviceOps
 from .device import GateResult, device_gate
 from .dfc_log import DfcResult, load_dfc_result
-from .dfc_runner import dfc_available, docker_command, run_dfc
+from .dfc_runner import dfc_available, docker_command, image, run_dfc
 from .pairing import Pairing
 
 if TYPE_CHECKING:
@@ -240,7 +240,7 @@ def conclusion(results: dict[Path, GateResult], pairings: dict[Path, Pairing], d
                 "sources": "stand-in"}
     unmet = []
     if dfc_source == "not run":
-        unmet.append(f"DFC not run here: needs the weftspun-hailo-dfc:5.3.0 image; run `bash {script}` and "
+        unmet.append(f"DFC not run here: needs the {image()} image; run `bash {script}` and "
                      f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)")
     elif unjudged:
         unmet.append(f"{unjudged} of {len(pairings)} graphs have no DFC verdict on their ops (see the pairing)")

@@ -2,7 +2,7 @@
 
 Why these choices:
 - torch's dynamo exporter (`torch.export` based) is used, not the legacy TorchScript one: it is torch's
-  supported path since 2.9, writes IR version 10 (the Dataflow Compiler 5.3.0's checker refuses newer IR),
+  supported path since 2.9, writes IR version 10 (the Dataflow Compiler's checker refuses newer IR),
   and keeps constants as initializers instead of scattering `Constant` nodes. Its own optimizer (pattern
   rewrites) is skipped: it took ~15 s on a 49-offset 'shift' graph; only constant folding and clean-up
   passes run (`_fold`), which is what a fixed-shape graph needs.
@@ -35,7 +35,7 @@ import torch
 from onnx import numpy_helper
 
 from . import opset as onnx_opset
-from .walk import constant_index, index_model
+from .walk import STANDARD_DOMAINS, constant_index, default_opset, index_model
 
 MAX_IR_VERSION = 10
 MIN_OPSET = 17
@@ -43,7 +43,6 @@ EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 i
 PROTOBUF_LIMIT_BYTES = 2**31 - 1
 SHAPE_PLUMBING = ("Shape", "Size", "Range", "ConstantOfShape")
 GATHER_OPS = ("Gather", "GatherND", "GatherElements")
-STANDARD_DOMAINS = ("", "ai.onnx")
 FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
 FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
 FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
@@ -350,7 +349,8 @@ def _materialise_fills(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def _opset(proto: onnx.ModelProto) -> int:
-    return next((int(o.version) for o in proto.opset_import if o.domain in STANDARD_DOMAINS), -1)
+    version = default_opset(proto)
+    return -1 if version is None else version
 
 
 def _to_proto(model: Any, opset: int) -> onnx.ModelProto:

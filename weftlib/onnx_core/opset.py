@@ -12,6 +12,8 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
+from .walk import STANDARD_DOMAINS, default_opset
+
 SOURCE, TARGET = 18, 17
 REDUCE_AXES_INPUT = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
                      "ReduceMin", "ReduceProd", "ReduceSumSquare")
@@ -135,7 +137,7 @@ def _drop_unused_initializers(model: onnx.ModelProto) -> None:
 
 def to_opset17(model: onnx.ModelProto) -> onnx.ModelProto:
     """Convert an opset-18 model (default domain) to opset 17 in place and return it."""
-    version = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)
+    version = default_opset(model)
     if version == TARGET:
         return model
     if version != SOURCE:
@@ -144,7 +146,7 @@ def to_opset17(model: onnx.ModelProto) -> onnx.ModelProto:
     shapes = _static_shapes(model)
     new_inits: list[onnx.TensorProto] = []
     for node in model.graph.node:
-        if node.domain not in ("", "ai.onnx"):
+        if node.domain not in STANDARD_DOMAINS:
             continue
         if node.op_type in HANDLERS:
             HANDLERS[node.op_type](node, consts, shapes, new_inits)
@@ -154,6 +156,6 @@ def to_opset17(model: onnx.ModelProto) -> onnx.ModelProto:
     model.graph.initializer.extend(new_inits)
     _drop_unused_initializers(model)
     for opset in model.opset_import:
-        if opset.domain in ("", "ai.onnx"):
+        if opset.domain in STANDARD_DOMAINS:
             opset.version = TARGET
     return model

@@ -14,7 +14,13 @@ from typing import Iterator
 import onnx
 from onnx import AttributeProto
 
-STANDARD_DOMAINS = ("", "ai.onnx")
+STANDARD_DOMAINS = ("", "ai.onnx")  # the default ONNX domain, as written in node.domain and opset_import
+
+
+def default_opset(model: onnx.ModelProto) -> int | None:
+    """The default-domain (ai.onnx) opset a model imports; None when it imports none."""
+    versions = [int(o.version) for o in model.opset_import if o.domain in STANDARD_DOMAINS]
+    return max(versions) if versions else None
 
 
 @dataclass
@@ -30,8 +36,7 @@ class Graph:
 
     @property
     def opset(self) -> int | None:
-        versions = [o.version for o in self.model.opset_import if o.domain in STANDARD_DOMAINS]
-        return max(versions) if versions else None
+        return default_opset(self.model)
 
     def op_key(self, node: onnx.NodeProto) -> str:
         """The op type, prefixed by its domain when it is not the standard one (`com.microsoft::Gelu`)."""

@@ -5,13 +5,13 @@ the fastest exact path for the shapes). Around it: `voxels` (the voxel sets and 
 model and its measurement) and `device_layout` (the two device-half routes with rank-4 inputs).
 """
 
-from .conv import (METHODS, SPARSE_METHODS, AUTO, DEFAULT_DENSE_BUDGET, DenseBudgetError, kernel_offsets, kernel_map,
+from .conv import (METHODS, SPARSE_METHODS, AUTO, DEFAULT_DENSE_BUDGET, DenseBudgetError, kernel_map,
                    kernel_map_bytes, dense_bytes, submanifold_conv3d, SMALL_ROWS, CHUNK_L2_MULTIPLE, l2_cache_bytes,
                    choose_method, auto_chunk_rows, SubmanifoldConv3d, DenseConv3d, densify, reference_conv3d,
                    export_methods, inventory_table, export_dense)
 
 __all__ = [
-    "METHODS", "SPARSE_METHODS", "AUTO", "DEFAULT_DENSE_BUDGET", "DenseBudgetError", "kernel_offsets",
+    "METHODS", "SPARSE_METHODS", "AUTO", "DEFAULT_DENSE_BUDGET", "DenseBudgetError",
     "kernel_map", "kernel_map_bytes", "dense_bytes", "submanifold_conv3d", "SMALL_ROWS", "CHUNK_L2_MULTIPLE",
     "l2_cache_bytes", "choose_method", "auto_chunk_rows", "SubmanifoldConv3d", "DenseConv3d", "densify",
     "reference_conv3d", "export_methods", "inventory_table", "export_dense",

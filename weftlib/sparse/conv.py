@@ -41,13 +41,6 @@ class DenseBudgetError(MemoryError):
 
 
 # ----------------------------------------------------------------------------------------------- kernel map
-def kernel_offsets(kernel_size: int = 3) -> torch.Tensor:
-    """int64 [k^3, 3] neighbour offsets in the documented order (last axis fastest)."""
-    _check_kernel_size(kernel_size)
-    r = torch.arange(kernel_size, dtype=torch.int64) - kernel_size // 2
-    return torch.cartesian_prod(r, r, r)
-
-
 def kernel_map(coords: torch.Tensor, kernel_size: int = 3) -> torch.Tensor:
     """Neighbour table int64 [N, k^3]: row i, column o holds the index of voxel coords[i] + offset o, or -1.
 
@@ -110,8 +103,10 @@ def _map_block(sorted_keys: torch.Tensor, start: int, stop: int, kernel_size: in
 
 
 def kernel_map_bytes(n: int, kernel_size: int = 3) -> int:
-    """Bytes of the int64 neighbour table."""
-    return n * kernel_size ** 3 * 8
+    """Bytes of the int64 neighbour table (the memory model's formula)."""
+    from .memory import table_bytes  # memory imports this module
+
+    return table_bytes(n, kernel_size ** 3)
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -171,8 +166,10 @@ def _check_dense_args(feats: torch.Tensor, weight: torch.Tensor, coords: torch.T
 
 
 def dense_bytes(res: int, cin: int, cout: int, dtype: torch.dtype) -> int:
-    """Bytes of the dense route's two grids: input [Cin, res^3] and output [Cout, res^3]."""
-    return res ** 3 * (cin + cout) * torch.empty((), dtype=dtype).element_size()
+    """Bytes of the dense route's two grids: input [Cin, res^3] and output [Cout, res^3] (the memory model's)."""
+    from .memory import grid_bytes  # memory imports this module
+
+    return grid_bytes(res, cin + cout, torch.empty((), dtype=dtype).element_size())
 
 
 # ----------------------------------------------------------------------------------------------- one entry

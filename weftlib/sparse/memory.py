@@ -10,9 +10,9 @@ and is reported, not modelled. At 1024 the dense case is only ever computed from
 
 from __future__ import annotations
 
+import statistics
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
-import numpy as np
 import torch
 
 from weftlib import measure
@@ -34,18 +34,43 @@ def _itemsize(dtype: str) -> int:
     return torch.empty((), dtype=DTYPES[dtype]).element_size()
 
 
+# ----------------------------------------------------------------------------------------------- bytes
+# Each byte formula of the study is written here once; `conv`'s dense budget check and the measurements call them.
+INDEX_BYTES = 8  # the neighbour table and gather indices are int64
+
+
+def grid_bytes(res: int, channels: int, itemsize: int) -> int:
+    """A dense [channels, res^3] grid: what densifying costs per tensor."""
+    return res ** 3 * channels * itemsize
+
+
+def features_bytes(n: int, channels: int, itemsize: int) -> int:
+    """Sparse features [n, channels]: one value per active voxel and channel."""
+    return n * channels * itemsize
+
+
+def table_bytes(n: int, taps: int) -> int:
+    """The int64 neighbour table [n, taps] (taps = k^3)."""
+    return n * taps * INDEX_BYTES
+
+
+def gathered_bytes(n: int, taps: int, channels: int, itemsize: int) -> int:
+    """The gathered rows [n, taps * channels]: im2col's buffer, and what a host-gather split sends."""
+    return n * taps * channels * itemsize
+
+
 # ----------------------------------------------------------------------------------------------- model
 def components(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3) -> dict[str, int]:
     """The named quantities of the RFD in bytes: dense tensor, dense conv in+out, sparse features, im2col
     buffer, accumulate peak, neighbour table."""
     e, k3 = _itemsize(dtype), kernel_size ** 3
     return {
-        "dense_tensor": res ** 3 * cout * e,
-        "dense_conv_in_out": res ** 3 * (cin + cout) * e,
-        "sparse_features": n * (cin + cout) * e,
-        "im2col_buffer": n * k3 * cin * e,
-        "accumulate_peak": n * (cin + cout) * e,
-        "neighbor_table": n * k3 * 8,
+        "dense_tensor": grid_bytes(res, cout, e),
+        "dense_conv_in_out": grid_bytes(res, cin + cout, e),
+        "sparse_features": features_bytes(n, cin + cout, e),
+        "im2col_buffer": gathered_bytes(n, k3, cin, e),
+        "accumulate_peak": features_bytes(n, cin + cout, e),
+        "neighbor_table": table_bytes(n, k3),
     }
 
 
@@ -81,7 +106,7 @@ def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = 
         return out + n * cin * e + n * 8
     if method == "scatter":
         return out + n * (cin + cout) * e + n * 16
-    return res ** 3 * (cin + cout) * e + 2 * out
+    return grid_bytes(res, cin + cout, e) + 2 * out
 
 
 def model_table(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3,
@@ -239,7 +264,7 @@ def benchmark(shape: str = "bunny", res: int = 1024, channels: int = 64, method:
     worst = max(r["measured_bytes"] for r in runs)
     return {"shape": shape, "res": res, "N": n, "C": channels, "dtype": dtype, "method": method,
             "threads": threads, "chunk_rows": chunk_rows, "repeats": repeats,
-            "median_seconds": float(np.median([r["seconds"] for r in runs])),
+            "median_seconds": statistics.median(r["seconds"] for r in runs),
             "seconds": [r["seconds"] for r in runs], "model_bytes": runs[0]["model_bytes"],
             "peak_bytes": worst, "peak_over_model": worst / runs[0]["model_bytes"]}
 
@@ -249,7 +274,7 @@ def split_transfer(n: int, cin: int, cout: int, dtype: str = "float16", kernel_s
     """Bytes a host-gather / device-matmul split moves for one layer: the gathered [N, k^3 Cin] rows in, the
     [N, Cout] result out (the weight stays resident on the device)."""
     e, k3 = _itemsize(dtype), kernel_size ** 3
-    to_device, to_host = n * k3 * cin * e, n * cout * e
+    to_device, to_host = gathered_bytes(n, k3, cin, e), features_bytes(n, cout, e)
     return {"to_device_bytes": to_device, "to_host_bytes": to_host, "total_bytes": to_device + to_host,
             "weight_bytes": k3 * cin * cout * e}
 
@@ -273,7 +298,7 @@ def conv_work(nbr: torch.Tensor, cin: int, cout: int, dtype: str = "float32") ->
     n, k3 = nbr.shape
     pairs = int((nbr >= 0).sum())
     return {"N": n, "pairs": pairs, "flops_all_taps": 2 * n * k3 * cin * cout, "flops_occupied": 2 * pairs * cin * cout,
-            "min_bytes": n * (cin + cout) * e + n * k3 * 8}
+            "min_bytes": features_bytes(n, cin + cout, e) + table_bytes(n, k3)}
 
 
 def spconv_seconds(coords: torch.Tensor, res: int, channels: int, threads: int = 1, repeats: int = 3,

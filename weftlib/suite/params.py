@@ -20,6 +20,7 @@ import yaml
 from ..paths import REPO_ROOT
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
+DEFAULT_PLAN = REPO_ROOT / "params" / "default.yaml"  # the small CPU plan; `make appendix` runs appendix.yaml
 RESERVED = ("run_dir",)  # set by the runner itself
 FILE_KEYS = {"description", "cell_timeout", "notebooks", "appendix"}
 ENTRY_KEYS = {"name", "parameters"}
@@ -125,6 +126,11 @@ def load_plan(source: str | Path, only: list[str] | None = None, notebook_dir: P
     if not isinstance(appendix, bool):
         raise _fail(source, "appendix", f"expected true or false, got {appendix!r}")
     return SuitePlan(source, str(data.get("description", "")), timeout, notebooks, appendix)
+
+
+def notebook_names(source: str | Path = DEFAULT_PLAN) -> list[str]:
+    """The notebooks a plan runs, in its order: the one list of the suite's notebooks."""
+    return [nb.name for nb in load_plan(source).notebooks]
 
 
 def declared_parameters(path: Path) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 from ..paths import REPO_ROOT
 
@@ -66,12 +66,14 @@ def natten_backends() -> dict[str, Any]:
 
 
 def hailo_dfc() -> dict[str, Any]:
-    """Whether the Hailo Dataflow Compiler's Python client imports here (Linux x86-64 in its image only)."""
-    try:
-        module = importlib.import_module("hailo_sdk_client")
-    except Exception as exc:
-        return {"importable": False, "reason": f"{type(exc).__name__}: {exc}"}
-    return {"importable": True, "version": getattr(module, "__version__", None)}
+    """Whether the Hailo Dataflow Compiler's Python client imports here (Linux x86-64 in its image only):
+    the gate's own check (`dfc_runner.dfc_client`), so provenance and the gate cannot disagree."""
+    from ..gate.dfc_runner import dfc_client  # not at import: the gate package loads onnx
+
+    client, why = dfc_client()
+    if client is None:
+        return {"importable": False, "reason": why}
+    return {"importable": True, "version": getattr(client, "__version__", None)}
 
 
 def machine() -> dict[str, Any]:
@@ -111,19 +113,36 @@ def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str,
     return {d.split("==")[0].strip(): d.split("==")[1].strip() for d in deps if "==" in d}
 
 
-def capabilities(env: dict[str, Any], appendix_ram_gib: float) -> list[dict[str, str]]:
-    """Which notebook can run fully on this machine, and what is missing for the parts that cannot."""
+def capabilities(env: dict[str, Any], appendix_ram_gib: float,
+                 notebooks: Sequence[str] | None = None) -> list[dict[str, str]]:
+    """Which notebook can run fully on this machine, and what is missing for the parts that cannot.
+
+    `notebooks` (default: every notebook of `params/default.yaml`) is the list to judge, in order; the
+    notebook list lives in the plan, only what each notebook needs is written here, and a notebook with no
+    rule below is an error that names it.
+    """
+    from ..gate.dfc_runner import image  # not at import: the gate package loads onnx
+    from .params import notebook_names
+
     natten_native = env["natten"]["libnatten"] and env["natten"]["cuda"]
     dfc = env["hailo_dfc"]["importable"]
     ram_gib = env["machine"]["ram_bytes"] / 2**30
-    rows = [
-        ("01_trace_natten", True, "full: the trace needs no CUDA; natten's own call fails on CPU as it would"
-         + ("" if not natten_native else " (here it runs: libnatten + CUDA present)")),
-        ("02_export_attention", True, "full: equality against natten's Flex backend, export and onnxruntime"
-         + (" (plus natten's CUTLASS path)" if natten_native else "")),
-        ("03_sparse_conv_memory", ram_gib >= appendix_ram_gib,
-         f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB"),
-        ("04_gate_pairing", dfc, "device gate runs anywhere; the DFC parse "
-         + ("runs here" if dfc else "needs the weftspun-hailo-dfc Docker image (Linux x86-64)")),
-    ]
-    return [{"notebook": n, "fully here": "yes" if ok else "partly", "why": why} for n, ok, why in rows]
+    needs = {
+        "00_overview": (True, "full: reads this machine"),
+        "01_trace_natten": (True, "full: the trace needs no CUDA; natten's own call fails on CPU as it would"
+                            + ("" if not natten_native else " (here it runs: libnatten + CUDA present)")),
+        "02_export_attention": (True, "full: equality against natten's Flex backend, export and onnxruntime"
+                                + (" (plus natten's CUTLASS path)" if natten_native else "")),
+        "03_sparse_conv_memory": (ram_gib >= appendix_ram_gib,
+                                  f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB"),
+        "05_export_dit_block": (True, "full: export, onnxruntime and the device gate run on CPU; the DFC's word on "
+                                "its graphs comes through notebook 04"),
+        "04_gate_pairing": (dfc, "device gate runs anywhere; the DFC parse "
+                            + ("runs here" if dfc else f"needs the {image()} Docker image (Linux x86-64)")),
+    }
+    names = list(notebook_names() if notebooks is None else notebooks)
+    unknown = [n for n in names if n not in needs]
+    if unknown:
+        raise ValueError(f"notebooks: no capability rule for {unknown}; say in provenance.capabilities what "
+                         "each needs to run fully")
+    return [{"notebook": n, "fully here": "yes" if needs[n][0] else "partly", "why": needs[n][1]} for n in names]

@@ -100,7 +100,7 @@ class Recorder:
         `rests_on` says what the answer stands on (keys such as `sources`: "real checkout" | "stand-in",
         `natten`, `dfc`, `geometry`), so a reader sees at once whether it was the full-size appendix, the real
         code and the real compiler. `unmet` names each precondition that was not met (e.g. "DFC not run:
-        needs the weftspun-hailo-dfc:5.3.0 image"): a silent skip would read like a pass, so any entry there
+        needs the DFC image"): a silent skip would read like a pass, so any entry there
         makes the row "unanswered" (see `answer_status`).
         """
         if not answer.strip():

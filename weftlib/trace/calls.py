@@ -22,6 +22,7 @@ import importlib.metadata
 import importlib.util
 import os
 import re
+import statistics
 import sys
 import sysconfig
 import threading
@@ -94,9 +95,6 @@ class CallChain:
 
     def key(self) -> tuple[str, ...]:
         return tuple(self.labels())
-
-    def enters_target(self) -> bool:
-        return any(f.in_target for f in self.frames)
 
 
 @dataclass(frozen=True)
@@ -367,7 +365,7 @@ def tracing_overhead(fn: Callable[..., Any], *args: Any, target: str = "natten",
             start = time.perf_counter()
             run()
             runs[name].append(time.perf_counter() - start)
-    median = {name: sorted(times)[len(times) // 2] for name, times in runs.items()}
+    median = {name: statistics.median(times) for name, times in runs.items()}
     return {**{f"{k}_s": v for k, v in median.items()},
             "traced_over_plain": median["traced"] / median["plain"],
             "traced_over_empty_hook": median["traced"] / median["empty_hook"]}
@@ -392,10 +390,6 @@ def _batch(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> Callabl
         for _ in range(calls):
             _call_kept(fn, args)
     return run
-
-
-def _median(times: list[float]) -> float:
-    return sorted(times)[len(times) // 2]
 
 
 def tracing_cost(fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5,
@@ -436,11 +430,11 @@ def tracing_cost(fn: Callable[..., Any], *args: Any, target: str = "natten", rep
             start = time.perf_counter()
             run()
             runs[name].append(time.perf_counter() - start)
-    median = {name: _median(times) for name, times in runs.items()}
+    median = {name: statistics.median(times) for name, times in runs.items()}
     return {"calls": calls,
             "plain_ms": median["plain"] * 1e3, "empty_hook_ms": median["empty_hook"] * 1e3,
             "traced_ms": median["traced"] * 1e3,
-            "fixed_overhead_us": max(0.0, _median(fixed["traced"]) - _median(fixed["plain"])) * 1e6,
+            "fixed_overhead_us": max(0.0, statistics.median(fixed["traced"]) - statistics.median(fixed["plain"])) * 1e6,
             "overhead_us_per_call": (median["traced"] - median["plain"]) / calls * 1e6,
             "traced_over_plain": median["traced"] / median["plain"],
             "traced_over_empty_hook": median["traced"] / median["empty_hook"]}

@@ -15,13 +15,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from packaging.requirements import InvalidRequirement, Requirement
+from packaging.utils import canonicalize_name
+
 
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", ".ipynb_checkpoints"}
 MAX_FILE_BYTES = 2_000_000
 REQUIREMENT_FILE = re.compile(r"(requirements|constraints)[^/]*\.(txt|in)$", re.IGNORECASE)
 MANIFEST_NAMES = {"pyproject.toml", "setup.cfg", "setup.py", "environment.yml", "environment.yaml", "Pipfile"}
 INSTALL_COMMAND = re.compile(r"\b(pip3?|uv pip|conda|mamba|poetry|uv) (install|add)\b")
-REQUIREMENT_NAME = re.compile(r"^\s*[\"']?([A-Za-z0-9][A-Za-z0-9._-]*)\s*(\[[^\]]*\])?\s*(?:[<>=!~;@,\"'\s]|$)")
 
 
 # ----------------------------------------------------------------------------------------------- static scan
@@ -39,16 +41,28 @@ class ScanHit:
 
 def normalize(name: str) -> str:
     """PEP 503 form, so `Foo_Bar` in a requirement matches the distribution `foo-bar`."""
-    return re.sub(r"[-_.]+", "-", name).lower()
+    return canonicalize_name(name)
 
 
 def requirement_name(line: str) -> str | None:
-    """The distribution a requirement line names (None for comments, options, URLs)."""
-    stripped = line.split("#", 1)[0].strip()
-    if not stripped or stripped.startswith(("-", "git+", "http:", "https:", "[")):
+    """The distribution a requirement line names (None for comments, options, URLs, anything else).
+
+    The line is read as a PEP 508 requirement (`packaging`), once it is stripped of what a manifest wraps
+    around one: a comment, the quotes and comma of a list item (setup.py, pyproject.toml). A Pipfile's
+    `name = "spec"` names its key.
+    """
+    stripped = line.split("#", 1)[0].strip().rstrip(",").strip()
+    if stripped[:1] in ("'", '"'):  # a quoted list item: drop its quotes, not those of a marker inside it
+        stripped = stripped[1:-1] if stripped.endswith(stripped[0]) else stripped[1:]
+    if not stripped or stripped.startswith(("-", "[")):  # options (-e, -r, --hash) and table headers
         return None
-    match = REQUIREMENT_NAME.match(stripped)
-    return normalize(match.group(1)) if match else None
+    key, equals, _ = stripped.partition("=")
+    for candidate in (stripped, key.strip() if equals else None):
+        try:
+            return canonicalize_name(Requirement(candidate).name) if candidate else None
+        except InvalidRequirement:
+            continue
+    return None
 
 
 def _text_files(root: Path) -> Iterable[tuple[Path, str]]:
