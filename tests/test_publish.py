@@ -95,7 +95,7 @@ def test_page_parses_and_holds_answers_sections_tables_and_svg(runs, tmp_path):
     headings = [tokens[i + 1].content for i, t in enumerate(tokens) if t.type == "heading_open" and t.tag == "h2"]
     assert headings == ["Answers", "10 · Does it fit?", "20 · Do the gates agree?"]
 
-    rows, row, cell = [], None, 0
+    rows, row = [], None
     for i, t in enumerate(tokens):
         if t.type == "tr_open":
             row = []

@@ -272,10 +272,10 @@ def test_audit_flags_a_hub_import_the_host_does_not_declare(tmp_path):
     loaded = trace.trace_calls(torch.hub.load, str(hub), "entry", source="local", trust_repo=True)
     assert loaded.result == 1
     rows = {r.distribution: r for r in trace.audit(host, [loaded])}
-    natten = rows["natten"]
-    assert natten.imported and natten.through_hub and natten.declared == ()
-    assert natten.first_importer == "hubconf.py:2" and natten.flag.startswith("undeclared")
-    assert natten.install_hints == ("requirement demo/requirements.txt:1",) and natten.host_imports == ()
+    row = rows["natten"]
+    assert row.imported and row.through_hub and row.declared == ()
+    assert row.first_importer == "hubconf.py:2" and row.flag.startswith("undeclared")
+    assert row.install_hints == ("requirement demo/requirements.txt:1",) and row.host_imports == ()
     assert rows["pyyaml"].declared == ("requirements.txt:2",) and not rows["pyyaml"].imported
     assert rows["pyyaml"].host_imports == ("host.py:2",)
     assert rows["pyyaml"].flag == "declared, not imported in the traced calls"

@@ -14,7 +14,6 @@ from pathlib import Path
 
 from .suite.params import DEFAULT_PLAN, ParamsError, load_plan, validate
 from .suite.publish import PublishError
-from .paths import REPO_ROOT
 
 DEFAULT_PARAMS = DEFAULT_PLAN
 

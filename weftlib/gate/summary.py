@@ -7,7 +7,6 @@ tables lives here, where it is tested.
 from __future__ import annotations
 
 import json
-
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
@@ -19,6 +18,8 @@ from .dfc_runner import dfc_available, docker_command, image, run_dfc
 from .pairing import Pairing
 
 if TYPE_CHECKING:
+    import pandas as pd
+
     from .probes import DfcPack
 
 STATUS_COLOURS = {"allowed": "#4caf50", "condition broken": "#ff9800", "blocker": "#e53935",
