@@ -24,16 +24,28 @@ from weftlib.suite import provenance, record
 
 def parse(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--out", type=Path, default=Path("outputs/bench"), help="folder for benchmark.json/benchmark.md/ONNX")
+    p.add_argument(
+        "--out", type=Path, default=Path("outputs/bench"), help="folder for benchmark.json/benchmark.md/ONNX"
+    )
     p.add_argument("--sizes", type=int, nargs="*", default=[32, 64, 128], help="square grid sizes")
     p.add_argument("--kernel", type=int, default=7)
     p.add_argument("--heads", type=int, default=4)
     p.add_argument("--dim", type=int, default=32)
-    p.add_argument("--naf", type=int, nargs=2, action="append", metavar=("SIZE", "LOW"),
-                   help="add a NAF geometry (queries SIZE^2, k/v LOW^2); default: 512 32")
+    p.add_argument(
+        "--naf",
+        type=int,
+        nargs=2,
+        action="append",
+        metavar=("SIZE", "LOW"),
+        help="add a NAF geometry (queries SIZE^2, k/v LOW^2); default: 512 32",
+    )
     p.add_argument("--no-naf", action="store_true", help="skip the NAF geometry")
-    p.add_argument("--naf-methods", nargs="+", default=["gather", "matmul", "shift", "lowres"],
-                   help="formulations timed at the NAF geometry (default: %(default)s)")
+    p.add_argument(
+        "--naf-methods",
+        nargs="+",
+        default=["gather", "matmul", "shift", "lowres"],
+        help="formulations timed at the NAF geometry (default: %(default)s)",
+    )
     p.add_argument("--methods", nargs="*", default=None, help="formulations (default: all that apply)")
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--repeats", type=int, default=5)
@@ -45,32 +57,53 @@ def parse(argv: list[str]) -> argparse.Namespace:
 
 
 def write(args: argparse.Namespace, rows: list[dict], ratios: list[dict], limits: dict, bounds: list[dict]) -> None:
-    payload = {"rows": rows, "speedups": ratios, "limits": limits, "against_limits": bounds,
-               "threads": args.threads, "machine": provenance.machine(), "versions": provenance.package_versions()}
+    payload = {
+        "rows": rows,
+        "speedups": ratios,
+        "limits": limits,
+        "against_limits": bounds,
+        "threads": args.threads,
+        "machine": provenance.machine(),
+        "versions": provenance.package_versions(),
+    }
     (args.out / "benchmark.json").write_text(json.dumps(record.jsonable(payload), indent=2))
-    (args.out / "benchmark.md").write_text(f"# Attention benchmark ({args.threads} threads)\n\n{_limits_line(limits)}\n\n"
-                                       f"{benchmark.to_markdown(rows)}\n\n{benchmark.to_markdown(ratios)}\n\n"
-                                       f"{benchmark.to_markdown(bounds)}\n")
+    (args.out / "benchmark.md").write_text(
+        f"# Attention benchmark ({args.threads} threads)\n\n{_limits_line(limits)}\n\n"
+        f"{benchmark.to_markdown(rows)}\n\n{benchmark.to_markdown(ratios)}\n\n"
+        f"{benchmark.to_markdown(bounds)}\n"
+    )
 
 
 def _limits_line(limits: dict) -> str:
-    return (f"machine in this run: sgemm {limits['sgemm_gflops']:.0f} GFLOP/s, copy {limits['copy_gbps']:.1f} GB/s, "
-            f"load average {limits['load_average']:.2f}")
+    return (
+        f"machine in this run: sgemm {limits['sgemm_gflops']:.0f} GFLOP/s, copy {limits['copy_gbps']:.1f} GB/s, "
+        f"load average {limits['load_average']:.2f}"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
     geoms = benchmark.grid(args.sizes, args.kernel, args.heads, args.dim)
     if not args.no_naf:
-        geoms += [benchmark.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])]
+        geoms += [
+            benchmark.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])
+        ]
     args.out.mkdir(parents=True, exist_ok=True)
     limits = measure.machine_limits(args.threads)
     rows: list[dict] = []
     for geom in geoms:  # the report is rewritten after each geometry: a long run keeps what it measured
-        rows += benchmark.sweep([geom], folder=args.out / "onnx", progress=True, methods=args.methods,
-                            repeats=args.repeats, natten_repeats=args.natten_repeats, threads=args.threads,
-                            memory=not args.no_memory, cap_bytes=int(args.cap_gib * 2**30),
-                            natten_max_bytes=int(args.natten_max_gib * 2**30))
+        rows += benchmark.sweep(
+            [geom],
+            folder=args.out / "onnx",
+            progress=True,
+            methods=args.methods,
+            repeats=args.repeats,
+            natten_repeats=args.natten_repeats,
+            threads=args.threads,
+            memory=not args.no_memory,
+            cap_bytes=int(args.cap_gib * 2**30),
+            natten_max_bytes=int(args.natten_max_gib * 2**30),
+        )
         ratios = benchmark.speedups(rows)
         write(args, rows, ratios, limits, benchmark.against_limits(rows, geoms, limits))
     after = measure.machine_limits(args.threads)

@@ -33,8 +33,17 @@ def main() -> None:
     parser.add_argument("--json", type=Path, help="also write the full result here")
     args = parser.parse_args()
     result = memory.benchmark_against_limits(
-        args.shape, args.res, args.channels, args.methods, args.dtype, args.threads, args.repeats,
-        {"im2col": args.chunk_rows or None}, args.spconv_threads, progress=False)
+        args.shape,
+        args.res,
+        args.channels,
+        args.methods,
+        args.dtype,
+        args.threads,
+        args.repeats,
+        {"im2col": args.chunk_rows or None},
+        args.spconv_threads,
+        progress=False,
+    )
     print(memory.format_benchmark(result), flush=True)
     if args.json:
         args.json.write_text(json.dumps(record.jsonable({**result, "machine": provenance.machine()}), indent=2))

@@ -22,8 +22,14 @@ def write_notebook(path: Path, parameters: str, body: str) -> Path:
     """A minimal notebook in the suite's shape: imports, a `parameters` cell, a body cell."""
     params = new_code_cell(parameters)
     params.metadata["tags"] = ["parameters"]
-    nb = new_notebook(cells=[new_markdown_cell("# tiny"), new_code_cell("from weftlib.suite import record"),
-                             params, new_code_cell(body)])
+    nb = new_notebook(
+        cells=[
+            new_markdown_cell("# tiny"),
+            new_code_cell("from weftlib.suite import record"),
+            params,
+            new_code_cell(body),
+        ]
+    )
     nb.metadata["kernelspec"] = {"name": "weftlib", "display_name": "weftlib", "language": "python"}
     nbformat.write(nb, path)
     return path
@@ -34,11 +40,17 @@ def tiny_suite(tmp_path: Path):
     """A notebook folder with one passing and one failing notebook, and a writer for parameter files."""
     nb_dir = tmp_path / "notebooks"
     nb_dir.mkdir()
-    write_notebook(nb_dir / "10_ok.ipynb", 'run_dir = ""\nsize = 3\nscale = 0.5\nlabel = "x"',
-                   'rec = record.Recorder("10_ok", run_dir)\nrec.record("size", size, headline=True)\nassert size > 0')
-    write_notebook(nb_dir / "20_bad.ipynb", 'run_dir = ""\nsize = 3',
-                   'rec = record.Recorder("20_bad", run_dir)\nrec.record("size", size)\n'
-                   'assert size < 0, "a false claim must fail the run"')
+    write_notebook(
+        nb_dir / "10_ok.ipynb",
+        'run_dir = ""\nsize = 3\nscale = 0.5\nlabel = "x"',
+        'rec = record.Recorder("10_ok", run_dir)\nrec.record("size", size, headline=True)\nassert size > 0',
+    )
+    write_notebook(
+        nb_dir / "20_bad.ipynb",
+        'run_dir = ""\nsize = 3',
+        'rec = record.Recorder("20_bad", run_dir)\nrec.record("size", size)\n'
+        'assert size < 0, "a false claim must fail the run"',
+    )
 
     def params(text: str) -> Path:
         path = tmp_path / "params.yaml"

@@ -112,8 +112,15 @@ def test_explicit_scale_is_used() -> None:
 
 def test_index_table_is_natten_rule_by_hand() -> None:
     # size 7, kernel 3, dilation 2: groups {0,2,4,6} (4 long) and {1,3,5} (3 long), windows clamped inward
-    assert index_math.axis_table(7, 3, 2) == ((0, 2, 4), (1, 3, 5), (0, 2, 4), (1, 3, 5), (2, 4, 6), (1, 3, 5),
-                                             (2, 4, 6))
+    assert index_math.axis_table(7, 3, 2) == (
+        (0, 2, 4),
+        (1, 3, 5),
+        (0, 2, 4),
+        (1, 3, 5),
+        (2, 4, 6),
+        (1, 3, 5),
+        (2, 4, 6),
+    )
     # even kernel 4: left 2, right 1
     assert index_math.axis_table(6, 4, 1)[3] == (1, 2, 3, 4)
 
@@ -134,7 +141,7 @@ def test_onehot_tiles_select_the_table() -> None:
     for size, kernel, dil in ((13, 3, 3), (29, 5, 3), (40, 4, 1)):
         starts, span, onehot = index_math.onehot_tiles(size, kernel, dil)
         x = torch.arange(size, dtype=torch.float32)
-        tiles = torch.stack([x[s:s + span] for s in starts])
+        tiles = torch.stack([x[s : s + span] for s in starts])
         picked = (onehot @ tiles[..., None]).reshape(-1, kernel)[:size]
         assert picked.tolist() == [list(map(float, row)) for row in index_math.axis_table(size, kernel, dil)]
 
@@ -153,10 +160,8 @@ REFUSALS = {
     "dilation 0": (lambda: _qkv(), {"kernel_size": 3, "dilation": 0}, "dilation"),
     "dilation 3-tuple": (lambda: _qkv(), {"kernel_size": 3, "dilation": (1, 1, 1)}, "dilation"),
     "kernel x dilation > size": (lambda: _qkv(), {"kernel_size": 5, "dilation": 2}, "kernel_size"),
-    "qk head dims": (lambda: (_qkv()[0], _randn(1, 9, 10, 2, 16, seed=1), _qkv()[2]), {"kernel_size": 3},
-                     "head dims"),
-    "batch": (lambda: (_qkv()[0], *(t.repeat(2, 1, 1, 1, 1) for t in _qkv()[1:])), {"kernel_size": 3},
-              "batch"),
+    "qk head dims": (lambda: (_qkv()[0], _randn(1, 9, 10, 2, 16, seed=1), _qkv()[2]), {"kernel_size": 3}, "head dims"),
+    "batch": (lambda: (_qkv()[0], *(t.repeat(2, 1, 1, 1, 1) for t in _qkv()[1:])), {"kernel_size": 3}, "batch"),
     "layout": (lambda: (_qkv()[0], *_qkv(h=10)[1:]), {"kernel_size": 3}, "token layout"),
     "kv heads": (lambda: _qkv(heads=3, kv=2), {"kernel_size": 3}, "heads"),
     "dtype": (lambda: (_qkv()[0], _qkv()[1].double(), _qkv()[2]), {"kernel_size": 3}, "dtype"),
@@ -210,8 +215,17 @@ def test_swap_reroutes_and_restores() -> None:
             assert natten.na2d is not original and natten.functional.na2d is not original
             assert module.na2d is natten.na2d
             out = module.run(q, k, v)  # positional like natten: stride=1, dilation=2
-            kw = natten.na2d(q, k, v, kernel_size=5, stride=(1, 1), dilation=2, is_causal=False,
-                             backend="cutlass-fna", torch_compile=False)
+            kw = natten.na2d(
+                q,
+                k,
+                v,
+                kernel_size=5,
+                stride=(1, 1),
+                dilation=2,
+                is_causal=False,
+                backend="cutlass-fna",
+                torch_compile=False,
+            )
         assert natten.na2d is original and natten.functional.na2d is original and module.na2d is original
         assert (out - ref).abs().max().item() <= TOL and (kw - ref).abs().max().item() <= TOL
     finally:
@@ -294,8 +308,16 @@ def test_exports_with_static_standard_ops(method: str) -> None:
     buffer = io.BytesIO()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(module, inputs, buffer, dynamo=False, opset_version=17, do_constant_folding=True,
-                          input_names=["q", "k", "v"], output_names=["out"])
+        torch.onnx.export(
+            module,
+            inputs,
+            buffer,
+            dynamo=False,
+            opset_version=17,
+            do_constant_folding=True,
+            input_names=["q", "k", "v"],
+            output_names=["out"],
+        )
     model = onnx.load_from_string(buffer.getvalue())
     onnx.checker.check_model(model, full_check=True)
     assert model.ir_version <= 10
@@ -309,8 +331,14 @@ def test_exports_with_static_standard_ops(method: str) -> None:
 def test_exports_through_weftlib_onnx_export(method: str, tmp_path) -> None:
     """The path notebook 02 uses (dynamo exporter, folded, IR <= 10): no known blocker in any method."""
     from weftlib.onnx_core import export as onnx_export
-    report = onnx_export.export(attention.NA2d((3, 2), (2, 3), method=method), _export_inputs(method),
-                                tmp_path / f"{method}.onnx", input_names=["q", "k", "v"], output_names=["out"])
+
+    report = onnx_export.export(
+        attention.NA2d((3, 2), (2, 3), method=method),
+        _export_inputs(method),
+        tmp_path / f"{method}.onnx",
+        input_names=["q", "k", "v"],
+        output_names=["out"],
+    )
     assert report.parity_ok and report.max_abs_diff <= TOL, report.max_abs_diff
     assert report.ir_version <= 10 and not report.plumbing and not report.dynamic_gathers
     _check_op_set(onnx.load(str(report.path)), method)
@@ -337,5 +365,5 @@ def test_band_rows_respects_the_budget() -> None:
     from weftlib.attention import formulations
 
     assert formulations.band_rows(512, 10, 1000) == 100
-    assert formulations.band_rows(512, 10 ** 9, 1000) == 1  # never zero rows
+    assert formulations.band_rows(512, 10**9, 1000) == 1  # never zero rows
     assert formulations.band_rows(8, 1, 1000) == 8  # never more than the map

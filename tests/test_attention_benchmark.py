@@ -46,7 +46,10 @@ def test_measure_geometry_rows(tmp_path):
     g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
     rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=1, memory=False)
     assert [(r["method"], r["backend"], r["status"]) for r in rows] == [
-        ("natten", "natten", "ok"), ("shift", "torch", "ok"), ("shift", "onnxruntime", "ok")]
+        ("natten", "natten", "ok"),
+        ("shift", "torch", "ok"),
+        ("shift", "onnxruntime", "ok"),
+    ]
     assert all(r["seconds"] > 0 for r in rows)
     assert all(r["max_abs_diff"] <= 1e-5 and r["reference"] == "natten" for r in rows[1:])
     assert rows[2]["onnx_bytes"] == (tmp_path / "t_shift.onnx").stat().st_size
@@ -57,8 +60,9 @@ def test_measure_geometry_rows(tmp_path):
 
 def test_natten_skipped_when_dense_scores_too_big(tmp_path):
     g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
-    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, memory=False,
-                                  natten_max_bytes=g.natten_dense_bytes() - 1)
+    rows = benchmark.measure_geometry(
+        g, ["shift"], folder=tmp_path, repeats=1, memory=False, natten_max_bytes=g.natten_dense_bytes() - 1
+    )
     assert rows[0]["status"].startswith("skipped") and rows[0]["seconds"] is None
     assert rows[1]["reference"] == "shift" and rows[1]["max_abs_diff"] == 0.0
 
@@ -67,8 +71,14 @@ def test_masked_refusal_is_reported_not_raised(tmp_path, monkeypatch):
     from weftlib.attention import formulations
 
     monkeypatch.setattr(formulations, "MASKED_MAX_SCORES", 10)
-    rows = benchmark.measure_geometry(benchmark.Geometry("t", (8, 8), 2, 8, 8, 3), ["masked"], folder=tmp_path,
-                                  repeats=1, memory=False, run_natten=False)
+    rows = benchmark.measure_geometry(
+        benchmark.Geometry("t", (8, 8), 2, 8, 8, 3),
+        ["masked"],
+        folder=tmp_path,
+        repeats=1,
+        memory=False,
+        run_natten=False,
+    )
     assert rows[0]["status"].startswith("refused") and rows[1]["status"].startswith("not exported")
 
 
@@ -97,8 +107,10 @@ def test_against_limits_divides_by_the_data_movement_bound():
     g = benchmark.naf_geometry()
     assert g.gathered_bytes() == 4 * 512 * 512 * 81 * 4 * (64 + 256)  # about 109 GB of gathered k, v
     limits = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
-    rows = [{"geometry": g.name, "method": "shift", "backend": "torch", "seconds": 21.74, "peak_bytes": 2 ** 30},
-            {"geometry": g.name, "method": "gather", "backend": "onnxruntime", "seconds": None, "peak_bytes": None}]
+    rows = [
+        {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": 21.74, "peak_bytes": 2**30},
+        {"geometry": g.name, "method": "gather", "backend": "onnxruntime", "seconds": None, "peak_bytes": None},
+    ]
     (row,) = benchmark.against_limits(rows, [g], limits)
     assert row["bound_seconds"] == pytest.approx(g.gathered_bytes() / 10e9)
     assert row["over_bound"] == pytest.approx(21.74 / row["bound_seconds"]) and row["peak_GiB"] == 1.0

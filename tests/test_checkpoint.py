@@ -28,7 +28,8 @@ def test_flag_off_reports_the_mismatch_and_the_strict_error():
     assert off.mismatches == (checkpoint.Mismatch("proj.weight", (3, 4), (3, 8)),)
     assert "size mismatch for proj.weight" in off.strict_error and "torch.Size([3, 8])" in off.strict_error
     assert checkpoint.mismatch_records([on, off]) == [
-        {"flag": "wide=False", "key": "proj.weight", "expected": [3, 4], "checkpoint": [3, 8]}]
+        {"flag": "wide=False", "key": "proj.weight", "expected": [3, 4], "checkpoint": [3, 8]}
+    ]
 
 
 def test_missing_and_unexpected_keys_are_listed():

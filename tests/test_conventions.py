@@ -42,6 +42,7 @@ def staged_text(path):
             return out.stdout
     return path.read_text(encoding="utf-8")
 
+
 LITERAL_NODES = (ast.Constant, ast.List, ast.Tuple, ast.Dict, ast.Set, ast.UnaryOp, ast.USub, ast.UAdd)
 
 
@@ -64,10 +65,20 @@ def is_loop_in_disguise(node: ast.AST) -> bool:
 
 
 def test_a_comprehension_statement_is_refused_like_a_loop():
-    refused = ["[ax.plot(x) for x in xs]", "{print(k) for k in ks}", "(f(x) for x in xs)", "{k: f(k) for k in ks}",
-               "if x:\n    [f(y) for y in x]"]
-    allowed = ["ys = [f(x) for x in xs]", "g([f(x) for x in xs])", "pd.DataFrame([{'a': x} for x in xs])",
-               "assert all(f(x) for x in xs)", "x = {k: v for k, v in d.items()}"]
+    refused = [
+        "[ax.plot(x) for x in xs]",
+        "{print(k) for k in ks}",
+        "(f(x) for x in xs)",
+        "{k: f(k) for k in ks}",
+        "if x:\n    [f(y) for y in x]",
+    ]
+    allowed = [
+        "ys = [f(x) for x in xs]",
+        "g([f(x) for x in xs])",
+        "pd.DataFrame([{'a': x} for x in xs])",
+        "assert all(f(x) for x in xs)",
+        "x = {k: v for k, v in d.items()}",
+    ]
     assert all(any(is_loop_in_disguise(n) for n in ast.walk(ast.parse(s))) for s in refused)
     assert not any(is_loop_in_disguise(n) for s in allowed for n in ast.walk(ast.parse(s)))
 
@@ -96,8 +107,13 @@ class TestNotebook:
         tagged = [i for i, c in enumerate(cells) if "parameters" in c.metadata.get("tags", [])]
         assert tagged == [1], f"exactly one `parameters` cell, right after the imports; found at {tagged}"
         body = ast.parse(cells[1].source).body
-        assert all(isinstance(s, ast.Assign) and len(s.targets) == 1 and isinstance(s.targets[0], ast.Name)
-                   and is_literal(s.value) for s in body), "parameters must be `name = literal`"
+        assert all(
+            isinstance(s, ast.Assign)
+            and len(s.targets) == 1
+            and isinstance(s.targets[0], ast.Name)
+            and is_literal(s.value)
+            for s in body
+        ), "parameters must be `name = literal`"
         assert "run_dir" in declared_parameters(NOTEBOOKS[name])
 
     def test_no_imports_after_the_first_cell(self, name):
@@ -108,8 +124,9 @@ class TestNotebook:
     def test_logic_lives_in_weftlib(self, name):
         for cell in code_cells(NOTEBOOKS[name]):
             for node in ast.walk(ast.parse(cell.source)):
-                assert not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For,
-                                             ast.While)), f"{type(node).__name__} in: {cell.source[:60]}"
+                assert not isinstance(
+                    node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.For, ast.While)
+                ), f"{type(node).__name__} in: {cell.source[:60]}"
                 assert not is_loop_in_disguise(node), f"a comprehension run for its side effects in: {cell.source[:60]}"
 
     def test_claims_are_asserted_and_recorded(self, name):
@@ -146,7 +163,7 @@ def test_strip_removes_what_lab_saves():
 def test_lab_autosave_never_reaches_a_commit(tmp_path):
     """A scratch repository configured exactly as the Makefile does: outputs saved into a notebook show no
     diff, and after `git add` there is nothing to commit (the index blob is the clean notebook)."""
-    command = re.search(r'^NBSTRIP := (.*)$', (REPO / "Makefile").read_text(), re.M).group(1)
+    command = re.search(r"^NBSTRIP := (.*)$", (REPO / "Makefile").read_text(), re.M).group(1)
     repo = tmp_path / "repo"
     (repo / "scripts").mkdir(parents=True)
     (repo / "notebooks").mkdir()
@@ -155,6 +172,7 @@ def test_lab_autosave_never_reaches_a_commit(tmp_path):
     shutil.copy(NOTEBOOKS["00_overview"], repo / "notebooks" / "00_overview.ipynb")
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}
     import os
+
     env = {**os.environ, **env}
     for step in ("git init -q", command, "git add -A", "git commit -qm init"):
         assert subprocess.run(step, shell=True, cwd=repo, env=env, capture_output=True).returncode == 0, step

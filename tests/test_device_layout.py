@@ -45,8 +45,13 @@ def test_attention_layout_equals_the_formulation_and_passes_the_input_rule(tmp_p
     # and the faithful rank-5 export of the same formulation is not readable: the rule bites
     from weftlib.onnx_core import export as onnx_export
 
-    faithful = onnx_export.export(attention.NA2d(3, 2, method=method), (q, k, v), tmp_path / f"f_{method}.onnx",
-                                  input_names=["q", "k", "v"], output_names=["out"])
+    faithful = onnx_export.export(
+        attention.NA2d(3, 2, method=method),
+        (q, k, v),
+        tmp_path / f"f_{method}.onnx",
+        input_names=["q", "k", "v"],
+        output_names=["out"],
+    )
     assert not device_gate(faithful.path, ops).readable
 
 

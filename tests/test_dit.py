@@ -44,12 +44,36 @@ def test_stand_in_has_the_upstream_structure(small):
     src = dit.source_of(model)
     assert src.stand_in and src.label == "stand-in" and src.backend == "sdpa"
     assert src.config_file == standins.HOST_ROOT / dit.FLOW_CONFIG
-    assert {k: src.args[k] for k in ("resolution", "in_channels", "out_channels", "num_heads", "mlp_ratio",
-                                     "pe_mode", "share_mod", "qk_rms_norm", "qk_rms_norm_cross",
-                                     "image_attn_mode", "model_channels", "num_blocks")} == {
-        "resolution": 8, "in_channels": 8, "out_channels": 8, "num_heads": 12, "mlp_ratio": 5.3334,
-        "pe_mode": "rope", "share_mod": True, "qk_rms_norm": True, "qk_rms_norm_cross": True,
-        "image_attn_mode": "proj", "model_channels": 192, "num_blocks": 1}
+    assert {
+        k: src.args[k]
+        for k in (
+            "resolution",
+            "in_channels",
+            "out_channels",
+            "num_heads",
+            "mlp_ratio",
+            "pe_mode",
+            "share_mod",
+            "qk_rms_norm",
+            "qk_rms_norm_cross",
+            "image_attn_mode",
+            "model_channels",
+            "num_blocks",
+        )
+    } == {
+        "resolution": 8,
+        "in_channels": 8,
+        "out_channels": 8,
+        "num_heads": 12,
+        "mlp_ratio": 5.3334,
+        "pe_mode": "rope",
+        "share_mod": True,
+        "qk_rms_norm": True,
+        "qk_rms_norm_cross": True,
+        "image_attn_mode": "proj",
+        "model_channels": 192,
+        "num_blocks": 1,
+    }
     assert type(model).__name__ == "SparseStructureFlowModel" and len(model.blocks) == 1
     assert model.rope_phases.dtype == torch.complex64 and model.rope_phases.shape == (512, 8)
     # how the complex RoPE, the F.normalize qk norm and the cos/sin timestep embedding behave is tested by what
@@ -200,8 +224,14 @@ def test_device_layout_is_rank_4_and_equal(small):
 def test_each_exact_change_stays_within_rounding(small):
     model, inputs, out = small
     variants = {v.name: v for v in dit.exact_variants(model, inputs)}
-    assert list(variants) == ["faithful", "device_layout", "device_layout+host_timestep",
-                              "device_layout+matmul_rms_norm", "device_layout+naive_attention", "device_layout+all"]
+    assert list(variants) == [
+        "faithful",
+        "device_layout",
+        "device_layout+host_timestep",
+        "device_layout+matmul_rms_norm",
+        "device_layout+naive_attention",
+        "device_layout+all",
+    ]
     diffs = {name: dit.max_abs_diff(v.output(), out) for name, v in variants.items()}
     assert diffs["faithful"] == 0  # only real RoPE: bit-identical; the rest may reorder float sums
     assert max(diffs.values()) <= 1e-5, diffs
@@ -232,5 +262,7 @@ def test_exports_carry_the_ranks_and_the_ops_each_change_removes(small, tmp_path
     assert not any(row["in DEVICE_OPS"] for row in table[:first]) and all(r["in DEVICE_OPS"] for r in table[first:])
     rows = {r["op"]: r for r in dit.outside_table(faithful, ops)}
     assert rows["Cos"]["listed"] == "blocker" and rows["Cos"]["from"] == "t_embedder"
-    assert sorted(p.name for p in tmp_path.glob("*.parity.json")) == ["dit_device_layout__all.parity.json",
-                                                                      "dit_faithful.parity.json"]
+    assert sorted(p.name for p in tmp_path.glob("*.parity.json")) == [
+        "dit_device_layout__all.parity.json",
+        "dit_faithful.parity.json",
+    ]

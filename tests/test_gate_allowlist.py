@@ -24,8 +24,26 @@ def statuses(data: dict) -> dict[str, str]:
 def test_the_committed_file_loads_and_holds_the_public_evidence():
     ops = load_device_ops()
     assert {"MatMul", "Softmax", "LayerNormalization", "Erf", "Conv", "Slice", "Concat", "Gather"} <= ops.allowed
-    assert {"GatherElements", "TopK", "Mod", "ScatterND", "Tile", "Where", "Expand", "QuantizeLinear",
-            "MatMulInteger", "Cast", "Sin", "Cos", "Not", "And", "Greater", "Less", "IsInf", "IsNaN"} <= ops.blockers
+    assert {
+        "GatherElements",
+        "TopK",
+        "Mod",
+        "ScatterND",
+        "Tile",
+        "Where",
+        "Expand",
+        "QuantizeLinear",
+        "MatMulInteger",
+        "Cast",
+        "Sin",
+        "Cos",
+        "Not",
+        "And",
+        "Greater",
+        "Less",
+        "IsInf",
+        "IsNaN",
+    } <= ops.blockers
     # every source is a public document, never an issue of this project
     sources = [e.source for entry in ops.entries.values() for e in entry.evidence if e.seen != "assumed"]
     sources += [v.source for v in ops.verdicts]
@@ -33,7 +51,10 @@ def test_the_committed_file_loads_and_holds_the_public_evidence():
     assert any(v.verdict == "unjudged" and {"Cos", "Sin", "ReduceL2"} <= set(v.contains) for v in ops.verdicts)
     assert not ops.allowed & ops.blockers
     assert (ops.condition("Gather"), ops.condition("Erf"), ops.condition("Softmax")) == (
-        "constant_index", "gelu_pattern", "last_axis")
+        "constant_index",
+        "gelu_pattern",
+        "last_axis",
+    )
     assert (ops.max_ir_version, ops.opsets) == (10, (13, 23)) and ops.target_arch in DFC5_ARCHS
 
 
@@ -102,24 +123,28 @@ def test_a_parsed_graph_containing_a_blocker_is_unexplained(raw):
     data["recorded_verdicts"][2]["contains"].append("TopK")
     rows = [r for r in check_recorded_verdicts(parse_device_ops(data)) if not r["explained"]]
     assert [(r["op"], r["finding"]) for r in rows] == [
-        ("TopK", "blocker here, yet the graph parsed: the allowlist is too strict")]
+        ("TopK", "blocker here, yet the graph parsed: the allowlist is too strict")
+    ]
 
 
-@pytest.mark.parametrize("edit, message", [
-    (lambda d: d.update(devices_ops={}), "file: unknown key(s) ['devices_ops']"),
-    (lambda d: d["device_ops"]["MatMul"].update(evidnce=[]), "device_ops.MatMul: unknown key(s) ['evidnce']"),
-    (lambda d: d["device_ops"].update(TopK={"evidence": "assumed"}), "TopK is in both"),
-    (lambda d: d["device_ops"]["Gather"].update(condition="constant"), "'constant' is not a condition"),
-    (lambda d: d["device_ops"]["MatMul"]["evidence"][0].update(seen="ok"), "evidence[0].seen: 'ok'"),
-    (lambda d: d["device_ops"]["MatMul"]["evidence"][0].pop("source"), "missing key(s) ['source']"),
-    (lambda d: d["device_ops"]["MatMul"].update(evidence=[]), "write `evidence: assumed`"),
-    (lambda d: d["compiler"].update(opsets=[23, 13]), "lowest 23 is above highest 13"),
-    (lambda d: d["recorded_verdicts"][0].pop("blocked_by"), "needs `blocked_by`"),
-    (lambda d: d["recorded_verdicts"][0].update(verdict="ok"), "verdict: 'ok'"),
-    (lambda d: d.pop("known_blockers"), "missing key(s) ['known_blockers']"),
-    (lambda d: d.pop("target"), "missing key(s) ['target']"),
-    (lambda d: d["target"].pop("arch"), "target: missing key(s) ['arch']"),
-])
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda d: d.update(devices_ops={}), "file: unknown key(s) ['devices_ops']"),
+        (lambda d: d["device_ops"]["MatMul"].update(evidnce=[]), "device_ops.MatMul: unknown key(s) ['evidnce']"),
+        (lambda d: d["device_ops"].update(TopK={"evidence": "assumed"}), "TopK is in both"),
+        (lambda d: d["device_ops"]["Gather"].update(condition="constant"), "'constant' is not a condition"),
+        (lambda d: d["device_ops"]["MatMul"]["evidence"][0].update(seen="ok"), "evidence[0].seen: 'ok'"),
+        (lambda d: d["device_ops"]["MatMul"]["evidence"][0].pop("source"), "missing key(s) ['source']"),
+        (lambda d: d["device_ops"]["MatMul"].update(evidence=[]), "write `evidence: assumed`"),
+        (lambda d: d["compiler"].update(opsets=[23, 13]), "lowest 23 is above highest 13"),
+        (lambda d: d["recorded_verdicts"][0].pop("blocked_by"), "needs `blocked_by`"),
+        (lambda d: d["recorded_verdicts"][0].update(verdict="ok"), "verdict: 'ok'"),
+        (lambda d: d.pop("known_blockers"), "missing key(s) ['known_blockers']"),
+        (lambda d: d.pop("target"), "missing key(s) ['target']"),
+        (lambda d: d["target"].pop("arch"), "target: missing key(s) ['arch']"),
+    ],
+)
 def test_bad_entries_are_clear_errors(raw, edit, message):
     data = copy.deepcopy(raw)
     edit(data)

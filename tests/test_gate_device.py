@@ -19,8 +19,16 @@ def ops() -> DeviceOps:
 def test_attention_graph_passes(tmp_path, ops):
     result = device_gate(save(attention(), tmp_path / "attn.onnx"), ops)
     assert result.passed, result.problems
-    assert result.ops == {"Add": 1, "Div": 1, "Erf": 1, "LayerNormalization": 1, "MatMul": 2, "Mul": 2,
-                          "Softmax": 1, "Transpose": 1}
+    assert result.ops == {
+        "Add": 1,
+        "Div": 1,
+        "Erf": 1,
+        "LayerNormalization": 1,
+        "MatMul": 2,
+        "Mul": 2,
+        "Softmax": 1,
+        "Transpose": 1,
+    }
     assert (result.nodes, result.ir_version, result.opset) == (10, 10, 17)
 
 
@@ -51,9 +59,12 @@ def test_non_constant_gather_is_a_problem_even_though_gather_is_allowlisted(tmp_
 
 
 def test_gather_index_from_constant_node_counts_as_constant(tmp_path, ops):
-    nodes = [helper.make_node("Constant", [], ["idx"], name="/c", value=helper.make_tensor(
-                 "v", onnx.TensorProto.INT64, [2], [0, 1])),
-             helper.make_node("Gather", ["x", "idx"], ["y"], name="/g", axis=1)]
+    nodes = [
+        helper.make_node(
+            "Constant", [], ["idx"], name="/c", value=helper.make_tensor("v", onnx.TensorProto.INT64, [2], [0, 1])
+        ),
+        helper.make_node("Gather", ["x", "idx"], ["y"], name="/g", axis=1),
+    ]
     model = make(nodes, [tensor("x")], [tensor("y", (1, 2, 8))])
     assert device_gate(save(model, tmp_path / "g.onnx"), ops).passed
 
@@ -66,10 +77,13 @@ def test_standalone_erf_and_non_last_axis_softmax_break_their_conditions(tmp_pat
     assert [(c.op, c.condition) for c in s1.conditions] == [("Softmax", "last_axis")]
 
 
-@pytest.mark.parametrize("change, expected", [
-    (dict(ir=11), "IR version 11 > 10"),
-    (dict(opset=11), "opset 11 outside 13-23"),
-])
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        (dict(ir=11), "IR version 11 > 10"),
+        (dict(opset=11), "opset 11 outside 13-23"),
+    ],
+)
 def test_compiler_graph_limits(tmp_path, ops, change, expected):
     result = device_gate(save(attention(**change), tmp_path / "m.onnx"), ops)
     assert not result.passed and result.failing_ops == ()
@@ -78,8 +92,9 @@ def test_compiler_graph_limits(tmp_path, ops, change, expected):
 
 def test_non_standard_domain_and_dynamic_input_are_problems(tmp_path, ops):
     nodes = [helper.make_node("FastGelu", ["x"], ["y"], name="/ms/FastGelu", domain="com.microsoft")]
-    model = make(nodes, [tensor("x", ("batch", 4, 8))], [tensor("y", ("batch", 4, 8))],
-                 extra_opsets=[("com.microsoft", 1)])
+    model = make(
+        nodes, [tensor("x", ("batch", 4, 8))], [tensor("y", ("batch", 4, 8))], extra_opsets=[("com.microsoft", 1)]
+    )
     result = device_gate(save(model, tmp_path / "ms.onnx"), ops)
     assert "com.microsoft::FastGelu" in result.outside
     assert any("non-standard op domain(s) ['com.microsoft']" in p for p in result.problems)
@@ -87,23 +102,32 @@ def test_non_standard_domain_and_dynamic_input_are_problems(tmp_path, ops):
 
 
 def test_ops_inside_subgraphs_are_counted(tmp_path, ops):
-    branch = helper.make_graph([helper.make_node("TopK", ["x", "k"], ["v", "i"], name="/if/TopK", axis=-1)],
-                               "then", [], [tensor("v", (1, 1, 4, 2)), helper.make_tensor_value_info(
-                                   "i", onnx.TensorProto.INT64, [1, 4, 2])])
-    other = helper.make_graph([helper.make_node("Identity", ["x"], ["w"], name="/else/Id")], "else", [],
-                              [tensor("w")])
+    branch = helper.make_graph(
+        [helper.make_node("TopK", ["x", "k"], ["v", "i"], name="/if/TopK", axis=-1)],
+        "then",
+        [],
+        [tensor("v", (1, 1, 4, 2)), helper.make_tensor_value_info("i", onnx.TensorProto.INT64, [1, 4, 2])],
+    )
+    other = helper.make_graph([helper.make_node("Identity", ["x"], ["w"], name="/else/Id")], "else", [], [tensor("w")])
     nodes = [helper.make_node("If", ["c"], ["out"], name="/If", then_branch=branch, else_branch=other)]
-    model = make(nodes, [tensor("x"), helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
-                 [tensor("out", (1, 1, 4, 2))], [onnx.numpy_helper.from_array(__import__("numpy").array([2]), "k")])
+    model = make(
+        nodes,
+        [tensor("x"), helper.make_tensor_value_info("c", onnx.TensorProto.BOOL, [])],
+        [tensor("out", (1, 1, 4, 2))],
+        [onnx.numpy_helper.from_array(__import__("numpy").array([2]), "k")],
+    )
     result = device_gate(save(model, tmp_path / "if.onnx"), ops)
     assert set(result.outside) == {"If", "TopK"}
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"", "empty file"),
-    (b"this is not a model\n" * 20, "not a readable ONNX model (DecodeError"),
-    (bytes(range(256)) * 4, "not a readable ONNX model"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"", "empty file"),
+        (b"this is not a model\n" * 20, "not a readable ONNX model (DecodeError"),
+        (bytes(range(256)) * 4, "not a readable ONNX model"),
+    ],
+)
 def test_broken_files_fail_with_a_reason(tmp_path, ops, content, reason):
     path = tmp_path / "broken.onnx"
     path.write_bytes(content)
@@ -144,8 +168,13 @@ def test_numeric_check_beside_the_file_decides_too(tmp_path):
     from weftlib.onnx_core import export as onnx_export
     from weftlib.gate import device_gate
 
-    rep = onnx_export.export(torch.nn.Conv2d(4, 3, 1), (torch.randn(1, 4, 2, 2),), tmp_path / "lin.onnx",
-                             input_names=["x"], output_names=["y"])
+    rep = onnx_export.export(
+        torch.nn.Conv2d(4, 3, 1),
+        (torch.randn(1, 4, 2, 2),),
+        tmp_path / "lin.onnx",
+        input_names=["x"],
+        output_names=["y"],
+    )
     allow = ["Conv"]
     good = device_gate(rep.path, allow)
     assert good.passed and good.parity["parity_ok"] and good.parity["max_abs_diff"] <= 1e-4
@@ -158,12 +187,17 @@ def test_numeric_check_beside_the_file_decides_too(tmp_path):
 
 def dit_inputs() -> onnx.ModelProto:
     """RFD 1154's input layer case: x [1,8,8,8,8] (rank 5), a rank-1 timestep, a rank-3 conditioning."""
-    nodes = [helper.make_node("ReduceMean", ["x"], ["xm"], name="/x/ReduceMean", axes=[4], keepdims=0),
-             helper.make_node("Add", ["xm", "t"], ["xt"], name="/t/Add"),
-             helper.make_node("ReduceMean", ["cond"], ["cm"], name="/c/ReduceMean", axes=[1], keepdims=0),
-             helper.make_node("Relu", ["xt"], ["y"], name="/y/Relu")]
-    return make(nodes, [tensor("x", (1, 8, 8, 8, 8)), tensor("t", (1,)), tensor("cond", (1, 4, 8))],
-                [tensor("y", (1, 8, 8, 8)), tensor("cm", (1, 8))])
+    nodes = [
+        helper.make_node("ReduceMean", ["x"], ["xm"], name="/x/ReduceMean", axes=[4], keepdims=0),
+        helper.make_node("Add", ["xm", "t"], ["xt"], name="/t/Add"),
+        helper.make_node("ReduceMean", ["cond"], ["cm"], name="/c/ReduceMean", axes=[1], keepdims=0),
+        helper.make_node("Relu", ["xt"], ["y"], name="/y/Relu"),
+    ]
+    return make(
+        nodes,
+        [tensor("x", (1, 8, 8, 8, 8)), tensor("t", (1,)), tensor("cond", (1, 4, 8))],
+        [tensor("y", (1, 8, 8, 8)), tensor("cm", (1, 8))],
+    )
 
 
 def test_inputs_not_rank_4_fail_the_gate_with_the_input_layers_reason(tmp_path, ops):

@@ -16,54 +16,98 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures" / "dfc-logs"  # public D
 
 SHUFFLE = "UnsupportedShuffleLayerError"
 EXPECTED = {
-    "01": dict(verdict="rejected", errors=[], end_nodes=(
-        "CCT_OCR_nchw_1/CCT_OCR_1/mlp_1/dense_1/Gelu/mul", "CCT_OCR_nchw_1/CCT_OCR_1/mlp_1/dense_1/Gelu/truediv"),
-        last_frame="hailo_sdk_client/sdk_backend/parser/parser.py:239 in translate_onnx_model"),
-    "03": dict(verdict="rejected", errors=[
-        (SHUFFLE, "CCT_OCR_1/patch_extractor_1/Reshape_1", None),
-        (SHUFFLE, "CCT_OCR_1/mlp_1/dense_1/MatMul_post_reshape", None),
-        (SHUFFLE, "CCT_OCR_1/transformer_block_1_1/mlp_1/dense_1_1/MatMul_pre_reshape", None),
-        (SHUFFLE, "CCT_OCR_1/transformer_block_1_1/multi_head_attention_1/key_1/Reshape_1", None),
-        (SHUFFLE, "CCT_OCR_1/transformer_block_4_1/multi_head_attention_3_1/key_1/Reshape_1", None),
-        (SHUFFLE, "CCT_OCR_1/transformer_block_4_1/multi_head_attention_3_1/query_1/Reshape_1", None),
-        (SHUFFLE, "CCT_OCR_1/transformer_block_4_1/multi_head_attention_3_1/value_1/Reshape_1", None),
-        (SHUFFLE, "CCT_OCR_1/transformer_block_3_1/mlp_2_1/dense_5_1/MatMul_post_reshape", None),
-        (SHUFFLE, "CCT_OCR_1/transformer_block_2_1/mlp_1_1/dense_4_1/MatMul_pre_reshape", None),
-        ("UnsupportedSoftmaxLayerError", "CCT_OCR_1/transformer_block_2_1/multi_head_attention_1_1/softmax_1_1/Softmax",
-         None)], end_nodes=(), exception_class="ParsingWithRecommendationException"),
-    "04": dict(verdict="rejected", errors=[
-        ("UnsupportedOperationError", "/model.23/GatherElements", "GatherElements"),
-        ("UnsupportedOperationError", "/model.23/GatherElements_1", "GatherElements"),
-        ("UnsupportedReduceMaxLayerError", "/model.23/ReduceMax", None),
-        (SHUFFLE, "/model.23/Flatten", None),
-        ("UnsupportedOperationError", "/model.23/TopK", "TopK"),
-        ("UnsupportedOperationError", "/model.23/TopK_1", "TopK"),
-        ("UnsupportedOperationError", "/model.23/Mod", "Mod"),
-        ("UnsupportedGatherLayerError", "/model.23/Gather_3", None)], end_nodes=()),
-    "05": dict(verdict="rejected", errors=[
-        ("UnsupportedLSTMLayerError", "LSTM__159", None),
-        ("UnsupportedSliceLayerError", "Slice__166", None),
-        ("UnsupportedSliceLayerError", "Slice__171", None),
-        (SHUFFLE, "stage_4/dense/Tensordot", None),
-        ("UnexpectedNodeError", "Squeeze__77", "Squeeze"),
-        ("UnexpectedNodeError", "Squeeze__98", "Squeeze"),
-        ("UnsupportedLSTMLayerError", "LSTM__182", None),
-        ("UnsupportedSliceLayerError", "Slice__190", None),
-        ("UnsupportedSliceLayerError", "Slice__196", None),
-        ("UnexpectedNodeError", "Squeeze__119", "Squeeze"),
-        ("UnexpectedNodeError", "Squeeze__141", "Squeeze"),
-        (SHUFFLE, "stage_4/dense_1/Tensordot", None)],
-        end_nodes=("stage_4/bidirectional/forward_lstm/PartitionedCall/transpose",
-                   "stage_4/tf.__operators__.getitem_3/strided_slice", "Concat__153", "stage_4/dense/Tensordot__804",
-                   "stage_4/tf.__operators__.getitem_1/strided_slice", "stage_4/dense/Tensordot/MatM")),
-    "07": dict(verdict="rejected", errors=[
-        ("UnsupportedConcatLayerError", "/encoder/encoder/embeddings/Tile", None),
-        ("UnsupportedModelError", "/encoder/encoder/embeddings/Concat_1", None)], end_nodes=()),
-    "10": dict(verdict="parsed", errors=[], end_nodes=(), model="yolov8s_seg", har="/work/yolov8s_seg.har",
-               later="TypeError: expected str, bytes or os.PathLike object, not NoneType"),
+    "01": dict(
+        verdict="rejected",
+        errors=[],
+        end_nodes=(
+            "CCT_OCR_nchw_1/CCT_OCR_1/mlp_1/dense_1/Gelu/mul",
+            "CCT_OCR_nchw_1/CCT_OCR_1/mlp_1/dense_1/Gelu/truediv",
+        ),
+        last_frame="hailo_sdk_client/sdk_backend/parser/parser.py:239 in translate_onnx_model",
+    ),
+    "03": dict(
+        verdict="rejected",
+        errors=[
+            (SHUFFLE, "CCT_OCR_1/patch_extractor_1/Reshape_1", None),
+            (SHUFFLE, "CCT_OCR_1/mlp_1/dense_1/MatMul_post_reshape", None),
+            (SHUFFLE, "CCT_OCR_1/transformer_block_1_1/mlp_1/dense_1_1/MatMul_pre_reshape", None),
+            (SHUFFLE, "CCT_OCR_1/transformer_block_1_1/multi_head_attention_1/key_1/Reshape_1", None),
+            (SHUFFLE, "CCT_OCR_1/transformer_block_4_1/multi_head_attention_3_1/key_1/Reshape_1", None),
+            (SHUFFLE, "CCT_OCR_1/transformer_block_4_1/multi_head_attention_3_1/query_1/Reshape_1", None),
+            (SHUFFLE, "CCT_OCR_1/transformer_block_4_1/multi_head_attention_3_1/value_1/Reshape_1", None),
+            (SHUFFLE, "CCT_OCR_1/transformer_block_3_1/mlp_2_1/dense_5_1/MatMul_post_reshape", None),
+            (SHUFFLE, "CCT_OCR_1/transformer_block_2_1/mlp_1_1/dense_4_1/MatMul_pre_reshape", None),
+            (
+                "UnsupportedSoftmaxLayerError",
+                "CCT_OCR_1/transformer_block_2_1/multi_head_attention_1_1/softmax_1_1/Softmax",
+                None,
+            ),
+        ],
+        end_nodes=(),
+        exception_class="ParsingWithRecommendationException",
+    ),
+    "04": dict(
+        verdict="rejected",
+        errors=[
+            ("UnsupportedOperationError", "/model.23/GatherElements", "GatherElements"),
+            ("UnsupportedOperationError", "/model.23/GatherElements_1", "GatherElements"),
+            ("UnsupportedReduceMaxLayerError", "/model.23/ReduceMax", None),
+            (SHUFFLE, "/model.23/Flatten", None),
+            ("UnsupportedOperationError", "/model.23/TopK", "TopK"),
+            ("UnsupportedOperationError", "/model.23/TopK_1", "TopK"),
+            ("UnsupportedOperationError", "/model.23/Mod", "Mod"),
+            ("UnsupportedGatherLayerError", "/model.23/Gather_3", None),
+        ],
+        end_nodes=(),
+    ),
+    "05": dict(
+        verdict="rejected",
+        errors=[
+            ("UnsupportedLSTMLayerError", "LSTM__159", None),
+            ("UnsupportedSliceLayerError", "Slice__166", None),
+            ("UnsupportedSliceLayerError", "Slice__171", None),
+            (SHUFFLE, "stage_4/dense/Tensordot", None),
+            ("UnexpectedNodeError", "Squeeze__77", "Squeeze"),
+            ("UnexpectedNodeError", "Squeeze__98", "Squeeze"),
+            ("UnsupportedLSTMLayerError", "LSTM__182", None),
+            ("UnsupportedSliceLayerError", "Slice__190", None),
+            ("UnsupportedSliceLayerError", "Slice__196", None),
+            ("UnexpectedNodeError", "Squeeze__119", "Squeeze"),
+            ("UnexpectedNodeError", "Squeeze__141", "Squeeze"),
+            (SHUFFLE, "stage_4/dense_1/Tensordot", None),
+        ],
+        end_nodes=(
+            "stage_4/bidirectional/forward_lstm/PartitionedCall/transpose",
+            "stage_4/tf.__operators__.getitem_3/strided_slice",
+            "Concat__153",
+            "stage_4/dense/Tensordot__804",
+            "stage_4/tf.__operators__.getitem_1/strided_slice",
+            "stage_4/dense/Tensordot/MatM",
+        ),
+    ),
+    "07": dict(
+        verdict="rejected",
+        errors=[
+            ("UnsupportedConcatLayerError", "/encoder/encoder/embeddings/Tile", None),
+            ("UnsupportedModelError", "/encoder/encoder/embeddings/Concat_1", None),
+        ],
+        end_nodes=(),
+    ),
+    "10": dict(
+        verdict="parsed",
+        errors=[],
+        end_nodes=(),
+        model="yolov8s_seg",
+        har="/work/yolov8s_seg.har",
+        later="TypeError: expected str, bytes or os.PathLike object, not NoneType",
+    ),
     "12": dict(verdict="parsed", errors=[], end_nodes=(), model="yolox_s_leaky", har="yolox_s_leaky.har"),
-    "13": dict(verdict="rejected", errors=[], end_nodes=(),
-               last_frame="hailo_sdk_client/model_translator/translator.py:58 in convert_model"),
+    "13": dict(
+        verdict="rejected",
+        errors=[],
+        end_nodes=(),
+        last_frame="hailo_sdk_client/model_translator/translator.py:58 in convert_model",
+    ),
 }
 
 
@@ -104,15 +148,19 @@ def test_fixture_07_wrapped_message_is_joined():
     assert concat.message == "Unsupported dimensions at concat layer"
 
 
-HEADER = ("hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: "
-          "Parsing failed. The errors found in the graph are:")
+HEADER = (
+    "hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: "
+    "Parsing failed. The errors found in the graph are:"
+)
 TOPK = "UnsupportedOperationError in op /m/TopK: TopK operation is unsupported"
 RESHAPE = "UnsupportedShuffleLayerError in op /m/View: Failed to create layer (RESHAPE)"
 ERF = "UnsupportedLayerError in op /m/Erf: cannot translate op=Erf"
 
 
 def test_flattened_one_line_list_with_tail():
-    text = f"{HEADER} {TOPK} {RESHAPE} {ERF} Please try to parse the model again, using these end node names: /m/A, /m/B"
+    text = (
+        f"{HEADER} {TOPK} {RESHAPE} {ERF} Please try to parse the model again, using these end node names: /m/A, /m/B"
+    )
     got = read_dfc_log(text)
     assert [(e.node, e.op) for e in got.errors] == [("/m/TopK", "TopK"), ("/m/View", "Reshape"), ("/m/Erf", "Erf")]
     assert got.errors[2].message == "cannot translate op=Erf"
@@ -133,9 +181,11 @@ def test_cli_recommendation_alone_is_a_rejection():
 
 
 def test_plain_exception_inside_the_parser_is_a_rejection_naming_no_op():
-    text = ("[info] Translation started on ONNX model m\nTraceback (most recent call last):\n"
-            '  File "/v/hailo_sdk_client/sdk_backend/parser/parser.py", line 220, in translate_onnx_model\n'
-            "ValueError: 'onnx::Sub_640' is not in list\n")
+    text = (
+        "[info] Translation started on ONNX model m\nTraceback (most recent call last):\n"
+        '  File "/v/hailo_sdk_client/sdk_backend/parser/parser.py", line 220, in translate_onnx_model\n'
+        "ValueError: 'onnx::Sub_640' is not in list\n"
+    )
     got = read_dfc_log(text)
     assert got.verdict == "rejected"
     assert [(e.cls, e.node, e.op) for e in got.errors] == [("ValueError", None, None)]
@@ -143,33 +193,40 @@ def test_plain_exception_inside_the_parser_is_a_rejection_naming_no_op():
 
 
 def test_stray_exception_without_the_parser_is_unrecognised():
-    got = read_dfc_log("Traceback (most recent call last):\n  File \"x.py\", line 1, in <module>\nIndexError: boom")
+    got = read_dfc_log('Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nIndexError: boom')
     assert got.verdict == "unrecognised" and got.exception == "IndexError: boom"
 
 
 def test_retry_after_failure_is_still_a_rejection():
-    text = (f"{HEADER}\n {TOPK}\n[info] According to recommendations, retrying parsing with end node names: ['/m/A'].\n"
-            "[info] Translation completed on ONNX model m\n[info] Saved HAR to: /x/m.har\n")
+    text = (
+        f"{HEADER}\n {TOPK}\n[info] According to recommendations, retrying parsing with end node names: ['/m/A'].\n"
+        "[info] Translation completed on ONNX model m\n[info] Saved HAR to: /x/m.har\n"
+    )
     got = read_dfc_log(text)
     assert got.verdict == "rejected" and "retry" in got.reason and [e.op for e in got.errors] == ["TopK"]
 
 
 def test_later_failure_does_not_turn_a_translation_into_a_rejection():
-    text = ("[info] Translation completed on ONNX model m (completion time: 00:00:01.00)\n"
-            "[info] Saved Hailo Archive file at m.har\n[info] Starting Model Optimization\n"
-            "Traceback (most recent call last):\n"
-            '  File "/v/hailo_sdk_client/runner/client_runner.py", line 9, in optimize\n'
-            "ValueError: calibration set is empty\n")
+    text = (
+        "[info] Translation completed on ONNX model m (completion time: 00:00:01.00)\n"
+        "[info] Saved Hailo Archive file at m.har\n[info] Starting Model Optimization\n"
+        "Traceback (most recent call last):\n"
+        '  File "/v/hailo_sdk_client/runner/client_runner.py", line 9, in optimize\n'
+        "ValueError: calibration set is empty\n"
+    )
     got = read_dfc_log(text)
     assert (got.verdict, got.har, got.later_failure) == ("parsed", "m.har", "ValueError: calibration set is empty")
 
 
-@pytest.mark.parametrize("text, reason", [
-    ("", "no DFC verdict"),
-    ("   \n\n\t", "no DFC verdict"),
-    ("[info] Translation started on ONNX model m\n[info] Restored ONNX model m", "truncated"),
-    ("| `num_windows=1`, 825 nodes | **PARSE OK** |", "no DFC verdict"),
-])
+@pytest.mark.parametrize(
+    "text, reason",
+    [
+        ("", "no DFC verdict"),
+        ("   \n\n\t", "no DFC verdict"),
+        ("[info] Translation started on ONNX model m\n[info] Restored ONNX model m", "truncated"),
+        ("| `num_windows=1`, 825 nodes | **PARSE OK** |", "no DFC verdict"),
+    ],
+)
 def test_nothing_classifiable_is_unrecognised_never_a_pass(text, reason):
     got = read_dfc_log(text)
     assert got.verdict == "unrecognised" and reason in got.reason

@@ -52,24 +52,37 @@ def attention(**kw) -> onnx.ModelProto:
         helper.make_node("Mul", ["n", "e1"], ["g"], name="/mlp/act/Mul"),
         helper.make_node("Mul", ["g", "half"], ["y"], name="/mlp/act/Mul_1"),
     ]
-    inits = [const("ln_w", np.ones(8)), const("ln_b", np.zeros(8)), const("sqrt2", 2 ** 0.5),
-             const("one", 1.0), const("half", 0.5)]
+    inits = [
+        const("ln_w", np.ones(8)),
+        const("ln_b", np.zeros(8)),
+        const("sqrt2", 2**0.5),
+        const("one", 1.0),
+        const("half", 0.5),
+    ]
     return make(nodes, [tensor("q"), tensor("k"), tensor("v")], [tensor("y")], inits, **kw)
 
 
 def with_op(op: str, name: str, **attrs) -> onnx.ModelProto:
     """x -> Relu -> <op> -> y, for an elementwise op outside (or inside) the allowlist."""
-    nodes = [helper.make_node("Relu", ["x"], ["r"], name="/pre/Relu"),
-             helper.make_node(op, ["r"], ["y"], name=name, **attrs)]
+    nodes = [
+        helper.make_node("Relu", ["x"], ["r"], name="/pre/Relu"),
+        helper.make_node(op, ["r"], ["y"], name=name, **attrs),
+    ]
     return make(nodes, [tensor("x")], [tensor("y")])
 
 
 def topk_head(extra_softmax: bool = False) -> onnx.ModelProto:
     """A detection-head-like selection: Softmax then TopK (a known blocker)."""
-    nodes = [helper.make_node("Softmax", ["x"], ["p"], name="/head/Softmax", axis=-1),
-             helper.make_node("TopK", ["p", "k"], ["vals", "idx"], name="/head/TopK", axis=-1)]
-    return make(nodes, [tensor("x")], [tensor("vals", (1, 1, 4, 2)), helper.make_tensor_value_info(
-        "idx", TensorProto.INT64, [1, 1, 4, 2])], [const("k", [2], np.int64)])
+    nodes = [
+        helper.make_node("Softmax", ["x"], ["p"], name="/head/Softmax", axis=-1),
+        helper.make_node("TopK", ["p", "k"], ["vals", "idx"], name="/head/TopK", axis=-1),
+    ]
+    return make(
+        nodes,
+        [tensor("x")],
+        [tensor("vals", (1, 1, 4, 2)), helper.make_tensor_value_info("idx", TensorProto.INT64, [1, 1, 4, 2])],
+        [const("k", [2], np.int64)],
+    )
 
 
 def gather(constant_index: bool) -> onnx.ModelProto:
@@ -77,8 +90,10 @@ def gather(constant_index: bool) -> onnx.ModelProto:
     if constant_index:
         nodes = [helper.make_node("Gather", ["x", "idx"], ["y"], name="/emb/Gather", axis=2)]
         return make(nodes, [tensor("x")], [tensor("y", (1, 1, 2, 8))], [const("idx", [0, 3], np.int64)])
-    nodes = [helper.make_node("ArgMax", ["s"], ["i"], name="/sel/ArgMax", axis=3, keepdims=0),
-             helper.make_node("Gather", ["x", "i"], ["y"], name="/sel/Gather", axis=2)]
+    nodes = [
+        helper.make_node("ArgMax", ["s"], ["i"], name="/sel/ArgMax", axis=3, keepdims=0),
+        helper.make_node("Gather", ["x", "i"], ["y"], name="/sel/Gather", axis=2),
+    ]
     return make(nodes, [tensor("x"), tensor("s", (1, 1, 1, 4))], [tensor("y", (1, 1, 1, 1, 1, 8))])
 
 
@@ -93,9 +108,13 @@ def softmax_axis(axis: int) -> onnx.ModelProto:
 
 
 BUILDERS = {
-    "attention": attention, "topk_head": topk_head, "standalone_erf": standalone_erf,
-    "gather_const": lambda: gather(True), "gather_dynamic": lambda: gather(False),
-    "softmax_axis1": lambda: softmax_axis(1), "hardswish": lambda: with_op("HardSwish", "/act/HardSwish"),
+    "attention": attention,
+    "topk_head": topk_head,
+    "standalone_erf": standalone_erf,
+    "gather_const": lambda: gather(True),
+    "gather_dynamic": lambda: gather(False),
+    "softmax_axis1": lambda: softmax_axis(1),
+    "hardswish": lambda: with_op("HardSwish", "/act/HardSwish"),
 }
 
 
@@ -106,8 +125,10 @@ def test_builder_graphs_are_valid_and_run(name, tmp_path):
     path = save(model, tmp_path / f"{name}.onnx")
     session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
     rng = np.random.default_rng(0)
-    feeds = {i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
-             for i in model.graph.input}
+    feeds = {
+        i.name: rng.standard_normal([d.dim_value for d in i.type.tensor_type.shape.dim]).astype(np.float32)
+        for i in model.graph.input
+    }
     outputs = session.run(None, feeds)
     assert all(np.all(np.isfinite(o)) for o in outputs if o.dtype.kind == "f")
 
@@ -124,5 +145,5 @@ def test_attention_builder_computes_attention_then_gelu(tmp_path):
     p = np.exp(s - s.max(-1, keepdims=True))
     o = (p / p.sum(-1, keepdims=True)) @ v
     n = (o - o.mean(-1, keepdims=True)) / np.sqrt(o.var(-1, keepdims=True) + 1e-5)
-    want = 0.5 * n * (1 + np.vectorize(erf)(n / 2 ** 0.5))
+    want = 0.5 * n * (1 + np.vectorize(erf)(n / 2**0.5))
     np.testing.assert_allclose(got, want, atol=1e-5)

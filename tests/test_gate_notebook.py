@@ -27,9 +27,11 @@ def fake_run(root: Path) -> Path:
     """A run folder as 02, 03 and 05 leave it: metrics.json and graphs (one readable pass, one TopK, one with
     05's rank-5/1/3 inputs)."""
     run = root / "run"
-    for name, graphs in {"02_export_attention": {"attn": attention()},
-                         "03_sparse_conv_memory": {"head": topk_head()},
-                         "05_export_dit_block": {"dit": dit_inputs()}}.items():
+    for name, graphs in {
+        "02_export_attention": {"attn": attention()},
+        "03_sparse_conv_memory": {"head": topk_head()},
+        "05_export_dit_block": {"dit": dit_inputs()},
+    }.items():
         (run / name).mkdir(parents=True)
         done = {"conclusion": {"answer": "exported", "rests_on": {}, "unmet": [], "status": "answered"}}
         (run / name / "metrics.json").write_text(json.dumps({"notebook": name, "headline": [], "metrics": done}))
@@ -61,8 +63,11 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
     assert second.status == "passed", second.describe_error()
     m = load_metrics(run, "04_gate_pairing")["metrics"]
     assert m["dfc_source"] == "results_dir" and m["dfc_results"] == 3
-    assert m["pairing_verdicts"] == {"allowlist held": 1, "both reject": 1,
-                                     "ops unjudged: the DFC stopped before reading any operator": 1}
+    assert m["pairing_verdicts"] == {
+        "allowlist held": 1,
+        "both reject": 1,
+        "ops unjudged: the DFC stopped before reading any operator": 1,
+    }
     assert m["graphs_unjudged"] == 1
     standing = {row["graph"]: row["rests on"] for row in m["standing"]}
     assert standing == {"attn.onnx": "DFC", "head.onnx": "DFC", "dit.onnx": "allowlist only"}

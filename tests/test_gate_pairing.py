@@ -10,22 +10,29 @@ from weftlib.gate import device_gate, load_device_ops, pair, read_dfc_log
 from weftlib.gate import pairing as P
 from weftlib.gate.__main__ import main
 
-HEADER = ("hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: "
-          "Parsing failed. The errors found in the graph are:")
+HEADER = (
+    "hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: "
+    "Parsing failed. The errors found in the graph are:"
+)
 
 
 def success(name: str) -> str:
-    return (f"[info] Translation started on ONNX model {name}\n"
-            f"[info] Translation completed on ONNX model {name} (completion time: 00:00:00.52)\n"
-            f"[info] Saved HAR to: /model/{name}.har\n")
+    return (
+        f"[info] Translation started on ONNX model {name}\n"
+        f"[info] Translation completed on ONNX model {name} (completion time: 00:00:00.52)\n"
+        f"[info] Saved HAR to: /model/{name}.har\n"
+    )
 
 
 def rejection(*lines: str, tail: str = "", model: str | None = None) -> str:
     """A parser rejection as the DFC prints it; `model` adds the "Translation started" line that names it."""
     body = "\n".join(f" {line}" for line in lines)
     started = f"[info] Translation started on ONNX model {model}\n" if model else ""
-    return started + f"{HEADER}\n{body}\n" + (
-        f"Please try to parse the model again, using these end node names: {tail}\n" if tail else "")
+    return (
+        started
+        + f"{HEADER}\n{body}\n"
+        + (f"Please try to parse the model again, using these end node names: {tail}\n" if tail else "")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -46,8 +53,9 @@ def test_pass_and_parses_means_the_allowlist_held(tmp_path, ops):
 
 
 def test_pass_but_rejected_means_too_generous_and_resolves_the_node(tmp_path, ops):
-    text = rejection("UnsupportedSoftmaxLayerError in op /attn/Softmax: Unsupported softmax", tail="/attn/MatMul",
-                     model="attn")
+    text = rejection(
+        "UnsupportedSoftmaxLayerError in op /attn/Softmax: Unsupported softmax", tail="/attn/MatMul", model="attn"
+    )
     gate, result = run(tmp_path, ops, attention(), "attn", text)
     assert gate.passed and result.verdict == P.TOO_GENEROUS
     assert result.dfc_ops == ("Softmax",)  # the message names no op: found through the graph
@@ -65,21 +73,29 @@ def test_both_reject_on_the_same_op(tmp_path, ops):
     text = rejection("UnsupportedOperationError in op /head/TopK: TopK operation is unsupported", model="head")
     gate, result = run(tmp_path, ops, topk_head(), "head", text)
     assert (result.verdict, result.agreement, result.gate_ops, result.dfc_ops) == (
-        P.BOTH_REJECT, "same ops", ("TopK",), ("TopK",))
+        P.BOTH_REJECT,
+        "same ops",
+        ("TopK",),
+        ("TopK",),
+    )
     assert result.edits == ()
 
 
 def test_both_reject_with_an_extra_op_the_gate_allowed(tmp_path, ops):
-    text = rejection("UnsupportedSoftmaxLayerError in op /head/Softmax: Unsupported softmax",
-                     "UnsupportedOperationError in op /head/TopK: TopK operation is unsupported", model="head")
+    text = rejection(
+        "UnsupportedSoftmaxLayerError in op /head/Softmax: Unsupported softmax",
+        "UnsupportedOperationError in op /head/TopK: TopK operation is unsupported",
+        model="head",
+    )
     _, result = run(tmp_path, ops, topk_head(), "head", text)
     assert (result.verdict, result.agreement) == (P.BOTH_REJECT, "overlap")
     assert [(e.action, e.op) for e in result.edits] == [("move out", "Softmax")]
 
 
 def test_rejection_naming_a_node_not_in_the_graph_is_inconclusive_and_left_for_review(tmp_path, ops):
-    text = rejection("UnsupportedShuffleLayerError in op /elsewhere/Reshape: Failed to determine type of layer",
-                     model="attn")
+    text = rejection(
+        "UnsupportedShuffleLayerError in op /elsewhere/Reshape: Failed to determine type of layer", model="attn"
+    )
     _, result = run(tmp_path, ops, attention(), "attn", text)
     assert result.verdict == P.UNJUDGED_INCONCLUSIVE and result.unresolved_nodes == ("/elsewhere/Reshape",)
     assert [(e.action, e.op) for e in result.edits] == [("review", "/elsewhere/Reshape")]
@@ -104,8 +120,7 @@ def test_pair_argument_checks(tmp_path, ops):
 def test_pair_cli(tmp_path, capsys):
     path = save(topk_head(), tmp_path / "head.onnx")
     log = tmp_path / "head.dfc.log"
-    log.write_text(rejection("UnsupportedOperationError in op /head/TopK: TopK operation is unsupported",
-                             model="head"))
+    log.write_text(rejection("UnsupportedOperationError in op /head/TopK: TopK operation is unsupported", model="head"))
     assert main(["pair", str(path), "--dfc", str(log)]) == 1
     assert "both reject" in capsys.readouterr().out
     good = save(attention(), tmp_path / "attn.onnx")
@@ -117,24 +132,31 @@ def test_pair_cli(tmp_path, capsys):
 # (the "[info]" lines and the exception header as in tests/fixtures/dfc-logs; the traceback frame shape of
 # fixture 13; the input-layer message RFD 1154 records).
 
+
 def input_layers_failure(model: str) -> str:
-    return (f"[info] Translation started on ONNX model {model}\n"
-            f"[info] Restored ONNX model {model} (completion time: 00:00:00.02)\n"
-            "Traceback (most recent call last):\n"
-            '  File "/opt/dfc/lib/python3.10/site-packages/hailo_sdk_client/sdk_backend/parser/parser.py", '
-            "line 220, in translate_onnx_model\n"
-            "    parsing_results = self._parse_onnx_model_to_hn(\n"
-            '  File "/opt/dfc/lib/python3.10/site-packages/hailo_sdk_client/model_translator/onnx_translator/'
-            'onnx_graph.py", line 412, in _add_input_layers\n'
-            "    raise UnsupportedModelError(\n"
-            "hailo_sdk_common.hailo_nn.exceptions.UnsupportedModelError: _add_input_layers: output_format is None\n")
+    return (
+        f"[info] Translation started on ONNX model {model}\n"
+        f"[info] Restored ONNX model {model} (completion time: 00:00:00.02)\n"
+        "Traceback (most recent call last):\n"
+        '  File "/opt/dfc/lib/python3.10/site-packages/hailo_sdk_client/sdk_backend/parser/parser.py", '
+        "line 220, in translate_onnx_model\n"
+        "    parsing_results = self._parse_onnx_model_to_hn(\n"
+        '  File "/opt/dfc/lib/python3.10/site-packages/hailo_sdk_client/model_translator/onnx_translator/'
+        'onnx_graph.py", line 412, in _add_input_layers\n'
+        "    raise UnsupportedModelError(\n"
+        "hailo_sdk_common.hailo_nn.exceptions.UnsupportedModelError: _add_input_layers: output_format is None\n"
+    )
 
 
 def test_a_operator_rejection_compares_the_ops(tmp_path, ops):
     text = rejection("UnsupportedOperationError in op /head/TopK: TopK operation is unsupported", model="head")
     _, result = run(tmp_path, ops, topk_head(), "head", text)
     assert (result.cause, result.verdict, result.dfc_ops, result.matched) == (
-        "operator", P.BOTH_REJECT, ("TopK",), "by model name")
+        "operator",
+        P.BOTH_REJECT,
+        ("TopK",),
+        "by model name",
+    )
     assert result.judged
 
 
@@ -144,7 +166,10 @@ def test_b_failure_before_any_operator_leaves_the_ops_unjudged(tmp_path, ops):
     gate, result = run(tmp_path, ops, dit_inputs(), "dit", input_layers_failure("dit"))
     assert not gate.readable
     assert (result.cause, result.verdict, result.agreement) == (
-        "before operators", P.UNJUDGED_INPUTS, "same cause (input regime)")
+        "before operators",
+        P.UNJUDGED_INPUTS,
+        "same cause (input regime)",
+    )
     assert result.verdict not in (P.BOTH_REJECT, P.HELD) and not result.judged
     assert result.edits == ()  # never "move an op out" on a failure that read no operator
     assert "unjudged" in result.meaning
@@ -158,14 +183,17 @@ def test_b_the_trap_of_rfd_1154_a_predicted_op_rejection_meets_an_input_failure(
     assert "TopK" in result.meaning and result.edits == ()
 
 
-@pytest.mark.parametrize("line", [
-    "hailo_sdk_client.model_translator.exceptions.InvalidHNError: The original node name Y in end_node_names is "
-    "missing in the HN",
-    "hailo_sdk_common.hailo_nn.exceptions.UnsupportedModelError: Unexpected failure naming nothing",
-    # RFD 1154 with every input rank 4: "IndexError, further into the parse" (frame shape of fixture 13)
-    'Traceback (most recent call last):\n  File "/opt/dfc/lib/python3.10/site-packages/hailo_sdk_client/'
-    'sdk_backend/parser/parser.py", line 220, in translate_onnx_model\nIndexError: list index out of range',
-])
+@pytest.mark.parametrize(
+    "line",
+    [
+        "hailo_sdk_client.model_translator.exceptions.InvalidHNError: The original node name Y in end_node_names is "
+        "missing in the HN",
+        "hailo_sdk_common.hailo_nn.exceptions.UnsupportedModelError: Unexpected failure naming nothing",
+        # RFD 1154 with every input rank 4: "IndexError, further into the parse" (frame shape of fixture 13)
+        'Traceback (most recent call last):\n  File "/opt/dfc/lib/python3.10/site-packages/hailo_sdk_client/'
+        'sdk_backend/parser/parser.py", line 220, in translate_onnx_model\nIndexError: list index out of range',
+    ],
+)
 def test_c_inconclusive_failure_leaves_the_ops_unjudged(tmp_path, ops, line):
     text = f"[info] Translation started on ONNX model attn\n{line}\n"
     gate, result = run(tmp_path, ops, attention(), "attn", text)
@@ -175,9 +203,11 @@ def test_c_inconclusive_failure_leaves_the_ops_unjudged(tmp_path, ops, line):
 
 
 def test_c_inputs_found_zero_is_a_failure_before_operators(tmp_path, ops):
-    text = ("[info] Translation started on ONNX model attn\n"
-            "hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: Parsing failed. "
-            "Number of expected inputs: 1, Inputs found: 0\n")
+    text = (
+        "[info] Translation started on ONNX model attn\n"
+        "hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: Parsing failed. "
+        "Number of expected inputs: 1, Inputs found: 0\n"
+    )
     _, result = run(tmp_path, ops, attention(), "attn", text)
     assert (result.cause, result.verdict) == ("before operators", P.UNJUDGED_INPUTS)
 

@@ -19,8 +19,17 @@ from weftlib.gate import load_device_ops, run_dfc
 from weftlib.gate.__main__ import main
 from weftlib.gate.dfc_runner import image, target
 from weftlib.gate.allowlist import DEFAULT_PATH, parse_device_ops
-from weftlib.gate.probes import (BUILDERS, MANIFEST, SCRIPT, evidence_diff, ops_to_probe, probe_model, read_pack,
-                                 write_dfc_pack, write_probes)
+from weftlib.gate.probes import (
+    BUILDERS,
+    MANIFEST,
+    SCRIPT,
+    evidence_diff,
+    ops_to_probe,
+    probe_model,
+    read_pack,
+    write_dfc_pack,
+    write_probes,
+)
 
 DFC, ARCH = target()  # the allowlist's target (params/device_ops.yaml)
 
@@ -46,7 +55,8 @@ def install_dfc(monkeypatch, verdicts: dict[str, str]) -> None:
                 raise ParsingWithRecommendationException(
                     "Parsing failed. The errors found in the graph are:\n"
                     f" UnsupportedShuffleLayerError in op {node}: Failed to determine type of layer to create in "
-                    f"node {node}\n")
+                    f"node {node}\n"
+                )
             if what == "input layers":
                 raise UnsupportedModelError("_add_input_layers: output_format is None")
             if what == "inconclusive":
@@ -103,15 +113,17 @@ def test_manifest_and_script_are_relative_and_copyable(pack):
 
 def test_the_packed_tool_runs_alone_with_the_double(pack, tmp_path):
     """The copy in dfc_tool imports without the rest of weftlib (no yaml, pandas): run it in a clean process."""
-    code = ("import sys, types; from pathlib import Path\n"
-            "c = types.ModuleType('hailo_sdk_client')\n"
-            "class R:\n"
-            "    def __init__(self, hw_arch): pass\n"
-            "    def translate_onnx_model(self, *a, **k): return None, {}\n"
-            "    def save_har(self, p): Path(p).write_bytes(b'x')\n"
-            "c.ClientRunner = R; sys.modules['hailo_sdk_client'] = c\n"
-            "from weftlib.gate.dfc_runner import main\n"
-            f"sys.exit(main([{str(pack.folder / 'probe_Add.onnx')!r}, '--out', {str(tmp_path / 'r.json')!r}]))\n")
+    code = (
+        "import sys, types; from pathlib import Path\n"
+        "c = types.ModuleType('hailo_sdk_client')\n"
+        "class R:\n"
+        "    def __init__(self, hw_arch): pass\n"
+        "    def translate_onnx_model(self, *a, **k): return None, {}\n"
+        "    def save_har(self, p): Path(p).write_bytes(b'x')\n"
+        "c.ClientRunner = R; sys.modules['hailo_sdk_client'] = c\n"
+        "from weftlib.gate.dfc_runner import main\n"
+        f"sys.exit(main([{str(pack.folder / 'probe_Add.onnx')!r}, '--out', {str(tmp_path / 'r.json')!r}]))\n"
+    )
     env = {"PYTHONPATH": str(pack.folder / "dfc_tool"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
@@ -127,12 +139,17 @@ def run_pack(folder: Path, names: list[str], monkeypatch, verdicts: dict[str, st
 
 
 def test_evidence_turns_probe_results_into_the_yaml_diff(pack, monkeypatch, capsys):
-    verdicts = {"probe_Reshape": "reject probe/Reshape", "probe_ReduceSum": "input layers",
-                "probe_Resize": "inconclusive", "probe_Concat": "reject probe/pre_Conv"}
+    verdicts = {
+        "probe_Reshape": "reject probe/Reshape",
+        "probe_ReduceSum": "input layers",
+        "probe_Resize": "inconclusive",
+        "probe_Concat": "reject probe/pre_Conv",
+    }
     run_pack(pack.folder, [p.file for p in pack.probes], monkeypatch, verdicts)
     # a result about another model in a probe's place is refused, not counted
     (pack.folder / "probe_Pad.dfc.json").write_text(
-        (pack.folder / "probe_Add.dfc.json").read_text().replace('"probe_Add"', '"full"'))
+        (pack.folder / "probe_Add.dfc.json").read_text().replace('"probe_Add"', '"full"')
+    )
     diff, rows = evidence_diff(pack.folder)
     found = {(r["op"], r["variant"]): r["finding"] for r in rows}
     assert found[("Add", "")] == "parsed" and found[("Reshape", "")] == "rejected"
@@ -141,8 +158,8 @@ def test_evidence_turns_probe_results_into_the_yaml_diff(pack, monkeypatch, caps
     assert found[("Concat", "")].startswith("unjudged: the DFC rejected ['Conv'] around the op")
     assert found[("Pad", "")].startswith("refused")
     added = [line for line in diff.splitlines() if line.startswith("+      - ")]
-    assert any("seen: \"parsed\"" in line and "probe_Add.onnx" in line for line in added)
-    assert any("seen: \"rejected\"" in line and "probe_Reshape.onnx" in line for line in added)
+    assert any('seen: "parsed"' in line and "probe_Add.onnx" in line for line in added)
+    assert any('seen: "rejected"' in line and "probe_Reshape.onnx" in line for line in added)
     assert not any(f"probe_{op}.onnx" in line for line in added for op in ("ReduceSum", "Resize", "Pad", "Concat"))
     assert any("condition_met: true" in line and "probe_Gather_met" in line for line in added)
     # the diff applies, and the file it gives still loads: the edit is ready to commit
@@ -150,7 +167,7 @@ def test_evidence_turns_probe_results_into_the_yaml_diff(pack, monkeypatch, caps
     ops = parse_device_ops(yaml.safe_load(new_text), "patched")
     assert any(e.source.startswith("weftlib.gate probes: probe probe_Add.onnx") for e in ops.entries["Add"].evidence)
     assert main(["evidence", str(pack.folder)]) == 0
-    assert "+      - {seen: \"parsed\"" in capsys.readouterr().out
+    assert '+      - {seen: "parsed"' in capsys.readouterr().out
 
 
 def apply_unified(text: str, diff: str) -> str:
@@ -197,8 +214,27 @@ def test_probes_cli_writes_the_pack(tmp_path, capsys):
 
 def test_probe_builders_cover_the_suites_export_ops():
     """Every op the device gate allowlists in the suite's attention and conv exports has a probe builder."""
-    for op in ("MatMul", "Softmax", "Transpose", "Reshape", "Add", "Mul", "Div", "Sub", "ReduceSum", "Slice",
-               "Pad", "Concat", "Conv", "Resize", "Gather", "Erf", "LayerNormalization", "Unsqueeze", "Squeeze"):
+    for op in (
+        "MatMul",
+        "Softmax",
+        "Transpose",
+        "Reshape",
+        "Add",
+        "Mul",
+        "Div",
+        "Sub",
+        "ReduceSum",
+        "Slice",
+        "Pad",
+        "Concat",
+        "Conv",
+        "Resize",
+        "Gather",
+        "Erf",
+        "LayerNormalization",
+        "Unsqueeze",
+        "Squeeze",
+    ):
         assert any(o == op for o, _ in BUILDERS), op
     model, note = probe_model("Softmax", "condition broken")
     assert note == "over axis 1"

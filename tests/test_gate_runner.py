@@ -35,14 +35,14 @@ def install_double(monkeypatch, behaviour: str) -> list:
         def __init__(self, hw_arch):
             calls.append(("init", hw_arch))
 
-        def translate_onnx_model(self, path, name, start_node_names=None, end_node_names=None,
-                                 net_input_shapes=None):
+        def translate_onnx_model(self, path, name, start_node_names=None, end_node_names=None, net_input_shapes=None):
             calls.append(("translate", Path(path).name, name, end_node_names))
             if behaviour == "reject":
                 raise ParsingWithRecommendationException(
                     "Parsing failed. The errors found in the graph are:\n"
                     " UnsupportedSoftmaxLayerError in op /attn/Softmax: Unsupported softmax\n"
-                    "Please try to parse the model again, using these end node names: /attn/MatMul")
+                    "Please try to parse the model again, using these end node names: /attn/MatMul"
+                )
             if behaviour == "index_error":
                 raise IndexError("list index out of range")
             return object(), {}
@@ -69,8 +69,7 @@ def test_success_with_har_is_parsed(tmp_path, monkeypatch):
     result = run_dfc(model)  # the default arch: the target of params/device_ops.yaml
     assert result.verdict == "parsed" and Path(result.har).read_bytes() == b"HAR test double"
     assert (result.arch, result.dfc_version) == (ARCH, f"{DFC}-test-double")
-    assert calls == [("init", ARCH), ("translate", "attn-1.onnx", "attn_1", None),
-                     ("save_har", f"attn-1.{ARCH}.har")]
+    assert calls == [("init", ARCH), ("translate", "attn-1.onnx", "attn_1", None), ("save_har", f"attn-1.{ARCH}.har")]
 
 
 def test_success_without_har_is_not_a_pass(tmp_path, monkeypatch):
@@ -121,12 +120,20 @@ def test_docker_command_mounts_the_model_folder_and_runs_the_gate(tmp_path):
     command = docker_command(model, "hailo15h")
     assert command.startswith("docker run --rm -v ")
     assert f" -v {tmp_path}:/model " in command and f" {image()} " in command
-    assert command.endswith("python -m weftlib.gate dfc '/model/my model.onnx' --arch hailo15h "
-                            "--out '/model/my model.dfc.json'")
+    assert command.endswith(
+        "python -m weftlib.gate dfc '/model/my model.onnx' --arch hailo15h --out '/model/my model.dfc.json'"
+    )
 
 
-@pytest.mark.parametrize("arch, match", [("hailo8", "needs DFC 3.x"), ("hailo8l", "needs DFC 3.x"),
-                                         ("hailo8r", "needs DFC 3.x"), ("hailo11", "unknown hw arch")])
+@pytest.mark.parametrize(
+    "arch, match",
+    [
+        ("hailo8", "needs DFC 3.x"),
+        ("hailo8l", "needs DFC 3.x"),
+        ("hailo8r", "needs DFC 3.x"),
+        ("hailo11", "unknown hw arch"),
+    ],
+)
 def test_arch_refusal(tmp_path, arch, match, capsys):
     with pytest.raises(ValueError, match=match):
         check_arch(arch)

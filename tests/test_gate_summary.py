@@ -3,8 +3,19 @@
 from __future__ import annotations
 
 from tests.test_gate_graphs import attention, gather, save, topk_head
-from weftlib.gate import (collect_dfc, device_gate, edits_table, evidence_table, find_models, gate_table,
-                          load_device_ops, op_matrix, pair, pairing_table, plot_op_matrix)
+from weftlib.gate import (
+    collect_dfc,
+    device_gate,
+    edits_table,
+    evidence_table,
+    find_models,
+    gate_table,
+    load_device_ops,
+    op_matrix,
+    pair,
+    pairing_table,
+    plot_op_matrix,
+)
 from weftlib.gate.summary import result_files
 from weftlib.gate.dfc_runner import default_arch
 
@@ -26,7 +37,8 @@ def test_models_results_and_tables(tmp_path, monkeypatch):
     (results_dir / "attn.dfc.log").write_text("[info] Translation completed on ONNX model attn\n")
     (results_dir / "head.txt").write_text(
         "[info] Translation started on ONNX model head\n"
-        " UnsupportedOperationError in op /head/TopK: TopK operation is unsupported\n")
+        " UnsupportedOperationError in op /head/TopK: TopK operation is unsupported\n"
+    )
     (results_dir / "unrelated.md").write_text("not a result")
     assert sorted(result_files(results_dir)) == ["attn", "head"]
     dfc, how = collect_dfc(models, str(results_dir), ARCH)
@@ -50,7 +62,10 @@ def test_models_results_and_tables(tmp_path, monkeypatch):
 
     edits = edits_table(pairings, evidence_table(ops), tmp_path)
     assert [(r["action"], r["op"]) for _, r in edits.iterrows()] == [
-        ("review", "Concat"), ("review", "Reshape"), ("review", "ReduceMax")]
+        ("review", "Concat"),
+        ("review", "Reshape"),
+        ("review", "ReduceMax"),
+    ]
 
 
 def test_collect_without_results_or_parser_is_not_run(tmp_path, monkeypatch):

@@ -47,8 +47,12 @@ def test_clean_default_run_is_published(default_run):
 def test_every_figure_is_saved_as_png_and_svg(default_run):
     """The figures the notebooks build through weftlib's plotting functions reach the run folder, each twice."""
     result, _ = default_run
-    figures = {"01_trace_natten": ["call_chains"], "02_export_attention": ["latency", "op_inventory", "naf_graph"],
-               "03_sparse_conv_memory": ["memory_vs_resolution"], "04_gate_pairing": ["op_matrix"]}
+    figures = {
+        "01_trace_natten": ["call_chains"],
+        "02_export_attention": ["latency", "op_inventory", "naf_graph"],
+        "03_sparse_conv_memory": ["memory_vs_resolution"],
+        "04_gate_pairing": ["op_matrix"],
+    }
     for name, stems in figures.items():
         for stem in stems:
             png, svg = (result.run_dir / name / f"{stem}.{ext}" for ext in ("png", "svg"))

@@ -27,16 +27,17 @@ class ShapeHeavy(torch.nn.Module):
         return z.softmax(-1), z.sum()
 
 
-ARGS = (torch.randn(2, 5, 6, 8, generator=torch.Generator().manual_seed(0)),
-        torch.randn(2, 5, 6, 8, generator=torch.Generator().manual_seed(1)))
+ARGS = (
+    torch.randn(2, 5, 6, 8, generator=torch.Generator().manual_seed(0)),
+    torch.randn(2, 5, 6, 8, generator=torch.Generator().manual_seed(1)),
+)
 
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[onnx_export.ExportReport, Path]:
     folder = tmp_path_factory.mktemp("export")
     torch.manual_seed(0)
-    rep = onnx_export.export(ShapeHeavy(), ARGS, folder / "m.onnx", input_names=["x", "y"],
-                             output_names=["p", "s"])
+    rep = onnx_export.export(ShapeHeavy(), ARGS, folder / "m.onnx", input_names=["x", "y"], output_names=["p", "s"])
     return rep, folder
 
 
@@ -83,21 +84,31 @@ def test_run_onnx_refuses_wrong_inputs(exported):
         onnx_export.run_onnx(rep.path, (ARGS[0].numpy(),))
 
 
-@pytest.mark.parametrize("kwargs, error, match", [
-    (dict(module=lambda x: x), TypeError, "module"),
-    (dict(args=[ARGS[0]]), TypeError, "args"),
-    (dict(args=(ARGS[0], 3)), TypeError, r"args\[1\]"),
-    (dict(input_names=["x"]), ValueError, "input_names"),
-    (dict(input_names=["x", "x"]), ValueError, "unique"),
-    (dict(output_names=["p"]), ValueError, "output_names"),
-    (dict(opset=99), ValueError, "opset"),
-    (dict(atol=-1.0), ValueError, "atol"),
-    (dict(path="m.txt"), ValueError, "path"),
-    (dict(path="no/such/folder/m.onnx"), FileNotFoundError, "folder"),
-])
+@pytest.mark.parametrize(
+    "kwargs, error, match",
+    [
+        (dict(module=lambda x: x), TypeError, "module"),
+        (dict(args=[ARGS[0]]), TypeError, "args"),
+        (dict(args=(ARGS[0], 3)), TypeError, r"args\[1\]"),
+        (dict(input_names=["x"]), ValueError, "input_names"),
+        (dict(input_names=["x", "x"]), ValueError, "unique"),
+        (dict(output_names=["p"]), ValueError, "output_names"),
+        (dict(opset=99), ValueError, "opset"),
+        (dict(atol=-1.0), ValueError, "atol"),
+        (dict(path="m.txt"), ValueError, "path"),
+        (dict(path="no/such/folder/m.onnx"), FileNotFoundError, "folder"),
+    ],
+)
 def test_export_argument_errors(tmp_path, kwargs, error, match):
-    call = dict(module=ShapeHeavy(), args=ARGS, path="m.onnx", input_names=["x", "y"],
-                output_names=["p", "s"], opset=17, atol=1e-4)
+    call = dict(
+        module=ShapeHeavy(),
+        args=ARGS,
+        path="m.onnx",
+        input_names=["x", "y"],
+        output_names=["p", "s"],
+        opset=17,
+        atol=1e-4,
+    )
     call.update(kwargs)
     call["path"] = tmp_path / call["path"]
     with pytest.raises(error, match=match):
@@ -111,16 +122,14 @@ def test_nothing_written_when_runtime_fails(tmp_path, monkeypatch):
 
     monkeypatch.setattr(onnx_export, "run_onnx", broken)
     with pytest.raises(onnx_export.ExportError, match="onnxruntime"):
-        onnx_export.export(ShapeHeavy(), ARGS, tmp_path / "m.onnx", input_names=["x", "y"],
-                           output_names=["p", "s"])
+        onnx_export.export(ShapeHeavy(), ARGS, tmp_path / "m.onnx", input_names=["x", "y"], output_names=["p", "s"])
     assert list(tmp_path.iterdir()) == []
 
 
 def test_refuses_above_protobuf_limit(tmp_path, monkeypatch):
     monkeypatch.setattr(onnx_export, "PROTOBUF_LIMIT_BYTES", 16)
     with pytest.raises(onnx_export.ExportError, match="2 GiB"):
-        onnx_export.export(ShapeHeavy(), ARGS, tmp_path / "m.onnx", input_names=["x", "y"],
-                           output_names=["p", "s"])
+        onnx_export.export(ShapeHeavy(), ARGS, tmp_path / "m.onnx", input_names=["x", "y"], output_names=["p", "s"])
     assert list(tmp_path.iterdir()) == []
 
 
@@ -144,11 +153,21 @@ def test_dynamic_gathers_tells_runtime_indices_from_constants():
 
 def test_constant_fill_becomes_initializer(tmp_path):
     shape = numpy_helper.from_array(np.array([2, 3], dtype=np.int64), name="shape")
-    fill = helper.make_node("ConstantOfShape", ["shape"], ["c"], name="fill",
-                            value=numpy_helper.from_array(np.array([1.5], dtype=np.float32)))
+    fill = helper.make_node(
+        "ConstantOfShape",
+        ["shape"],
+        ["c"],
+        name="fill",
+        value=numpy_helper.from_array(np.array([1.5], dtype=np.float32)),
+    )
     add = helper.make_node("Add", ["x", "c"], ["y"], name="add")
-    graph = helper.make_graph([fill, add], "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])], initializer=[shape])
+    graph = helper.make_graph(
+        [fill, add],
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 3])],
+        initializer=[shape],
+    )
     model = onnx_export._materialise_fills(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
     assert onnx_export.inventory(model) == {"Add": 1}
     onnx.save(model, str(tmp_path / "f.onnx"))
@@ -174,8 +193,7 @@ class Opset18Ops(torch.nn.Module):
 
 def test_opset18_ops_reach_opset17(tmp_path):
     x = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(2))
-    rep = onnx_export.export(Opset18Ops(), (x,), tmp_path / "o.onnx", input_names=["x"],
-                             output_names=list("abcde"))
+    rep = onnx_export.export(Opset18Ops(), (x,), tmp_path / "o.onnx", input_names=["x"], output_names=list("abcde"))
     model = onnx.load(str(rep.path))
     assert rep.opset == 17 and rep.parity_ok, rep.max_abs_diff
     assert {"Split", "ReduceMean", "ReduceMax", "ReduceLogSumExp"} <= set(rep.ops)
@@ -200,7 +218,8 @@ def test_onnx_version_converter_still_cannot_take_our_opset18_graph():
     x = torch.randn(2, 5, 3, generator=torch.Generator().manual_seed(2))
     # what `export` hands to the opset rewrite: the dynamo exporter's graph (opset 18), folded
     graph18 = onnx_ir.serde.serialize_model(
-        onnx_export._fold(onnx_export._trace(Opset18Ops(), (x,), ["x"], list("abcde"), 17)))
+        onnx_export._fold(onnx_export._trace(Opset18Ops(), (x,), ["x"], list("abcde"), 17))
+    )
     assert default_opset(graph18) == 18 and "Split" in {n.op_type for n in graph18.graph.node}
     try:
         converted = onnx.version_converter.convert_version(graph18, 17)

@@ -14,10 +14,15 @@ from weftlib.onnx_core import view as graphview
 
 def _diamond() -> onnx.ModelProto:
     v = lambda n: helper.make_tensor_value_info(n, TensorProto.FLOAT, [2])  # noqa: E731
-    nodes = [helper.make_node("Relu", ["x"], ["a"], name="a"), helper.make_node("Neg", ["a"], ["b"], name="b"),
-             helper.make_node("Abs", ["a"], ["c"], name="c"), helper.make_node("Add", ["b", "c"], ["y"], name="d")]
-    return helper.make_model(helper.make_graph(nodes, "g", [v("x")], [v("y")]),
-                             opset_imports=[helper.make_opsetid("", 17)])
+    nodes = [
+        helper.make_node("Relu", ["x"], ["a"], name="a"),
+        helper.make_node("Neg", ["a"], ["b"], name="b"),
+        helper.make_node("Abs", ["a"], ["c"], name="c"),
+        helper.make_node("Add", ["b", "c"], ["y"], name="d"),
+    ]
+    return helper.make_model(
+        helper.make_graph(nodes, "g", [v("x")], [v("y")]), opset_imports=[helper.make_opsetid("", 17)]
+    )
 
 
 def test_layout_depths_and_edges():
@@ -85,9 +90,11 @@ def test_lab_view_is_netron_through_the_jupyter_server_offline(tmp_path, monkeyp
     model = re.search(r'"(models/d-[0-9a-f]{12}\.onnx)"', shown).group(1)
     assert (viewer / model).read_bytes() == path.read_bytes()
     line = next(ln.strip() for ln in shown.splitlines() if ln.strip().startswith("var page = "))
-    page = json.loads(line[len("var page = "):-1])
+    page = json.loads(line[len("var page = ") : -1])
     assert page == (viewer / graphview.FRAME_TEMPLATE).read_text()
-    assert f'<base href="{graphview.BASE_MARK}">' in page and f'<meta name="file" content="{graphview.FILE_MARK}">' in page
+    assert (
+        f'<base href="{graphview.BASE_MARK}">' in page and f'<meta name="file" content="{graphview.FILE_MARK}">' in page
+    )
     assert '<meta name="version" content="0.0.0">' in page  # netron's telemetry runs only for packaged versions
     assert page.index("weft-offline.js") < page.index('src="index.js"')
     loaded = re.findall(r'(?:src|href)="([^"]+)"', page.split("</head>")[0])

@@ -42,14 +42,17 @@ def test_int_may_stand_for_float_but_not_the_reverse(tiny_suite):
         params.validate(plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {size: 1.5}\n"))
 
 
-@pytest.mark.parametrize("text, word", [
-    ("notebooks: [10_ok]\ncell_timout: 5\n", "unknown key 'cell_timout'"),
-    ("notebooks:\n  - name: 99_missing\n", "no notebook '99_missing'"),
-    ("notebooks:\n  - name: 10_ok\n    parameters: {run_dir: /tmp}\n", "set by the runner"),
-    ("notebooks: [10_ok, 10_ok]\n", "listed twice"),
-    ("notebooks: [\n", "not valid YAML"),
-    ("- just a list\n", "expected a mapping"),
-])
+@pytest.mark.parametrize(
+    "text, word",
+    [
+        ("notebooks: [10_ok]\ncell_timout: 5\n", "unknown key 'cell_timout'"),
+        ("notebooks:\n  - name: 99_missing\n", "no notebook '99_missing'"),
+        ("notebooks:\n  - name: 10_ok\n    parameters: {run_dir: /tmp}\n", "set by the runner"),
+        ("notebooks: [10_ok, 10_ok]\n", "listed twice"),
+        ("notebooks: [\n", "not valid YAML"),
+        ("- just a list\n", "expected a mapping"),
+    ],
+)
 def test_structural_errors(tiny_suite, text, word):
     with pytest.raises(params.ParamsError, match=word):
         params.validate(plan(tiny_suite, text))
@@ -118,8 +121,11 @@ def test_capabilities_judge_the_plans_notebooks_and_name_one_without_a_rule():
 
     names = params.notebook_names()
     assert sorted(names) == sorted(params.notebook_names(params.REPO_ROOT / "params" / "appendix.yaml"))
-    env = {"natten": {"libnatten": False, "cuda": False}, "hailo_dfc": {"importable": False},
-           "machine": {"ram_bytes": 8 * 2**30}}
+    env = {
+        "natten": {"libnatten": False, "cuda": False},
+        "hailo_dfc": {"importable": False},
+        "machine": {"ram_bytes": 8 * 2**30},
+    }
     rows = {r["notebook"]: r for r in provenance.capabilities(env, 20.0)}
     assert list(rows) == names
     assert rows["03_sparse_conv_memory"]["fully here"] == "partly"  # 8 GiB of RAM, 20 wanted

@@ -31,7 +31,9 @@ assert True"""
 
 
 def _notebook(path, body, title):
-    write_notebook(path, 'run_dir = ""', "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n" + body)
+    write_notebook(
+        path, 'run_dir = ""', "import matplotlib\nmatplotlib.use('Agg')\nimport matplotlib.pyplot as plt\n" + body
+    )
     import nbformat
 
     nb = nbformat.read(path, as_version=4)
@@ -44,8 +46,11 @@ def runs(tmp_path_factory):
     root = tmp_path_factory.mktemp("publish")
     nb_dir = root / "nbs"
     nb_dir.mkdir()
-    write_notebook(nb_dir / "00_overview.ipynb", 'run_dir = ""',
-                   'rec = record.Recorder("00_overview", run_dir)\nrec.record("role", "overview")')
+    write_notebook(
+        nb_dir / "00_overview.ipynb",
+        'run_dir = ""',
+        'rec = record.Recorder("00_overview", run_dir)\nrec.record("role", "overview")',
+    )
     _notebook(nb_dir / "10_answer.ipynb", ANSWER, "10 · Does it fit?")
     _notebook(nb_dir / "20_unmet.ipynb", UNMET, "20 · Do the gates agree?")
     (root / "p.yaml").write_text("notebooks: [00_overview, 10_answer, 20_unmet]\n")
@@ -118,7 +123,7 @@ def test_page_parses_and_holds_answers_sections_tables_and_svg(runs, tmp_path):
 
     fences = [t for t in tokens if t.type == "fence" and t.info.strip() == "{=html}"]
     assert len(fences) == 1 and "<svg" in fences[0].content
-    svg = fences[0].content[fences[0].content.index("<svg"):fences[0].content.rindex("</svg>") + 6]
+    svg = fences[0].content[fences[0].content.index("<svg") : fences[0].content.rindex("</svg>") + 6]
     ET.fromstring(svg)
     assert "<img" not in text and ".png" not in text
 

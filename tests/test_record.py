@@ -23,7 +23,11 @@ def test_jsonable_handles_what_notebooks_record():
     import torch
 
     assert record.jsonable({"n": np.int64(3), "t": torch.tensor([1.5]), "s": {2, 1}, "f": float("inf")}) == {
-        "n": 3, "t": [1.5], "s": [1, 2], "f": "inf"}
+        "n": 3,
+        "t": [1.5],
+        "s": [1, 2],
+        "f": "inf",
+    }
 
 
 def test_progress_is_silent_under_ci_and_visible_headless(monkeypatch, capsys):
@@ -40,8 +44,12 @@ def test_conclude_records_answer_and_status(tmp_path):
     got = rec.conclude(" yes, it exports ", rests_on={"sources": "stand-in", "geometry": "32 grid"})
     assert got["status"] == "answered on a stand-in"
     stored = record.load_metrics(tmp_path, "99_x")["metrics"]["conclusion"]
-    assert stored == {"answer": "yes, it exports", "rests_on": {"sources": "stand-in", "geometry": "32 grid"},
-                      "unmet": [], "status": "answered on a stand-in"}
+    assert stored == {
+        "answer": "yes, it exports",
+        "rests_on": {"sources": "stand-in", "geometry": "32 grid"},
+        "unmet": [],
+        "status": "answered on a stand-in",
+    }
     unmet = rec.conclude("no verdict", rests_on={"sources": "real checkout"}, unmet=["DFC not run", "no weights"])
     assert unmet["status"] == "unanswered: DFC not run; no weights"
     assert rec.conclude("done", rests_on={"sources": "real checkout"})["status"] == "answered"
@@ -51,24 +59,27 @@ def test_conclude_records_answer_and_status(tmp_path):
         rec.conclude("  ", rests_on={})
 
 
-@pytest.mark.parametrize("value, unit, digits, text", [
-    (7.152557373046875e-07, None, 3, "7.15 × 10⁻⁷"),
-    (3 * 2**30, "B", 3, "3 GiB"),
-    (5_497_558_138_880, "B", 3, "5 TiB"),
-    (512, "B", 3, "512 B"),
-    (0.0834, "s", 3, "83.4 ms"),
-    (1020.0, "s", 2, "17 min"),
-    (2.345, "x", 3, "2.35×"),
-    (1234567, None, 3, "1,234,567"),
-    (12345.678, None, 3, "12,300"),
-    (0.5, None, 3, "0.5"),
-    (True, None, 3, "yes"),
-    (None, None, 3, "none"),
-    ({"DFC not run": 13}, None, 3, "DFC not run: 13"),
-    (["gather", "matmul"], None, 3, "gather, matmul"),
-    ([], None, 3, "none"),
-    ("Flex only", None, 3, "Flex only"),
-])
+@pytest.mark.parametrize(
+    "value, unit, digits, text",
+    [
+        (7.152557373046875e-07, None, 3, "7.15 × 10⁻⁷"),
+        (3 * 2**30, "B", 3, "3 GiB"),
+        (5_497_558_138_880, "B", 3, "5 TiB"),
+        (512, "B", 3, "512 B"),
+        (0.0834, "s", 3, "83.4 ms"),
+        (1020.0, "s", 2, "17 min"),
+        (2.345, "x", 3, "2.35×"),
+        (1234567, None, 3, "1,234,567"),
+        (12345.678, None, 3, "12,300"),
+        (0.5, None, 3, "0.5"),
+        (True, None, 3, "yes"),
+        (None, None, 3, "none"),
+        ({"DFC not run": 13}, None, 3, "DFC not run: 13"),
+        (["gather", "matmul"], None, 3, "gather, matmul"),
+        ([], None, 3, "none"),
+        ("Flex only", None, 3, "Flex only"),
+    ],
+)
 def test_format_value_reads_like_a_person_wrote_it(value, unit, digits, text):
     assert record.format_value(value, unit, digits) == text
 
@@ -81,8 +92,10 @@ def test_headline_labels_units_describe_and_demote(tmp_path):
     rec.describe("worst_abs_diff", label="worst difference", digits=2)
     rec.demote("speedup", "millisecond calls")
     got = record.headlines(record.load_metrics(tmp_path, "99_x"))
-    assert got == [{"key": "worst_abs_diff", "label": "worst difference", "text": "7.2 × 10⁻⁷"},
-                   {"key": "dense_bytes", "label": "one dense layer", "text": "1 TiB"}]
+    assert got == [
+        {"key": "worst_abs_diff", "label": "worst difference", "text": "7.2 × 10⁻⁷"},
+        {"key": "dense_bytes", "label": "one dense layer", "text": "1 TiB"},
+    ]
     stored = record.load_metrics(tmp_path, "99_x")
     assert stored["metrics"]["speedup"] == 2.0 and stored["display"]["speedup"]["not_headline"] == "millisecond calls"
     with pytest.raises(KeyError, match="nothing recorded"):

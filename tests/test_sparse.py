@@ -16,7 +16,7 @@ from weftlib.sparse import voxels
 def random_coords(res: int, n: int, seed: int) -> torch.Tensor:
     """n distinct voxels of a res^3 grid, deliberately not sorted."""
     gen = torch.Generator().manual_seed(seed)
-    keys = torch.randperm(res ** 3, generator=gen)[:n]
+    keys = torch.randperm(res**3, generator=gen)[:n]
     return torch.stack([keys // (res * res), (keys // res) % res, keys % res], dim=1)
 
 
@@ -24,14 +24,15 @@ def brute_map(coords: torch.Tensor, k: int) -> torch.Tensor:
     """The kernel map by dictionary lookup, offsets in the documented order (last axis fastest)."""
     where = {tuple(c): i for i, c in enumerate(coords.tolist())}
     offsets = list(itertools.product(range(-(k // 2), k // 2 + 1), repeat=3))
-    return torch.tensor([[where.get(tuple(c + o), -1) for o in np.asarray(offsets)]
-                         for c in np.asarray(coords.tolist())])
+    return torch.tensor(
+        [[where.get(tuple(c + o), -1) for o in np.asarray(offsets)] for c in np.asarray(coords.tolist())]
+    )
 
 
 def layer(n: int, cin: int, cout: int, k: int, seed: int, dtype=torch.float32):
     gen = torch.Generator().manual_seed(seed)
     feats = torch.randn((n, cin), generator=gen)
-    weight = torch.randn((cout, cin, k, k, k), generator=gen) / math.sqrt(cin * k ** 3)
+    weight = torch.randn((cout, cin, k, k, k), generator=gen) / math.sqrt(cin * k**3)
     bias = torch.randn(cout, generator=gen)
     return feats.to(dtype), weight.to(dtype), bias.to(dtype)
 
@@ -63,7 +64,9 @@ def test_mesh_voxelization_equals_brute_force_sat_over_all_voxels():
     tris = torch.as_tensor(unit)[torch.as_tensor(faces)] * res
     hit = torch.zeros(len(grid), dtype=torch.bool)
     for part in tris.split(400):  # every (triangle, voxel) pair, 400 triangles at a time
-        pairs = voxels._tri_box_overlap(part.repeat_interleave(len(grid), 0), grid.double().repeat(len(part), 1) + 0.5, 0.5)
+        pairs = voxels._tri_box_overlap(
+            part.repeat_interleave(len(grid), 0), grid.double().repeat(len(part), 1) + 0.5, 0.5
+        )
         hit |= pairs.reshape(len(part), len(grid)).any(dim=0)
     assert torch.equal(voxels.voxelize_mesh(unit, faces, res), voxels.unique_sorted(grid[hit], res))
 
@@ -120,18 +123,21 @@ def test_sphere_count_matches_the_mean_projected_area_formula():
 
 def test_fit_exponent_recovers_a_power_law():
     res = np.array([16, 32, 64, 128])
-    slope, _ = voxels.fit_exponent(res, 5 * res ** 2.3)
+    slope, _ = voxels.fit_exponent(res, 5 * res**2.3)
     assert slope == pytest.approx(2.3)
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: voxels.voxel_set("cube", 8), "shape must be one of"),
-    (lambda: voxels.voxel_set("sphere", 1), "res must be an int >= 2"),
-    (lambda: voxels.sphere_shell(8, radius=0.6), "radius"),
-    (lambda: voxels.normalize_mesh(np.zeros((3, 3)) + 1), "span no volume"),
-    (lambda: voxels.voxelize_mesh(np.ones((3, 3)) * 2, np.array([[0, 1, 2]]), 8), "unit cube"),
-    (lambda: voxels.fit_exponent([8], [3]), "two or more"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: voxels.voxel_set("cube", 8), "shape must be one of"),
+        (lambda: voxels.voxel_set("sphere", 1), "res must be an int >= 2"),
+        (lambda: voxels.sphere_shell(8, radius=0.6), "radius"),
+        (lambda: voxels.normalize_mesh(np.zeros((3, 3)) + 1), "span no volume"),
+        (lambda: voxels.voxelize_mesh(np.ones((3, 3)) * 2, np.array([[0, 1, 2]]), 8), "unit cube"),
+        (lambda: voxels.fit_exponent([8], [3]), "two or more"),
+    ],
+)
 def test_voxel_argument_errors_name_the_argument(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -151,13 +157,16 @@ def test_kernel_map_on_a_sorted_shell_and_its_offset_order():
     assert torch.equal(table[:, 13], torch.arange(len(coords)))  # the centre offset is the voxel itself
 
 
-@pytest.mark.parametrize("coords, k, match", [
-    (torch.zeros((4, 2), dtype=torch.int64), 3, r"coords must be \[N, 3\]"),
-    (torch.zeros((4, 3)), 3, "integer"),
-    (-torch.ones((4, 3), dtype=torch.int64), 3, "non-negative"),
-    (torch.zeros((2, 3), dtype=torch.int64), 3, "unique"),
-    (torch.zeros((1, 3), dtype=torch.int64), 2, "odd"),
-])
+@pytest.mark.parametrize(
+    "coords, k, match",
+    [
+        (torch.zeros((4, 2), dtype=torch.int64), 3, r"coords must be \[N, 3\]"),
+        (torch.zeros((4, 3)), 3, "integer"),
+        (-torch.ones((4, 3), dtype=torch.int64), 3, "non-negative"),
+        (torch.zeros((2, 3), dtype=torch.int64), 3, "unique"),
+        (torch.zeros((1, 3), dtype=torch.int64), 2, "odd"),
+    ],
+)
 def test_kernel_map_argument_errors(coords, k, match):
     if match == "unique":
         coords = torch.tensor([[1, 2, 3], [0, 0, 0], [1, 2, 3]])
@@ -172,8 +181,9 @@ def test_every_method_equals_dense_conv3d_fp32(method, k):
     res = 11
     coords = random_coords(res, 300, seed=10 + k)
     feats, weight, bias = layer(len(coords), 6, 5, k, seed=k)
-    out = sparse.submanifold_conv3d(feats, sparse.kernel_map(coords, k), weight, bias, method=method,
-                                    coords=coords, res=res, chunk_rows=41)
+    out = sparse.submanifold_conv3d(
+        feats, sparse.kernel_map(coords, k), weight, bias, method=method, coords=coords, res=res, chunk_rows=41
+    )
     ref = sparse.reference_conv3d(feats, coords, weight, res, bias)
     assert out.dtype == torch.float32 and out.shape == (300, 5)
     assert (out.double() - ref).abs().max().item() <= 1e-4
@@ -184,8 +194,9 @@ def test_every_method_in_fp16_is_within_half_precision_of_the_reference(method):
     res = 12
     coords = voxels.voxel_set("bunny", res)
     feats, weight, bias = layer(len(coords), 8, 8, 3, seed=5, dtype=torch.float16)
-    out = sparse.submanifold_conv3d(feats, sparse.kernel_map(coords), weight, bias, method=method,
-                                    coords=coords, res=res)
+    out = sparse.submanifold_conv3d(
+        feats, sparse.kernel_map(coords), weight, bias, method=method, coords=coords, res=res
+    )
     ref = sparse.reference_conv3d(feats.float(), coords, weight.float(), res, bias.float())
     assert out.dtype == torch.float16
     # outputs are O(1); fp16 keeps ~3 significant digits through a 216-term sum
@@ -200,8 +211,10 @@ def test_methods_are_deterministic_and_correct_on_two_threads(method):
         coords = voxels.voxel_set("sphere", 20)
         nbr = sparse.kernel_map(coords)
         feats, weight, _ = layer(len(coords), 16, 16, 3, seed=7)
-        runs = [sparse.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=20,
-                                          chunk_rows=500) for _ in range(2)]
+        runs = [
+            sparse.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=20, chunk_rows=500)
+            for _ in range(2)
+        ]
     finally:
         torch.set_num_threads(before)
     assert torch.equal(runs[0], runs[1])
@@ -213,41 +226,52 @@ def test_im2col_chunking_does_not_change_the_result():
     nbr = sparse.kernel_map(coords)
     feats, weight, _ = layer(len(coords), 4, 3, 3, seed=2)
     whole = sparse.submanifold_conv3d(feats, nbr, weight, method="im2col")
-    assert all(torch.allclose(whole, sparse.submanifold_conv3d(feats, nbr, weight, method="im2col", chunk_rows=c),
-                              atol=1e-6) for c in (1, 7, len(coords) - 1, len(coords) + 5))
+    assert all(
+        torch.allclose(whole, sparse.submanifold_conv3d(feats, nbr, weight, method="im2col", chunk_rows=c), atol=1e-6)
+        for c in (1, 7, len(coords) - 1, len(coords) + 5)
+    )
 
 
 def test_dense_refuses_above_its_budget_and_names_the_bytes():
     coords = voxels.voxel_set("sphere", 16)
     feats, weight, _ = layer(len(coords), 4, 4, 3, seed=0)
     need = sparse.dense_bytes(1024, 64, 64, torch.float16)
-    assert need == 2 ** 30 * 128 * 2  # two 64-channel fp16 grids of 2^30 cells
+    assert need == 2**30 * 128 * 2  # two 64-channel fp16 grids of 2^30 cells
     grids = 2 * sparse.densify(feats, coords, 16).nbytes  # the real input grid, and an output grid as large
     with pytest.raises(sparse.DenseBudgetError, match=f"needs {grids} bytes"):
-        sparse.submanifold_conv3d(feats, sparse.kernel_map(coords), weight, method="dense", coords=coords, res=16,
-                                  budget_bytes=1000)
+        sparse.submanifold_conv3d(
+            feats, sparse.kernel_map(coords), weight, method="dense", coords=coords, res=16, budget_bytes=1000
+        )
 
 
-@pytest.mark.parametrize("kwargs, match", [
-    ({"method": "hash"}, "method must be one of"),
-    ({"weight": torch.zeros((4, 3, 3, 3, 3))}, "Cin=3"),
-    ({"weight": torch.zeros((4, 4, 3, 3, 2))}, "Conv3d layout"),
-    ({"nbr": torch.zeros((5, 27), dtype=torch.int64)}, r"nbr must be \[N, k\^3\]"),
-    ({"nbr": torch.zeros((10, 27), dtype=torch.int32)}, "int64"),
-    ({"bias": torch.zeros(3)}, r"bias must be \[Cout\]"),
-    ({"method": "dense"}, "needs coords= and res="),
-    ({"chunk_rows": 0}, "chunk_rows"),
-    ({"method": "dense", "coords": torch.full((10, 3), 8), "res": 8}, "outside a grid of res=8"),
-])
+@pytest.mark.parametrize(
+    "kwargs, match",
+    [
+        ({"method": "hash"}, "method must be one of"),
+        ({"weight": torch.zeros((4, 3, 3, 3, 3))}, "Cin=3"),
+        ({"weight": torch.zeros((4, 4, 3, 3, 2))}, "Conv3d layout"),
+        ({"nbr": torch.zeros((5, 27), dtype=torch.int64)}, r"nbr must be \[N, k\^3\]"),
+        ({"nbr": torch.zeros((10, 27), dtype=torch.int32)}, "int64"),
+        ({"bias": torch.zeros(3)}, r"bias must be \[Cout\]"),
+        ({"method": "dense"}, "needs coords= and res="),
+        ({"chunk_rows": 0}, "chunk_rows"),
+        ({"method": "dense", "coords": torch.full((10, 3), 8), "res": 8}, "outside a grid of res=8"),
+    ],
+)
 def test_conv_argument_errors_name_the_argument(kwargs, match):
-    args = {"feats": torch.zeros((10, 4)), "nbr": torch.zeros((10, 27), dtype=torch.int64),
-            "weight": torch.zeros((4, 4, 3, 3, 3)), **kwargs}
+    args = {
+        "feats": torch.zeros((10, 4)),
+        "nbr": torch.zeros((10, 27), dtype=torch.int64),
+        "weight": torch.zeros((4, 4, 3, 3, 3)),
+        **kwargs,
+    }
     with pytest.raises(ValueError, match=match):
         sparse.submanifold_conv3d(**args)
 
 
 def test_accumulate_export_has_no_scatter_and_matches_torch(tmp_path):
     from weftlib.onnx_core import export as onnx_export
+
     coords = voxels.voxel_set("sphere", 8)
     feats, weight, bias = layer(len(coords), 4, 4, 3, seed=9)
     reports = sparse.export_methods(weight, bias, feats, sparse.kernel_map(coords), tmp_path, ("accumulate",))
@@ -282,10 +306,10 @@ def test_compact_handles_voxels_that_are_not_their_own_neighbour_and_empty_taps(
 
 
 def test_auto_picks_chunked_im2col_for_real_sets_and_one_gemm_for_small_sets():
-    assert sparse.choose_method(10 ** 6, 27) == "im2col" and sparse.choose_method(10 ** 6, 27, tracing=True) == "im2col"
+    assert sparse.choose_method(10**6, 27) == "im2col" and sparse.choose_method(10**6, 27, tracing=True) == "im2col"
     assert sparse.auto_chunk_rows("im2col", 27, 64, 4, sparse.SMALL_ROWS - 1) is None
-    rows = sparse.auto_chunk_rows("im2col", 27, 64, 4, 10 ** 6)
-    assert 256 <= rows <= 65536 and sparse.auto_chunk_rows("compact", 27, 64, 4, 10 ** 6) >= rows
+    rows = sparse.auto_chunk_rows("im2col", 27, 64, 4, 10**6)
+    assert 256 <= rows <= 65536 and sparse.auto_chunk_rows("compact", 27, 64, 4, 10**6) >= rows
     assert sparse.l2_cache_bytes() >= 1 << 16
 
 
@@ -308,10 +332,16 @@ class _AutoConv(torch.nn.Module):
 
 def test_auto_under_the_exporter_exports_the_static_im2col_form(tmp_path):
     from weftlib.onnx_core import export as onnx_export
+
     coords = voxels.voxel_set("sphere", 32)
     assert len(coords) >= sparse.SMALL_ROWS  # eager auto would chunk here
     feats, weight, _ = layer(len(coords), 4, 4, 3, seed=1)
-    report = onnx_export.export(_AutoConv(weight), (feats, sparse.kernel_map(coords)), tmp_path / "auto.onnx",
-                                input_names=["feats", "nbr"], output_names=["out"])
+    report = onnx_export.export(
+        _AutoConv(weight),
+        (feats, sparse.kernel_map(coords)),
+        tmp_path / "auto.onnx",
+        input_names=["feats", "nbr"],
+        output_names=["out"],
+    )
     assert report.parity_ok and report.ops.get("Gather", 0) == 1 and report.ops.get("MatMul", 0) == 1
     assert not {"TopK", "Loop", "ScatterND", "Unique"} & set(report.ops), report.ops

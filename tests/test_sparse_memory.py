@@ -10,8 +10,8 @@ from weftlib.sparse import memory, voxels
 
 def test_components_at_the_1024_headline_are_the_rfd_numbers():
     parts = memory.components(1024, 4_940_720, 64, 64, "float16")
-    assert parts["dense_tensor"] == 128 * 2 ** 30  # RFD 1129: one 64-channel fp16 tensor on 2^30 cells, 128 GiB
-    assert parts["dense_conv_in_out"] == 256 * 2 ** 30
+    assert parts["dense_tensor"] == 128 * 2**30  # RFD 1129: one 64-channel fp16 tensor on 2^30 cells, 128 GiB
+    assert parts["dense_conv_in_out"] == 256 * 2**30
 
 
 def test_byte_formulas_are_the_sizes_of_the_real_tensors():
@@ -35,7 +35,9 @@ def test_peak_model_orders_and_chunking():
     whole = memory.peak_model("im2col", 64, n, c, c, "float32")
     assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=100) < whole
     assert memory.peak_model("im2col", 64, n, c, c, "float32", chunk_rows=n) == whole
-    assert memory.peak_model("accumulate", 64, n, c, c, "float32") < memory.peak_model("scatter", 64, n, c, c, "float32")
+    assert memory.peak_model("accumulate", 64, n, c, c, "float32") < memory.peak_model(
+        "scatter", 64, n, c, c, "float32"
+    )
     grow = memory.peak_model("dense", 128, n, c, c, "float16") - memory.peak_model("dense", 64, n, c, c, "float16")
     assert grow == 7 * memory.components(64, n, c, c, "float16")["dense_conv_in_out"]  # (128/64)^3 - 1 grids more
 
@@ -47,12 +49,15 @@ def test_model_table_puts_dense_first_and_ratios_against_it():
     assert (table["dense_over_method"].iloc[1:] > 10).all()
 
 
-@pytest.mark.parametrize("call, match", [
-    (lambda: memory.peak_model("hash", 8, 1, 1, 1), "method must be one of"),
-    (lambda: memory.components(8, 1, 1, 1, "bfloat16"), "dtype must be one of"),
-    (lambda: memory.measure_table([("sphere", 64, "accumulate")], {}, 8, progress=False), "no voxel count"),
-    (lambda: memory.benchmark(res=8, repeats=0), "repeats"),
-])
+@pytest.mark.parametrize(
+    "call, match",
+    [
+        (lambda: memory.peak_model("hash", 8, 1, 1, 1), "method must be one of"),
+        (lambda: memory.components(8, 1, 1, 1, "bfloat16"), "dtype must be one of"),
+        (lambda: memory.measure_table([("sphere", 64, "accumulate")], {}, 8, progress=False), "no voxel count"),
+        (lambda: memory.benchmark(res=8, repeats=0), "repeats"),
+    ],
+)
 def test_argument_errors(call, match):
     with pytest.raises(ValueError, match=match):
         call()
@@ -70,7 +75,7 @@ def test_split_transfer_and_decoder_stages():
 def test_measured_peak_is_within_the_model(method, chunk):
     n = len(voxels.voxel_set("sphere", 64))
     row = memory.measured_row(method, "sphere", 64, 32, n, "float32", threads=1, chunk_rows=chunk)
-    assert row["N"] == n and row["model_bytes"] > 4 * 2 ** 20
+    assert row["N"] == n and row["model_bytes"] > 4 * 2**20
     assert 0.8 <= row["measured_over_model"] <= 1.25, row
 
 
@@ -94,13 +99,33 @@ def test_conv_work_counts_the_taps_that_have_a_neighbour_and_the_summary_names_t
     pairs = int((nbr >= 0).sum())
     assert work["flops_occupied"] == 2 * pairs * 8 * 4 and work["flops_all_taps"] == 2 * len(coords) * 27 * 8 * 4
     assert work["min_bytes"] == len(coords) * (8 + 4) * 4 + nbr.nbytes  # features in and out, the table once
-    row = {"shape": "sphere", "res": 16, "C": 8, "dtype": "float32", "threads": 1, "repeats": 1, "method": "auto",
-           "chunk_rows": None, "median_seconds": 0.5, "of_limit": 0.1, "useful_gflops": 1.0, "of_sgemm": 0.01,
-           "peak_bytes": 2 ** 20, "peak_over_model": 1.0}
-    text = memory.format_benchmark({"work": work, "limits": {"sgemm_gflops": 100.0, "copy_gbps": 10.0,
-                                                              "load_average": 0.5},
-                                    "rows": [row], "spconv": None, "spconv_status": "not asked",
-                                    "limit_seconds": 0.05, "limit_seconds_all_taps": 0.09})
+    row = {
+        "shape": "sphere",
+        "res": 16,
+        "C": 8,
+        "dtype": "float32",
+        "threads": 1,
+        "repeats": 1,
+        "method": "auto",
+        "chunk_rows": None,
+        "median_seconds": 0.5,
+        "of_limit": 0.1,
+        "useful_gflops": 1.0,
+        "of_sgemm": 0.01,
+        "peak_bytes": 2**20,
+        "peak_over_model": 1.0,
+    }
+    text = memory.format_benchmark(
+        {
+            "work": work,
+            "limits": {"sgemm_gflops": 100.0, "copy_gbps": 10.0, "load_average": 0.5},
+            "rows": [row],
+            "spconv": None,
+            "spconv_status": "not asked",
+            "limit_seconds": 0.05,
+            "limit_seconds_all_taps": 0.09,
+        }
+    )
     assert "sgemm 100 GFLOP/s, copy 10.0 GB/s" in text and "auto" in text and "spconv: not run" in text
 
 

@@ -68,7 +68,9 @@ def test_host_never_imports_natten_and_only_installs_it():
         names = [a.name for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.Import) for a in n.names]
         assert not any(n.split(".")[0] == "natten" for n in names), path
     assert [h.kind for h in trace.static_scan(standins.NAF_HUB_DIR, "natten") if h.kind != "mention"] == [
-        "hub_dependency", "import"]
+        "hub_dependency",
+        "import",
+    ]
 
 
 def test_host_config_flag_decides_the_naf_call_and_projection_width(recorded_na2d):
@@ -91,8 +93,9 @@ def test_host_config_flag_decides_the_naf_call_and_projection_width(recorded_na2
 def test_flow_checkpoint_needs_the_flag_on():
     flow = standins.import_from(standins.HOST_ROOT, "pixal3d_standin.flow")
     state = flow.build_flow_model(True, embed_dim=64).state_dict()
-    on, off = checkpoint.checkpoint_compatibility(lambda **kw: flow.build_flow_model(embed_dim=64, **kw),
-                                                  "use_naf_upsample", state)
+    on, off = checkpoint.checkpoint_compatibility(
+        lambda **kw: flow.build_flow_model(embed_dim=64, **kw), "use_naf_upsample", state
+    )
     assert on.loads and off.mismatches == (checkpoint.Mismatch("cond_proj.weight", (32, 64), (32, 128)),)
     with pytest.raises(FileNotFoundError, match="root"):
         standins.import_from(standins.HOST_ROOT / "nope", "x")

@@ -10,8 +10,9 @@ from weftlib.suite import params, runner
 def run(tiny_suite, tmp_path, names, appendix):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("cell_timeout: 60\nnotebooks: [10_ok, 20_bad]\n"), names, nb_dir)
-    return runner.run_suite(plan, out=tmp_path / f"run-{'-'.join(names)}", appendix=appendix, progress=False,
-                           log=lambda line: None)
+    return runner.run_suite(
+        plan, out=tmp_path / f"run-{'-'.join(names)}", appendix=appendix, progress=False, log=lambda line: None
+    )
 
 
 def snapshot(folder):
@@ -94,19 +95,21 @@ def test_failure_names_papermills_cell_number_and_the_failing_line(tiny_suite, t
     result = run(tiny_suite, tmp_path, ["20_bad"], None)
     bad = result.notebooks[0]
     executed = (result.run_dir / "20_bad.ipynb").read_text()
-    assert f'In [{bad.error["exec_count"]}]' in executed  # the number papermill's banner shows
+    assert f"In [{bad.error['exec_count']}]" in executed  # the number papermill's banner shows
     text = bad.describe_error()
-    assert f'cell In [{bad.error["exec_count"]}]' in text
+    assert f"cell In [{bad.error['exec_count']}]" in text
     assert "failing line: assert size < 0" in text
     state = json.loads((result.run_dir / "state.json").read_text())
     assert state["state"] == "failed" and "20_bad" in state["failed"][0]
 
 
 def test_failing_line_reads_the_notebook_frame():
-    tb = ["\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
-          "\x1b[0;31mAssertionError\x1b[0m                            Traceback (most recent call last)",
-          "Cell \x1b[0;32mIn[4], line 3\x1b[0m\n\x1b[1;32m      1\x1b[0m x = 1\n\x1b[0;32m----> 3\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m x < 0",
-          "File \x1b[0;32m/lib/x.py:10\x1b[0m, in \x1b[0;36mf\x1b[0;34m()\x1b[0m\n\x1b[0;32m---> 10\x1b[0m inner()"]
+    tb = [
+        "\x1b[0;31m---------------------------------------------------------------------------\x1b[0m",
+        "\x1b[0;31mAssertionError\x1b[0m                            Traceback (most recent call last)",
+        "Cell \x1b[0;32mIn[4], line 3\x1b[0m\n\x1b[1;32m      1\x1b[0m x = 1\n\x1b[0;32m----> 3\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m x < 0",
+        "File \x1b[0;32m/lib/x.py:10\x1b[0m, in \x1b[0;36mf\x1b[0;34m()\x1b[0m\n\x1b[0;32m---> 10\x1b[0m inner()",
+    ]
     assert runner.failing_line(tb) == "assert x < 0"
     assert runner.failing_line(None) == ""
 
@@ -129,8 +132,9 @@ def test_eta_comes_from_the_last_run_of_the_same_plan(tiny_suite, tmp_path):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
     lines: list[str] = []
-    first = runner.run_suite(plan, out=tmp_path / "runs" / "a", appendix=None, log=lines.append,
-                            history=(tmp_path / "runs",))
+    first = runner.run_suite(
+        plan, out=tmp_path / "runs" / "a", appendix=None, log=lines.append, history=(tmp_path / "runs",)
+    )
     assert "no earlier run of this plan" in lines[1]
     history = runner.last_durations(plan, (tmp_path / "runs",))
     assert history["from"] == str(first.run_dir) and history["notebooks"]["10_ok"]["cells"]

@@ -15,7 +15,7 @@ import torch
 from weftlib import trace
 from weftlib.trace import calls
 
-CORE = '''\
+CORE = """\
 def outer(x):
     return inner(x) + 1
 
@@ -38,9 +38,9 @@ def _fail(x):
 
 def shapes(t):
     return tuple(t.shape)
-'''
+"""
 
-USER = '''\
+USER = """\
 import threading
 
 import {pkg}
@@ -77,7 +77,7 @@ def run_thread():
 
 def never(n):
     return sum(len(str(i)) for i in range(n))
-'''
+"""
 
 
 def line_of(path: Path, needle: str) -> int:
@@ -104,6 +104,7 @@ def fake(tmp_path, monkeypatch):
 
 # -------------------------------------------------------------------------------------------- static scan
 
+
 def write(root: Path, rel: str, text: str) -> Path:
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +113,10 @@ def write(root: Path, rel: str, text: str) -> Path:
 
 
 def test_static_scan_classifies_each_line(tmp_path):
-    write(tmp_path, "pkg/model.py", """\
+    write(
+        tmp_path,
+        "pkg/model.py",
+        """\
         import os
         import natten.functional as nf
         from natten import na2d
@@ -120,7 +124,8 @@ def test_static_scan_classifies_each_line(tmp_path):
         import torch
         net = torch.hub.load("owner/repo", "entry", trust_repo=True)
         nattenx = 1
-        """)
+        """,
+    )
     write(tmp_path, "hub/hubconf.py", 'dependencies = ["torch", "natten"]\n')
     write(tmp_path, "requirements.txt", "torch>=2\nNATTEN==0.21.7  # kernels\n")
     write(tmp_path, "README.md", "Install:\n\n    pip install natten\n\nnatten is fast.\n")
@@ -159,6 +164,7 @@ def test_declared_dependencies_and_assignments(tmp_path):
 
 
 # ------------------------------------------------------------------------------------------------ tracing
+
 
 def test_chain_from_user_code_into_target(fake):
     pkg, user, root = fake
@@ -260,6 +266,7 @@ def test_tracer_argument_errors():
 
 # -------------------------------------------------------------------------------------------------- audit
 
+
 def test_audit_flags_a_hub_import_the_host_does_not_declare(tmp_path):
     import natten  # noqa: F401  (a required dependency: the hub below imports it, a broken install must fail)
 
@@ -299,13 +306,17 @@ def test_audit_ignores_imports_made_inside_other_libraries(tmp_path):
 
 # ------------------------------------------------------------------------------------------ probes, tree
 
+
 def test_verdicts_keep_the_refusal_reason():
     def refuse():
         raise ValueError("head dims differ")
 
     got = trace.verdicts({"yes": lambda: True, "no": lambda: 0, "refuses": refuse})
     assert [(v.name, v.ok, v.reason) for v in got] == [
-        ("yes", True, ""), ("no", False, ""), ("refuses", False, "ValueError: head dims differ")]
+        ("yes", True, ""),
+        ("no", False, ""),
+        ("refuses", False, "ValueError: head dims differ"),
+    ]
     with pytest.raises(TypeError, match="checks"):
         trace.verdicts({"bad": 3})
 
@@ -348,12 +359,19 @@ def test_refuses_to_displace_a_c_profiler(fake):
 def test_tracing_cost_separates_the_fixed_cost_from_a_long_enough_workload(fake):
     pkg, user, _ = fake
     got = trace.tracing_cost(user.never, 2000, target=pkg, repeats=3, min_seconds=0.02)
-    assert set(got) == {"calls", "plain_ms", "empty_hook_ms", "traced_ms", "fixed_overhead_us",
-                        "overhead_us_per_call", "traced_over_plain", "traced_over_empty_hook"}
+    assert set(got) == {
+        "calls",
+        "plain_ms",
+        "empty_hook_ms",
+        "traced_ms",
+        "fixed_overhead_us",
+        "overhead_us_per_call",
+        "traced_over_plain",
+        "traced_over_empty_hook",
+    }
     assert got["calls"] >= 1 and got["fixed_overhead_us"] >= 0
     assert got["plain_ms"] > 0 and got["traced_over_plain"] == pytest.approx(got["traced_ms"] / got["plain_ms"])
-    assert got["overhead_us_per_call"] == pytest.approx(
-        (got["traced_ms"] - got["plain_ms"]) * 1e3 / got["calls"])
+    assert got["overhead_us_per_call"] == pytest.approx((got["traced_ms"] - got["plain_ms"]) * 1e3 / got["calls"])
 
 
 def test_tracing_cost_repeats_a_short_call_and_keeps_going_past_errors(fake):
@@ -367,20 +385,30 @@ def test_tracing_cost_repeats_a_short_call_and_keeps_going_past_errors(fake):
     got = trace.tracing_cost(short_then_fail, target=pkg, repeats=1, min_seconds=0.001)
     assert got["calls"] > 1, "a call of microseconds was not repeated into a measurable workload"
     assert len(calls) == 1 + 3 * got["calls"]  # warm-up, then plain, empty hook and traced
-    for bad, match in (({"repeats": 0}, "repeats"), ({"min_seconds": 0}, "min_seconds"),
-                       ({"target": "no such"}, "target")):
+    for bad, match in (
+        ({"repeats": 0}, "repeats"),
+        ({"min_seconds": 0}, "min_seconds"),
+        ({"target": "no such"}, "target"),
+    ):
         with pytest.raises(ValueError, match=match):
             trace.tracing_cost(user.never, 5, **{"target": pkg, **bad})
     with pytest.raises(TypeError, match="fn"):
         trace.tracing_cost(3, target=pkg)
 
 
-@pytest.mark.parametrize("line, name", [
-    ("NATTEN==0.21.7  # kernels", "natten"),
-    ('    "Foo_Bar[cuda]>=1; python_version > \'3.10\'",', "foo-bar"),  # a pyproject/setup.py list item
-    ('natten = {version = "*"}', "natten"),  # a Pipfile entry
-    ("name @ https://example.org/name-1.0.whl", "name"),
-    ("-e .", None), ("git+https://x/y.git", None), ("# natten", None), ("[packages]", None), ("", None),
-])
+@pytest.mark.parametrize(
+    "line, name",
+    [
+        ("NATTEN==0.21.7  # kernels", "natten"),
+        ("    \"Foo_Bar[cuda]>=1; python_version > '3.10'\",", "foo-bar"),  # a pyproject/setup.py list item
+        ('natten = {version = "*"}', "natten"),  # a Pipfile entry
+        ("name @ https://example.org/name-1.0.whl", "name"),
+        ("-e .", None),
+        ("git+https://x/y.git", None),
+        ("# natten", None),
+        ("[packages]", None),
+        ("", None),
+    ],
+)
 def test_requirement_name_reads_manifest_lines(line, name):
     assert trace.requirement_name(line) == name

@@ -27,9 +27,13 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--params", type=Path, default=DEFAULT_PARAMS, help="parameter file (default: %(default)s)")
         p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (never publishes)")
     run.add_argument("--out", type=Path, help="fresh run folder (default: outputs/runs/<UTC time>)")
-    run.add_argument("--appendix", type=Path, default=None,
-                     help="where a fully passing run is copied (default: outputs/appendix for a plan marked "
-                          "`appendix: true`, outputs/smoke otherwise)")
+    run.add_argument(
+        "--appendix",
+        type=Path,
+        default=None,
+        help="where a fully passing run is copied (default: outputs/appendix for a plan marked "
+        "`appendix: true`, outputs/smoke otherwise)",
+    )
     run.add_argument("--no-publish", action="store_true", help="leave the published copy alone even if all pass")
     status = sub.add_parser("status", help="say what state a run folder is in")
     status.add_argument("run_dir", type=Path)
@@ -54,8 +58,10 @@ def _run(args: argparse.Namespace) -> int:
     if not result.passed:
         for nb in result.notebooks:
             if nb.status == "failed":
-                print(f"FAILED {nb.describe_error()}\n  executed notebook kept: {result.run_dir / (nb.name + '.ipynb')}",
-                      file=sys.stderr)
+                print(
+                    f"FAILED {nb.describe_error()}\n  executed notebook kept: {result.run_dir / (nb.name + '.ipynb')}",
+                    file=sys.stderr,
+                )
         print("the published copy was left unchanged", file=sys.stderr)
         return 1
     if result.published:

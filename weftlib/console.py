@@ -18,7 +18,6 @@ def headless() -> bool:
     return os.environ.get(HEADLESS_ENV) == "1"
 
 
-
 def progress(iterable: Any, **kwargs: Any) -> Any:
     """A tqdm progress bar that suits where the code runs.
 

@@ -97,7 +97,9 @@ def peak_rss_subprocess(target: str, kwargs: dict[str, Any] | None = None, timeo
     code = "import sys; from weftlib.measure import _child; _child(sys.argv[1], sys.argv[2])"
     proc = subprocess.run(
         [sys.executable, "-c", code, target, json.dumps(kwargs or {})],
-        capture_output=True, text=True, timeout=timeout,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
     )
     if proc.returncode != 0:
         raise RuntimeError(f"measurement of {target} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
@@ -120,7 +122,7 @@ def sgemm_gflops(threads: int | None = None, size: int = 2048, repeats: int = 5)
         seconds = median_seconds(lambda: torch.mm(a, b, out=out), repeats=repeats, warmup=1)
     finally:
         torch.set_num_threads(before)
-    return 2 * size ** 3 / seconds / 1e9
+    return 2 * size**3 / seconds / 1e9
 
 
 def copy_gbps(threads: int | None = None, nbytes: int = 256 << 20, repeats: int = 5) -> float:
@@ -145,8 +147,12 @@ def machine_limits(threads: int | None = None, repeats: int = 5) -> dict[str, fl
     divided by, so runs on a busy and a quiet machine can be compared."""
     import os
 
-    return {"sgemm_gflops": sgemm_gflops(threads, repeats=repeats), "copy_gbps": copy_gbps(threads, repeats=repeats),
-            "load_average": os.getloadavg()[0], "threads": threads}
+    return {
+        "sgemm_gflops": sgemm_gflops(threads, repeats=repeats),
+        "copy_gbps": copy_gbps(threads, repeats=repeats),
+        "load_average": os.getloadavg()[0],
+        "threads": threads,
+    }
 
 
 def limit_seconds(flops: float, nbytes: float, limits: dict[str, float]) -> float:

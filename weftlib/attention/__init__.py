@@ -6,8 +6,15 @@ swapped out, and real natten as the reference), `benchmark` (time and peak memor
 backend) and `device_layout` (every graph again with rank-4 inputs).
 """
 
-from .neighborhood import (METHODS, Pair, na2d, NA2d, upsample_nearest, natten_reference, lowres_from_full, swap_natten)
+from .neighborhood import METHODS, Pair, na2d, NA2d, upsample_nearest, natten_reference, lowres_from_full, swap_natten
 
 __all__ = [
-    "METHODS", "Pair", "na2d", "NA2d", "upsample_nearest", "natten_reference", "lowres_from_full", "swap_natten",
+    "METHODS",
+    "Pair",
+    "na2d",
+    "NA2d",
+    "upsample_nearest",
+    "natten_reference",
+    "lowres_from_full",
+    "swap_natten",
 ]

@@ -54,8 +54,10 @@ class Geometry:
 
     def __post_init__(self) -> None:
         if self.low is not None and tuple(n * self.dilation for n in self.low) != tuple(self.size):
-            raise ValueError(f"geometry {self.name!r}: size {self.size} must be low {self.low} x dilation "
-                             f"{self.dilation} (k/v nearest-upsampled by the dilation)")
+            raise ValueError(
+                f"geometry {self.name!r}: size {self.size} must be low {self.low} x dilation "
+                f"{self.dilation} (k/v nearest-upsampled by the dilation)"
+            )
         if any(self.kernel * self.dilation > s for s in self.size):
             raise ValueError(f"geometry {self.name!r}: kernel x dilation exceeds size {self.size}")
 
@@ -66,16 +68,16 @@ class Geometry:
     def gathered_bytes(self) -> int:
         """fp32 bytes of every query's kh*kw keys and values: what a full-resolution formulation moves when
         it reads each neighbour once per query (its data-movement bound)."""
-        return 4 * self.batch * self.tokens * self.kernel ** 2 * self.heads * (self.dim + self.v_dim)
+        return 4 * self.batch * self.tokens * self.kernel**2 * self.heads * (self.dim + self.v_dim)
 
     def attention_flops(self) -> int:
         """FLOPs of the scores and the weighted sum over each query's kh*kw neighbours."""
-        return 2 * self.batch * self.tokens * self.kernel ** 2 * self.heads * (self.dim + self.v_dim)
+        return 2 * self.batch * self.tokens * self.kernel**2 * self.heads * (self.dim + self.v_dim)
 
     def natten_dense_bytes(self) -> int:
         """fp32 bytes of the dense [B, heads, HW, HW] score matrix natten's Flex path forms on CPU."""
         chunks = -(-self.v_dim // self.dim)
-        return 4 * self.batch * chunks * self.heads * self.tokens ** 2
+        return 4 * self.batch * chunks * self.heads * self.tokens**2
 
 
 def grid(sizes: Iterable[int] = (32, 64, 128), kernel: int = 7, heads: int = 4, dim: int = 32) -> list[Geometry]:
@@ -83,8 +85,16 @@ def grid(sizes: Iterable[int] = (32, 64, 128), kernel: int = 7, heads: int = 4, 
     return [Geometry(f"{s}^2", (s, s), heads, dim, dim, kernel) for s in sizes]
 
 
-def naf_geometry(size: int = 512, low: int = 32, heads: int = 4, dim: int = 64, v_dim: int = 256,
-                 kernel: int = 9, methods: Iterable[str] | None = None, repeats: int | None = 1) -> Geometry:
+def naf_geometry(
+    size: int = 512,
+    low: int = 32,
+    heads: int = 4,
+    dim: int = 64,
+    v_dim: int = 256,
+    kernel: int = 9,
+    methods: Iterable[str] | None = None,
+    repeats: int | None = 1,
+) -> Geometry:
     """NAF's call: queries at `size`^2, k/v nearest-resized from `low`^2, dilation = size / low.
 
     `methods` limits the formulations timed there (default: all). Full-resolution ones run in torch only,
@@ -98,8 +108,9 @@ def naf_geometry(size: int = 512, low: int = 32, heads: int = 4, dim: int = 64, 
     if unknown:
         raise ValueError(f"methods: unknown formulation(s) {sorted(unknown)}; known: {attention.METHODS}")
     # the graphs stay exported at their small geometry: at NAF's size only 'lowres' (small constants) is
-    return Geometry(f"naf_{size}", (size, size), heads, dim, v_dim, kernel, size // low, 1, (low, low), chosen,
-                    ("lowres",), repeats)
+    return Geometry(
+        f"naf_{size}", (size, size), heads, dim, v_dim, kernel, size // low, 1, (low, low), chosen, ("lowres",), repeats
+    )
 
 
 def methods_for(geom: Geometry) -> tuple[str, ...]:
@@ -136,6 +147,7 @@ def _torch_call(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]) ->
     def run() -> torch.Tensor:
         with torch.no_grad():
             return module(*args)
+
     return run
 
 
@@ -146,21 +158,31 @@ def _natten_call(geom: Geometry, inputs: dict[str, torch.Tensor]) -> Callable[[]
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Flex warns on every uncompiled call
             return attention.natten_reference(q, k, v, geom.kernel, geom.dilation)
+
     return run
 
 
-def _ort_call(path: str | Path, geom: Geometry, method: str, inputs: dict[str, torch.Tensor],
-              threads: int | None) -> Callable[[], np.ndarray]:
+def _ort_call(
+    path: str | Path, geom: Geometry, method: str, inputs: dict[str, torch.Tensor], threads: int | None
+) -> Callable[[], np.ndarray]:
     sess = onnx_export.session(path, threads=threads)
     feed = dict(zip(("q", "k", "v"), (t.numpy() for t in method_args(geom, method, inputs))))
 
     def run() -> np.ndarray:
         return onnx_export.run_onnx(sess, feed)[0]
+
     return run
 
 
-def workload(backend: str, method: str, geometry: dict[str, Any], threads: int = 2,
-             onnx_path: str | None = None, cap_bytes: int = DEFAULT_CAP_BYTES, seed: int = 0) -> Callable[[], Any]:
+def workload(
+    backend: str,
+    method: str,
+    geometry: dict[str, Any],
+    threads: int = 2,
+    onnx_path: str | None = None,
+    cap_bytes: int = DEFAULT_CAP_BYTES,
+    seed: int = 0,
+) -> Callable[[], Any]:
     """Entry for `measure.peak_rss_subprocess`: cap this (fresh) process's address space, build the inputs
     (not measured) and return the call to measure."""
     if backend not in BACKENDS:
@@ -179,11 +201,18 @@ def workload(backend: str, method: str, geometry: dict[str, Any], threads: int =
     return _ort_call(onnx_path, geom, method, inputs, threads)
 
 
-def _peak(backend: str, method: str, geom: Geometry, threads: int, cap_bytes: int,
-          onnx_path: Path | None = None) -> tuple[int | None, str]:
+def _peak(
+    backend: str, method: str, geom: Geometry, threads: int, cap_bytes: int, onnx_path: Path | None = None
+) -> tuple[int | None, str]:
     """Peak extra RSS of one call in a capped child, or (None, why it could not run)."""
-    kwargs = {"backend": backend, "method": method, "geometry": dataclasses.asdict(geom), "threads": threads,
-              "cap_bytes": cap_bytes, "onnx_path": str(onnx_path) if onnx_path else None}
+    kwargs = {
+        "backend": backend,
+        "method": method,
+        "geometry": dataclasses.asdict(geom),
+        "threads": threads,
+        "cap_bytes": cap_bytes,
+        "onnx_path": str(onnx_path) if onnx_path else None,
+    }
     try:
         return int(measure.peak_rss_subprocess("weftlib.attention.benchmark:workload", kwargs)["peak_bytes"]), "ok"
     except RuntimeError as exc:
@@ -195,9 +224,21 @@ def _peak(backend: str, method: str, geom: Geometry, threads: int, cap_bytes: in
 
 
 def _row(geom: Geometry, method: str, backend: str, **values: Any) -> dict[str, Any]:
-    row = {"geometry": geom.name, "tokens": geom.tokens, "method": method, "backend": backend,
-           "status": "ok", "seconds": None, "peak_bytes": None, "max_abs_diff": None, "reference": None,
-           "onnx_bytes": None, "onnx_path": None, "spread": None, "repeats": None}
+    row = {
+        "geometry": geom.name,
+        "tokens": geom.tokens,
+        "method": method,
+        "backend": backend,
+        "status": "ok",
+        "seconds": None,
+        "peak_bytes": None,
+        "max_abs_diff": None,
+        "reference": None,
+        "onnx_bytes": None,
+        "onnx_path": None,
+        "spread": None,
+        "repeats": None,
+    }
     row.update(values)
     return row
 
@@ -206,11 +247,20 @@ def _diff(out: Any, ref: torch.Tensor | None) -> float | None:
     return None if ref is None else onnx_export.max_abs_diff([ref.numpy()], [np.asarray(out)])
 
 
-def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, folder: str | Path,
-                     repeats: int = 5, natten_repeats: int = 2, threads: int = 2, memory: bool = True,
-                     run_natten: bool = True, cap_bytes: int = DEFAULT_CAP_BYTES,
-                     natten_max_bytes: int = DEFAULT_CAP_BYTES // 4,
-                     fallback: str = "shift") -> list[dict[str, Any]]:
+def measure_geometry(
+    geom: Geometry,
+    methods: Iterable[str] | None = None,
+    *,
+    folder: str | Path,
+    repeats: int = 5,
+    natten_repeats: int = 2,
+    threads: int = 2,
+    memory: bool = True,
+    run_natten: bool = True,
+    cap_bytes: int = DEFAULT_CAP_BYTES,
+    natten_max_bytes: int = DEFAULT_CAP_BYTES // 4,
+    fallback: str = "shift",
+) -> list[dict[str, Any]]:
     """All rows of one geometry: natten first (the reference), then each formulation in torch and in
     onnxruntime (exported to `folder`; `geom.export_methods` only). Entries that do not fit the cap are
     reported, not timed; natten is not even tried when its dense score matrix alone exceeds
@@ -223,8 +273,15 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
     rows: list[dict[str, Any]] = []
     ref, ref_name = None, None
     if run_natten and geom.natten_dense_bytes() > natten_max_bytes:
-        rows.append(_row(geom, "natten", "natten", status=f"skipped: its dense scores alone need "
-                         f"{geom.natten_dense_bytes() / 2**30:.1f} GiB (limit {natten_max_bytes / 2**30:.1f} GiB)"))
+        rows.append(
+            _row(
+                geom,
+                "natten",
+                "natten",
+                status=f"skipped: its dense scores alone need "
+                f"{geom.natten_dense_bytes() / 2**30:.1f} GiB (limit {natten_max_bytes / 2**30:.1f} GiB)",
+            )
+        )
     elif run_natten:
         peak, status = _peak("natten", "natten", geom, threads, cap_bytes) if memory else (None, "ok")
         row = _row(geom, "natten", "natten", status=status, peak_bytes=peak)
@@ -239,14 +296,36 @@ def measure_geometry(geom: Geometry, methods: Iterable[str] | None = None, *, fo
     if ref is None and run_natten:  # natten too big: a formulation proven equal to it answers, timed or not
         ref, ref_name = _torch_call(geom, fallback, inputs)(), fallback
     for method in methods:
-        rows.extend(_measure_method(geom, method, inputs, ref, ref_name, folder=Path(folder), repeats=repeats,
-                                    threads=threads, memory=memory, cap_bytes=cap_bytes))
+        rows.extend(
+            _measure_method(
+                geom,
+                method,
+                inputs,
+                ref,
+                ref_name,
+                folder=Path(folder),
+                repeats=repeats,
+                threads=threads,
+                memory=memory,
+                cap_bytes=cap_bytes,
+            )
+        )
     return rows
 
 
-def _measure_method(geom: Geometry, method: str, inputs: dict[str, torch.Tensor], ref: torch.Tensor | None,
-                    ref_name: str | None, *, folder: Path, repeats: int, threads: int, memory: bool,
-                    cap_bytes: int) -> list[dict[str, Any]]:
+def _measure_method(
+    geom: Geometry,
+    method: str,
+    inputs: dict[str, torch.Tensor],
+    ref: torch.Tensor | None,
+    ref_name: str | None,
+    *,
+    folder: Path,
+    repeats: int,
+    threads: int,
+    memory: bool,
+    cap_bytes: int,
+) -> list[dict[str, Any]]:
     """torch row, then (if torch fitted) export and onnxruntime row for one formulation."""
     peak, status = _peak("torch", method, geom, threads, cap_bytes) if memory else (None, "ok")
     call = None
@@ -259,30 +338,52 @@ def _measure_method(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]
     torch_row = _row(geom, method, "torch", status=status, peak_bytes=peak, reference=ref_name)
     if call is None:
         return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")]
-    torch_row.update(seconds=measure.median_seconds(call, repeats=repeats, warmup=0),  # `out` was the warm-up
-                     max_abs_diff=_diff(out, ref), repeats=repeats)
+    torch_row.update(
+        seconds=measure.median_seconds(call, repeats=repeats, warmup=0),  # `out` was the warm-up
+        max_abs_diff=_diff(out, ref),
+        repeats=repeats,
+    )
     if geom.export_methods is not None and method not in geom.export_methods:
-        return [torch_row, _row(geom, method, "onnxruntime", status="not exported: graphs are exported at "
-                                "their small geometry")]
+        return [
+            torch_row,
+            _row(geom, method, "onnxruntime", status="not exported: graphs are exported at their small geometry"),
+        ]
     path = folder / f"{geom.name.replace('^', 'p')}_{method}.onnx"
     args = method_args(geom, method, inputs)
     try:
-        rep = onnx_export.export(attention.NA2d(geom.kernel, geom.dilation, method=method), args, path,
-                                 input_names=["q", "k", "v"], output_names=["out"])
+        rep = onnx_export.export(
+            attention.NA2d(geom.kernel, geom.dilation, method=method),
+            args,
+            path,
+            input_names=["q", "k", "v"],
+            output_names=["out"],
+        )
     except (onnx_export.ExportError, MemoryError) as exc:
         return [torch_row, _row(geom, method, "onnxruntime", status=f"export failed: {str(exc)[:200]}")]
     peak, status = _peak("onnxruntime", method, geom, threads, cap_bytes, path) if memory else (None, "ok")
-    ort_row = _row(geom, method, "onnxruntime", status=status, peak_bytes=peak, reference=ref_name,
-                   onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
+    ort_row = _row(
+        geom,
+        method,
+        "onnxruntime",
+        status=status,
+        peak_bytes=peak,
+        reference=ref_name,
+        onnx_bytes=rep.file_bytes,
+        onnx_path=str(rep.path),
+    )
     if status == "ok":
         ort = _ort_call(path, geom, method, inputs, threads)
-        ort_row.update(seconds=measure.median_seconds(ort, repeats=repeats, warmup=1), max_abs_diff=_diff(ort(), ref),
-                       repeats=repeats)
+        ort_row.update(
+            seconds=measure.median_seconds(ort, repeats=repeats, warmup=1),
+            max_abs_diff=_diff(ort(), ref),
+            repeats=repeats,
+        )
     return [torch_row, ort_row]
 
 
-def sweep(geometries: Iterable[Geometry], *, folder: str | Path | None = None, progress: bool = False,
-          **kwargs: Any) -> list[dict[str, Any]]:
+def sweep(
+    geometries: Iterable[Geometry], *, folder: str | Path | None = None, progress: bool = False, **kwargs: Any
+) -> list[dict[str, Any]]:
     """`measure_geometry` over several geometries (ONNX files in `folder`, a temporary one if None)."""
     from weftlib.console import progress as tqdm
 
@@ -303,9 +404,18 @@ def equality(geom: Geometry, methods: Iterable[str] | None = None, seed: int = 0
     rows = []
     for method in methods or methods_for(geom):
         out = _torch_call(geom, method, inputs)()
-        rows.append({"geometry": geom.name, "method": method, "size": list(geom.size), "kernel": geom.kernel,
-                     "dilation": geom.dilation, "dim": geom.dim, "v_dim": geom.v_dim,
-                     "max_abs_diff": _diff(out, ref)})
+        rows.append(
+            {
+                "geometry": geom.name,
+                "method": method,
+                "size": list(geom.size),
+                "kernel": geom.kernel,
+                "dilation": geom.dilation,
+                "dim": geom.dim,
+                "v_dim": geom.v_dim,
+                "max_abs_diff": _diff(out, ref),
+            }
+        )
     return rows
 
 
@@ -318,10 +428,15 @@ def speedups(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         if backend != "torch":
             continue
         nat, ort = by.get((geom, "natten", "natten")), by.get((geom, method, "onnxruntime"))
-        out.append({"geometry": geom, "method": method,
-                    "natten_over_torch": nat / secs if nat and secs else None,
-                    "natten_over_ort": nat / ort if nat and ort else None,
-                    "ort_over_torch": ort / secs if ort and secs else None})
+        out.append(
+            {
+                "geometry": geom,
+                "method": method,
+                "natten_over_torch": nat / secs if nat and secs else None,
+                "natten_over_ort": nat / ort if nat and ort else None,
+                "ort_over_torch": ort / secs if ort and secs else None,
+            }
+        )
     return out
 
 
@@ -335,13 +450,15 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
         if isinstance(v, float):
             return f"{v:.3g}"
         return "" if v is None else str(v).replace("|", "/")
+
     lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(cell(r.get(c)) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
 
 
-def against_limits(rows: list[dict[str, Any]], geometries: Iterable[Geometry],
-                   limits: dict[str, float]) -> list[dict[str, Any]]:
+def against_limits(
+    rows: list[dict[str, Any]], geometries: Iterable[Geometry], limits: dict[str, float]
+) -> list[dict[str, Any]]:
     """Per timed full-resolution row: its data-movement bound (`Geometry.gathered_bytes` at the copy rate,
     or the FLOPs at the sgemm rate if longer; `measure.limit_seconds`) and time / bound. Rows of 'lowres',
     which reads the small grid, and of natten get the bound for reference only."""
@@ -352,7 +469,15 @@ def against_limits(rows: list[dict[str, Any]], geometries: Iterable[Geometry],
         if geom is None or r["seconds"] is None:
             continue
         bound = measure.limit_seconds(geom.attention_flops(), geom.gathered_bytes(), limits)
-        out.append({"geometry": r["geometry"], "method": r["method"], "backend": r["backend"],
-                    "seconds": r["seconds"], "bound_seconds": bound, "over_bound": r["seconds"] / bound,
-                    "peak_GiB": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**30})
+        out.append(
+            {
+                "geometry": r["geometry"],
+                "method": r["method"],
+                "backend": r["backend"],
+                "seconds": r["seconds"],
+                "bound_seconds": bound,
+                "over_bound": r["seconds"] / bound,
+                "peak_GiB": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**30,
+            }
+        )
     return out

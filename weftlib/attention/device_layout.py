@@ -19,8 +19,16 @@ from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport, layout_table
 
 from . import neighborhood as attention
 
-__all__ = ["NA2dImage", "export_attention", "export_attention_all", "from_image", "layout_table",
-           "methods_passing", "to_image"]
+__all__ = [
+    "NA2dImage",
+    "export_attention",
+    "export_attention_all",
+    "from_image",
+    "layout_table",
+    "methods_passing",
+    "to_image",
+]
+
 
 def to_image(x: Tensor) -> Tensor:
     """`[B, H, W, heads, D]` -> `[B, heads*D, H, W]` (channel = head * D + d)."""
@@ -33,8 +41,9 @@ def to_image(x: Tensor) -> Tensor:
 def from_image(x: Tensor, heads: int) -> Tensor:
     """`[B, heads*D, H, W]` -> `[B, H, W, heads, D]`, the inverse of `to_image`."""
     if x.dim() != IMAGE_RANK or x.shape[1] % heads:
-        raise ValueError(f"x: expected [B, heads*D, H, W] with channels divisible by heads={heads}, "
-                         f"got shape {tuple(x.shape)}")
+        raise ValueError(
+            f"x: expected [B, heads*D, H, W] with channels divisible by heads={heads}, got shape {tuple(x.shape)}"
+        )
     b, c, h, w = x.shape
     return x.permute(0, 2, 3, 1).reshape(b, h, w, heads, c // heads)
 
@@ -42,8 +51,16 @@ def from_image(x: Tensor, heads: int) -> Tensor:
 class NA2dImage(nn.Module):
     """`attention.na2d` on image-shaped q, k, v: the head split and merge happen inside the graph."""
 
-    def __init__(self, kernel_size: int | Sequence[int], dilation: int | Sequence[int] = 1, *,
-                 heads: int, kv_heads: int | None = None, method: str = "shift", scale: float | None = None) -> None:
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        dilation: int | Sequence[int] = 1,
+        *,
+        heads: int,
+        kv_heads: int | None = None,
+        method: str = "shift",
+        scale: float | None = None,
+    ) -> None:
         super().__init__()
         if not isinstance(heads, int) or heads < 1:
             raise ValueError(f"heads: expected a positive int, got {heads!r}")
@@ -55,8 +72,17 @@ class NA2dImage(nn.Module):
         return to_image(out)
 
 
-def export_attention(q: Tensor, k: Tensor, v: Tensor, kernel_size: int, dilation: int, method: str,
-                     path: str | os.PathLike, *, atol: float = 1e-4) -> LayoutExport:
+def export_attention(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    kernel_size: int,
+    dilation: int,
+    method: str,
+    path: str | os.PathLike,
+    *,
+    atol: float = 1e-4,
+) -> LayoutExport:
     """Export `na2d(q, k, v, method)` with image inputs; compare the layout with `attention.na2d` first."""
     heads, kv_heads = q.shape[3], k.shape[3]
     module = NA2dImage(kernel_size, dilation, heads=heads, kv_heads=kv_heads, method=method).eval()
@@ -65,12 +91,17 @@ def export_attention(q: Tensor, k: Tensor, v: Tensor, kernel_size: int, dilation
         faithful = attention.na2d(q, k, v, kernel_size, dilation, method=method)
         layout = from_image(module(*images), heads)
     report = onnx_export.export(module, images, path, input_names=["q", "k", "v"], output_names=["out"], atol=atol)
-    return LayoutExport(Path(path).stem, report, {n: tuple(t.shape) for n, t in zip("qkv", images)},
-                        float((layout - faithful).abs().max()))
+    return LayoutExport(
+        Path(path).stem,
+        report,
+        {n: tuple(t.shape) for n, t in zip("qkv", images)},
+        float((layout - faithful).abs().max()),
+    )
 
 
-def export_attention_all(exported: Sequence[tuple[str, str]], geometries: Sequence[Any], folder: str | os.PathLike,
-                         *, atol: float = 1e-4) -> dict[tuple[str, str], LayoutExport]:
+def export_attention_all(
+    exported: Sequence[tuple[str, str]], geometries: Sequence[Any], folder: str | os.PathLike, *, atol: float = 1e-4
+) -> dict[tuple[str, str], LayoutExport]:
     """A device layout for every (geometry name, method) that was exported faithfully (`weftlib.attention.benchmark`
     geometries and their inputs), written to `folder/layout_<geometry>_<method>.onnx`."""
     from . import benchmark as bench
@@ -83,9 +114,14 @@ def export_attention_all(exported: Sequence[tuple[str, str]], geometries: Sequen
     for name, method in exported:
         geom = by_name[name]
         args = bench.method_args(geom, method, bench.make_inputs(geom))
-        out[(name, method)] = export_attention(*args, geom.kernel, geom.dilation, method,
-                                               Path(folder) / f"layout_{name.replace('^', 'p')}_{method}.onnx",
-                                               atol=atol)
+        out[(name, method)] = export_attention(
+            *args,
+            geom.kernel,
+            geom.dilation,
+            method,
+            Path(folder) / f"layout_{name.replace('^', 'p')}_{method}.onnx",
+            atol=atol,
+        )
     return out
 
 

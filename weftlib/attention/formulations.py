@@ -43,8 +43,12 @@ def _eager(x: Tensor) -> bool:
     """Chunk only in eager mode: an exporter traces the whole-map form, so exported graphs keep their shape."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    return not (torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() or torch.compiler.is_compiling()
-                or isinstance(x, FakeTensor))
+    return not (
+        torch.jit.is_tracing()
+        or torch.onnx.is_in_onnx_export()
+        or torch.compiler.is_compiling()
+        or isinstance(x, FakeTensor)
+    )
 
 
 def band_rows(rows: int, bytes_per_row: int, budget: int | None = None) -> int:
@@ -71,7 +75,8 @@ def masked(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
         raise ValueError(
             f"method='masked' holds a dense [B, heads, HW, HW] = [{b}, {heads}, {n}, {n}] score tensor "
             f"({b * heads * n * n * q.element_size() / 2**30:.2f} GiB), above its limit of "
-            f"{MASKED_MAX_SCORES} elements; use 'shift' or 'gather' for maps this large")
+            f"{MASKED_MAX_SCORES} elements; use 'shift' or 'gather' for maps this large"
+        )
     bias = _mask_bias((h, w), kernel, dilation).to(device=q.device, dtype=q.dtype)
     qf, kf, vf = (t.reshape(b, n, heads, t.shape[-1]).transpose(1, 2) for t in (q, k, v))
     probs = torch.softmax(torch.matmul(qf, kf.transpose(-1, -2)) * scale + bias, dim=-1)
@@ -109,8 +114,12 @@ def gather(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
     order = (0, 3, 6, 1, 4, 7, 2, 5, 8)  # [b,nr,tr,dh,nc,tc,dw,heads,x] <-> [b,dh,dw,nr,nc,heads,tr,tc,x]
     q_tiles = q.reshape(b, nr, tr, dh, nc, tc, dw, heads, d).permute(order).reshape(b, groups, heads, tr * tc, d)
     index = plan["index"].to(q.device)
-    k_halo, v_halo = (torch.index_select(t.reshape(b, h * w, heads, t.shape[-1]), 1, index)
-                      .reshape(b, groups, slots, heads, t.shape[-1]).transpose(2, 3) for t in (k, v))
+    k_halo, v_halo = (
+        torch.index_select(t.reshape(b, h * w, heads, t.shape[-1]), 1, index)
+        .reshape(b, groups, slots, heads, t.shape[-1])
+        .transpose(2, 3)
+        for t in (k, v)
+    )
     bias = plan["bias"].to(device=q.device, dtype=q.dtype)
     scores = torch.matmul(q_tiles, k_halo.transpose(-1, -2)) * scale + bias
     out = torch.matmul(torch.softmax(scores, dim=-1), v_halo)  # [b, groups, heads, tr * tc, dv]
@@ -143,11 +152,16 @@ def _gather_banded(q: Tensor, k: Tensor, v: Tensor, plan: dict, dilation: Pair, 
             g1 = min(dw, g0 + step)
             n_g = (g1 - g0) * nr * nc
             idx = index[gh, g0:g1].reshape(-1)
-            k_halo, v_halo = (torch.index_select(t, 1, idx).reshape(b, n_g, slots, heads, t.shape[-1]).transpose(2, 3)
-                              for t in (k_flat, v_flat))
+            k_halo, v_halo = (
+                torch.index_select(t, 1, idx).reshape(b, n_g, slots, heads, t.shape[-1]).transpose(2, 3)
+                for t in (k_flat, v_flat)
+            )
             q_tiles = q_view[:, gh, g0:g1].reshape(b, n_g, heads, tr * tc, d)
-            scores = torch.matmul(q_tiles, k_halo.transpose(-1, -2)).mul_(scale).add_(
-                bias[gh, g0:g1].reshape(n_g, 1, tr * tc, slots))
+            scores = (
+                torch.matmul(q_tiles, k_halo.transpose(-1, -2))
+                .mul_(scale)
+                .add_(bias[gh, g0:g1].reshape(n_g, 1, tr * tc, slots))
+            )
             res = torch.matmul(torch.softmax(scores, dim=-1), v_halo)  # [b, n_g, heads, tr*tc, dv]
             out_view[:, gh, g0:g1].copy_(res.reshape(b, g1 - g0, nr, nc, heads, tr, tc, dv))
     return out[:, :h, :w] if (ph, pw) != (h, w) else out
@@ -183,8 +197,7 @@ def matmul(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
     window_bytes = b * h * w * kernel[0] * kernel[1] * heads * (d + dims(v)[-1]) * q.element_size()
     if _eager(q) and window_bytes > BAND_BYTES:
         return _matmul_banded(q, k, v, kernel, dilation, scale)
-    return _window_attention(q, _windows_matmul(k, kernel, dilation), _windows_matmul(v, kernel, dilation),
-                             scale)
+    return _window_attention(q, _windows_matmul(k, kernel, dilation), _windows_matmul(v, kernel, dilation), scale)
 
 
 @lru_cache(maxsize=64)
@@ -205,8 +218,11 @@ def _select_cols(x: Tensor, kernel: int, dilation: int) -> Tensor:
     dilation divides W, per dilation group with one shared `[L * kernel, L]` matrix (L = W / dilation)."""
     b, m, w, c = dims(x)
     if w % dilation:
-        return _select_axis(x.transpose(1, 2).reshape(b, w, m * c), w, kernel, dilation).reshape(
-            b, w, kernel, m, c).permute(0, 3, 1, 2, 4)
+        return (
+            _select_axis(x.transpose(1, 2).reshape(b, w, m * c), w, kernel, dilation)
+            .reshape(b, w, kernel, m, c)
+            .permute(0, 3, 1, 2, 4)
+        )
     length = w // dilation
     _, _, onehot = _group_onehot(length, kernel, 0, length)
     groups = x.reshape(b, m, length, dilation, c).transpose(2, 3)  # [B, M, d, L, C]
@@ -233,12 +249,12 @@ def _matmul_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair
             wins = []
             for t in (k, v):
                 c = t.shape[-1]
-                rows = t[:, g + dh * lo:g + dh * (lo + span - 1) + 1:dh].reshape(b, span, w * heads * c)
+                rows = t[:, g + dh * lo : g + dh * (lo + span - 1) + 1 : dh].reshape(b, span, w * heads * c)
                 picked = torch.matmul(onehot, rows).reshape(b, (p1 - p0) * kh, w, heads * c)
                 cols = _select_cols(picked, kw, dw).reshape(b, p1 - p0, kh, w, kw, heads, c)
                 wins.append(cols.permute(0, 1, 3, 2, 4, 5, 6).reshape(b, (p1 - p0) * w, kh * kw, heads, c))
-            q_band = q[:, g + dh * p0:g + dh * (p1 - 1) + 1:dh]
-            out[:, g + dh * p0:g + dh * (p1 - 1) + 1:dh] = _window_attention(q_band, wins[0], wins[1], scale)
+            q_band = q[:, g + dh * p0 : g + dh * (p1 - 1) + 1 : dh]
+            out[:, g + dh * p0 : g + dh * (p1 - 1) + 1 : dh] = _window_attention(q_band, wins[0], wins[1], scale)
     return out
 
 
@@ -300,8 +316,11 @@ def _shift_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair,
                 o = a * kernel[1] + c
                 for rd, rs, rl in rp:
                     for cd, cs, cl in cp:
-                        torch.sum(qb[:, rd:rd + rl, cd:cd + cl] * k[:, rs:rs + rl, cs:cs + cl], dim=-1,
-                                  out=scores[:, rd:rd + rl, cd:cd + cl, :, o])
+                        torch.sum(
+                            qb[:, rd : rd + rl, cd : cd + cl] * k[:, rs : rs + rl, cs : cs + cl],
+                            dim=-1,
+                            out=scores[:, rd : rd + rl, cd : cd + cl, :, o],
+                        )
         probs = _softmax_scores(scores, scale)
         ob.zero_()
         for a, rp in enumerate(row_pieces):
@@ -309,8 +328,9 @@ def _shift_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair,
                 o = a * kernel[1] + c
                 for rd, rs, rl in rp:
                     for cd, cs, cl in cp:
-                        ob[:, rd:rd + rl, cd:cd + cl].addcmul_(probs[:, rd:rd + rl, cd:cd + cl, :, o:o + 1],
-                                                              v[:, rs:rs + rl, cs:cs + cl])
+                        ob[:, rd : rd + rl, cd : cd + cl].addcmul_(
+                            probs[:, rd : rd + rl, cd : cd + cl, :, o : o + 1], v[:, rs : rs + rl, cs : cs + cl]
+                        )
     return out
 
 

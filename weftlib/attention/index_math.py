@@ -60,8 +60,7 @@ def shift_runs(size: int, kernel: int, dilation: int) -> tuple[Runs, ...]:
 
 
 @lru_cache(maxsize=4)  # HW x kh*kw int64 each
-def neighbor_index(shape: tuple[int, int], kernel: tuple[int, int],
-                   dilation: tuple[int, int]) -> torch.Tensor:
+def neighbor_index(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int]) -> torch.Tensor:
     """`[H*W, kh*kw]` int64 table of flat key indices per flat query (row-major window order)."""
     rows = np.array(axis_table(shape[0], kernel[0], dilation[0]), dtype=np.int64)
     cols = np.array(axis_table(shape[1], kernel[1], dilation[1]), dtype=np.int64)
@@ -70,8 +69,7 @@ def neighbor_index(shape: tuple[int, int], kernel: tuple[int, int],
 
 
 @lru_cache(maxsize=2)  # (HW)^2 booleans each
-def neighbor_mask(shape: tuple[int, int], kernel: tuple[int, int],
-                  dilation: tuple[int, int]) -> torch.Tensor:
+def neighbor_mask(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int]) -> torch.Tensor:
     """`[H*W, H*W]` boolean: True where the key (column) is in the query's (row) neighborhood."""
     index = neighbor_index(shape, kernel, dilation).numpy()
     mask = np.zeros((index.shape[0], index.shape[0]), dtype=bool)
@@ -85,8 +83,9 @@ def default_tile(size: int, kernel: int, dilation: int) -> int:
 
 
 @lru_cache(maxsize=64)
-def onehot_tiles(size: int, kernel: int, dilation: int,
-                 tile: int | None = None) -> tuple[tuple[int, ...], int, torch.Tensor]:
+def onehot_tiles(
+    size: int, kernel: int, dilation: int, tile: int | None = None
+) -> tuple[tuple[int, ...], int, torch.Tensor]:
     """Banded selection as small one-hot MatMuls: `(starts, span, onehot)`.
 
     Queries are cut into `n = ceil(size / tile)` tiles of `tile` rows. Tile `t` reads the `span` input rows
@@ -101,7 +100,7 @@ def onehot_tiles(size: int, kernel: int, dilation: int,
     n_tiles = -(-size // tile)
     lows, highs = [], []
     for t in range(n_tiles):
-        rows = table[t * tile:(t + 1) * tile]
+        rows = table[t * tile : (t + 1) * tile]
         lows.append(min(r[0] for r in rows))
         highs.append(max(r[-1] for r in rows))
     span = max(h - lo + 1 for lo, h in zip(lows, highs))
@@ -115,8 +114,7 @@ def onehot_tiles(size: int, kernel: int, dilation: int,
 
 
 @lru_cache(maxsize=64)
-def halo_tiles(size: int, kernel: int, dilation: int,
-               tile: int = 8) -> tuple[int, int, int, np.ndarray, np.ndarray]:
+def halo_tiles(size: int, kernel: int, dilation: int, tile: int = 8) -> tuple[int, int, int, np.ndarray, np.ndarray]:
     """Query tiles with the key halo they need, per axis: `(padded, n_tiles, span, keys, allowed)`.
 
     The axis is zero-padded to `padded = dilation * n_tiles * tile` and viewed as `[group, tile index, row]`
@@ -153,8 +151,7 @@ def halo_tiles(size: int, kernel: int, dilation: int,
 
 
 @lru_cache(maxsize=4)  # the bias grows with HW x halo
-def halo_plan(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int],
-              tile: int = 8) -> dict:
+def halo_plan(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int], tile: int = 8) -> dict:
     """Both axes of `halo_tiles` combined for 2-D tiles (order: row group, col group, row tile, col tile).
 
     `index` `[G * S]`: flat key index of each halo slot (S = span_r * span_c per tile); `bias` `[G, 1, T, S]`:
@@ -165,8 +162,13 @@ def halo_plan(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[i
     index = keys_r[:, None, :, None, :, None] * shape[1] + keys_c[None, :, None, :, None, :]
     ok = ok_r[:, None, :, None, :, None, :, None] & ok_c[None, :, None, :, None, :, None, :]
     groups = dilation[0] * dilation[1] * nr * nc
-    bias = np.where(ok, np.float32(0.0), np.float32(-np.inf)).reshape(groups, 1, ok_r.shape[2] * ok_c.shape[2],
-                                                                      sr * sc)
-    return {"padded": (pr, pc), "tiles": (nr, nc), "tile": (ok_r.shape[2], ok_c.shape[2]),
-            "index": torch.from_numpy(np.ascontiguousarray(index.reshape(-1))), "bias": torch.from_numpy(bias),
-            "slots": sr * sc, "groups": groups}
+    bias = np.where(ok, np.float32(0.0), np.float32(-np.inf)).reshape(groups, 1, ok_r.shape[2] * ok_c.shape[2], sr * sc)
+    return {
+        "padded": (pr, pc),
+        "tiles": (nr, nc),
+        "tile": (ok_r.shape[2], ok_c.shape[2]),
+        "index": torch.from_numpy(np.ascontiguousarray(index.reshape(-1))),
+        "bias": torch.from_numpy(bias),
+        "slots": sr * sc,
+        "groups": groups,
+    }

@@ -33,9 +33,17 @@ class FixedSize(nn.Module):
         return self.model(image, lr_feats, self.output_size)
 
 
-def _natten_via_reference(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, kernel_size: Any,
-                          stride: Any = 1, dilation: Any = 1, is_causal: Any = False, scale: Any = None,
-                          **performance_knobs: Any) -> torch.Tensor:
+def _natten_via_reference(
+    query: torch.Tensor,
+    key: torch.Tensor,
+    value: torch.Tensor,
+    kernel_size: Any,
+    stride: Any = 1,
+    dilation: Any = 1,
+    is_causal: Any = False,
+    scale: Any = None,
+    **performance_knobs: Any,
+) -> torch.Tensor:
     """natten.na2d's signature, answered by real natten's Flex backend (backend/tile knobs dropped)."""
     if stride not in (1, (1, 1)) or is_causal not in (False, None, (False, False)):
         raise ValueError(f"natten reference: stride {stride!r} / is_causal {is_causal!r} are not supported")

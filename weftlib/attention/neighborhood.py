@@ -36,11 +36,17 @@ def _pair(value: Any, name: str, minimum: int) -> Pair:
         return (1, 1)
     if isinstance(value, int) and value >= minimum:
         return (value, value)
-    if (isinstance(value, Sequence) and not isinstance(value, str) and len(value) == 2
-            and all(isinstance(x, int) and x >= minimum for x in value)):
+    if (
+        isinstance(value, Sequence)
+        and not isinstance(value, str)
+        and len(value) == 2
+        and all(isinstance(x, int) and x >= minimum for x in value)
+    ):
         return (value[0], value[1])
-    raise ValueError(f"Invalid value for `{name}`; expected an integer or a sequence of 2 integers, all "
-                     f">= {minimum}, got {type(value).__name__} {value!r}.")
+    raise ValueError(
+        f"Invalid value for `{name}`; expected an integer or a sequence of 2 integers, all "
+        f">= {minimum}, got {type(value).__name__} {value!r}."
+    )
 
 
 def _check_method(method: Any) -> str:
@@ -57,11 +63,12 @@ def _check_tensors(q: Any, k: Any, v: Any, method: str) -> None:
         if t.is_sparse or t.is_nested:
             raise NotImplementedError(f"`{name}` is a sparse or nested tensor; NATTEN does not support those.")
         if t.dim() != 5:
-            raise ValueError(f"`{name}` must be 5-D [batch, H, W, heads, head_dim] for 2-D neighborhood "
-                             f"attention, got shape {tuple(t.shape)}.")
+            raise ValueError(
+                f"`{name}` must be 5-D [batch, H, W, heads, head_dim] for 2-D neighborhood "
+                f"attention, got shape {tuple(t.shape)}."
+            )
     if not (q.device == k.device == v.device):
-        raise ValueError(f"query, key and value must be on the same device, got {q.device}, {k.device}, "
-                         f"{v.device}.")
+        raise ValueError(f"query, key and value must be on the same device, got {q.device}, {k.device}, {v.device}.")
     if not (q.dtype == k.dtype == v.dtype):
         raise ValueError(f"query, key and value must have the same dtype, got {q.dtype}, {k.dtype}, {v.dtype}.")
     if not q.is_floating_point():
@@ -69,14 +76,18 @@ def _check_tensors(q: Any, k: Any, v: Any, method: str) -> None:
     if q.shape[-1] != k.shape[-1]:
         raise ValueError(f"query and key head dims must match, got {q.shape[-1]} and {k.shape[-1]}.")
     if not (q.shape[0] == k.shape[0] == v.shape[0]):
-        raise ValueError(f"query, key and value must match in batch size, got {q.shape[0]}, {k.shape[0]}, "
-                         f"{v.shape[0]}.")
+        raise ValueError(
+            f"query, key and value must match in batch size, got {q.shape[0]}, {k.shape[0]}, {v.shape[0]}."
+        )
     if k.shape[1:3] != v.shape[1:3]:
-        raise ValueError(f"key and value must share a token layout, got {tuple(k.shape[1:3])} and "
-                         f"{tuple(v.shape[1:3])}.")
+        raise ValueError(
+            f"key and value must share a token layout, got {tuple(k.shape[1:3])} and {tuple(v.shape[1:3])}."
+        )
     if method != "lowres" and q.shape[1:3] != k.shape[1:3]:
-        raise ValueError(f"query, key and value must match in token layout (H, W), got {tuple(q.shape[1:3])} "
-                         f"and {tuple(k.shape[1:3])}; only method='lowres' takes k/v on a coarser grid.")
+        raise ValueError(
+            f"query, key and value must match in token layout (H, W), got {tuple(q.shape[1:3])} "
+            f"and {tuple(k.shape[1:3])}; only method='lowres' takes k/v on a coarser grid."
+        )
     if k.shape[3] != v.shape[3]:
         raise ValueError(f"key and value must have the same number of heads, got {k.shape[3]} and {v.shape[3]}.")
     if q.shape[3] < k.shape[3] or q.shape[3] % k.shape[3]:
@@ -87,15 +98,18 @@ def _check_sizes(q: Tensor, k: Tensor, kernel: Pair, dilation: Pair, method: str
     """natten's kernel x dilation <= size rule, and for 'lowres' the exactness condition."""
     size = tuple(q.shape[1:3])
     if any(kk * d > s for kk, d, s in zip(kernel, dilation, size)):
-        raise ValueError(f"The product of `kernel_size` and `dilation` cannot exceed the input size along any "
-                         f"axis, got input size {size}, kernel_size={kernel}, dilation={dilation}.")
+        raise ValueError(
+            f"The product of `kernel_size` and `dilation` cannot exceed the input size along any "
+            f"axis, got input size {size}, kernel_size={kernel}, dilation={dilation}."
+        )
     if method == "lowres":
         low = tuple(k.shape[1:3])
         if any(s != n * d for s, n, d in zip(size, low, dilation)):
             raise ValueError(
                 f"method='lowres' is exact only when k/v were nearest-resized to the query grid by an "
                 f"integer ratio equal to `dilation` (query size = k/v size x dilation per axis), got query "
-                f"size {size}, k/v size {low}, dilation={dilation}.")
+                f"size {size}, k/v size {low}, dilation={dilation}."
+            )
 
 
 def _check_scale(scale: Any) -> None:
@@ -103,8 +117,9 @@ def _check_scale(scale: Any) -> None:
         raise ValueError(f"Invalid value for `scale`; expected a number or None, got {scale!r}.")
 
 
-def _check_args(q: Any, k: Any, v: Any, kernel_size: Any, dilation: Any, method: Any,
-                scale: Any) -> tuple[Pair, Pair, float]:
+def _check_args(
+    q: Any, k: Any, v: Any, kernel_size: Any, dilation: Any, method: Any, scale: Any
+) -> tuple[Pair, Pair, float]:
     """Every refusal before any compute; returns normalised (kernel, dilation, scale)."""
     _check_method(method)
     _check_tensors(q, k, v, method)
@@ -128,8 +143,16 @@ def _expand_heads(x: Tensor, heads: int) -> Tensor:
     return x.unsqueeze(4).expand(b, h, w, kv, groups, d).reshape(b, h, w, heads, d)
 
 
-def na2d(q: Tensor, k: Tensor, v: Tensor, kernel_size: int | Sequence[int],
-         dilation: int | Sequence[int] = 1, *, method: str = "shift", scale: float | None = None) -> Tensor:
+def na2d(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    *,
+    method: str = "shift",
+    scale: float | None = None,
+) -> Tensor:
     """natten.functional.na2d (stride 1, not causal) by the named exact formulation.
 
     q `[B, H, W, heads, D]`, k likewise (`[B, h, w, heads_kv, D]` for 'lowres', with `H = h * dilation`),
@@ -143,8 +166,13 @@ def na2d(q: Tensor, k: Tensor, v: Tensor, kernel_size: int | Sequence[int],
 class NA2d(nn.Module):
     """`na2d` with fixed arguments as a module, to export one formulation on its own."""
 
-    def __init__(self, kernel_size: int | Sequence[int], dilation: int | Sequence[int] = 1,
-                 method: str = "shift", scale: float | None = None) -> None:
+    def __init__(
+        self,
+        kernel_size: int | Sequence[int],
+        dilation: int | Sequence[int] = 1,
+        method: str = "shift",
+        scale: float | None = None,
+    ) -> None:
         super().__init__()
         _pair(kernel_size, "kernel_size", 2)
         _pair(dilation, "dilation", 1)
@@ -183,8 +211,14 @@ def _pad_last(x: Tensor, size: int) -> Tensor:
     return x if x.shape[-1] == size else torch.nn.functional.pad(x, (0, size - x.shape[-1]))
 
 
-def natten_reference(q: Tensor, k: Tensor, v: Tensor, kernel_size: int | Sequence[int],
-                     dilation: int | Sequence[int] = 1, scale: float | None = None) -> Tensor:
+def natten_reference(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    kernel_size: int | Sequence[int],
+    dilation: int | Sequence[int] = 1,
+    scale: float | None = None,
+) -> Tensor:
     """Real natten (its Flex backend on CPU) for any q/k and v head dims, by exact rewrites.
 
     Flex needs equal q/k/v head dims that are powers of two in [8, 512]. Zero-padding q and k to such a dim
@@ -197,17 +231,17 @@ def natten_reference(q: Tensor, k: Tensor, v: Tensor, kernel_size: int | Sequenc
     dp = 1 << max(3, math.ceil(math.log2(d)))
     if dp > 512:
         raise ValueError(f"natten's Flex backend takes head dims up to 512, got query head dim {d}.")
-    scale_ = float(scale or d ** -0.5)
+    scale_ = float(scale or d**-0.5)
     dv = v.shape[-1]
     chunks = -(-dv // dp)
     qp, kp = _pad_last(q, dp), _pad_last(k, dp)
     vp = _pad_last(v, chunks * dp)
     b, h, w, heads_kv, _ = v.shape
-    v_stack = vp.reshape(b, h, w, heads_kv, chunks, dp).permute(4, 0, 1, 2, 3, 5).reshape(chunks * b, h, w,
-                                                                                         heads_kv, dp)
+    v_stack = (
+        vp.reshape(b, h, w, heads_kv, chunks, dp).permute(4, 0, 1, 2, 3, 5).reshape(chunks * b, h, w, heads_kv, dp)
+    )
     q_stack, k_stack = (t.repeat(chunks, 1, 1, 1, 1) for t in (qp, kp))
-    out = _real_natten_na2d()(q_stack, k_stack, v_stack, kernel_size=kernel_size, dilation=dilation,
-                              scale=scale_)
+    out = _real_natten_na2d()(q_stack, k_stack, v_stack, kernel_size=kernel_size, dilation=dilation, scale=scale_)
     out = out.reshape(chunks, b, h, w, q.shape[3], dp).permute(1, 2, 3, 4, 0, 5)
     return out.reshape(b, h, w, q.shape[3], chunks * dp)[..., :dv]
 
@@ -221,13 +255,13 @@ def _check_swap_extras(stride: Any, is_causal: Any, additional_keys: Any, return
         raise ValueError(f"swap_natten: `stride` must be 1 (the formulations are stride-1 only), got {stride!r}.")
     causal = is_causal if isinstance(is_causal, Sequence) else (is_causal,)
     if any(c is not None and c is not False for c in causal):
-        raise ValueError(f"swap_natten: `is_causal` must be False (the formulations are not causal), "
-                         f"got {is_causal!r}.")
+        raise ValueError(
+            f"swap_natten: `is_causal` must be False (the formulations are not causal), got {is_causal!r}."
+        )
     if additional_keys is not None:
         raise ValueError("swap_natten: `additional_keys`/`additional_values` are not supported.")
     if return_lse:
-        raise ValueError("swap_natten: `return_lse=True` is not supported (the formulations return the output "
-                         "only).")
+        raise ValueError("swap_natten: `return_lse=True` is not supported (the formulations return the output only).")
 
 
 def _is_tracing(x: Tensor) -> bool:
@@ -245,29 +279,48 @@ def lowres_from_full(x: Tensor, dilation: int | Sequence[int], *, verify: bool =
     """
     dh, dw = _pair(dilation, "dilation", 1)
     if x.shape[1] % dh or x.shape[2] % dw:
-        raise ValueError(f"method='lowres' needs the k/v grid {tuple(x.shape[1:3])} to be a multiple of "
-                         f"`dilation` {(dh, dw)}.")
+        raise ValueError(
+            f"method='lowres' needs the k/v grid {tuple(x.shape[1:3])} to be a multiple of `dilation` {(dh, dw)}."
+        )
     low = x[:, ::dh, ::dw]
     if verify and not _is_tracing(x) and not torch.equal(upsample_nearest(low, (dh, dw)), x):
-        raise ValueError("method='lowres' needs k and v to be nearest-upsampled by `dilation` (constant on each "
-                         "dilation x dilation cell); these are not, so 'lowres' would differ from natten.")
+        raise ValueError(
+            "method='lowres' needs k and v to be nearest-upsampled by `dilation` (constant on each "
+            "dilation x dilation cell); these are not, so 'lowres' would differ from natten."
+        )
     return low
 
 
 def _swapped_na2d(method: str, original: Any) -> Any:
     """A drop-in for natten's na2d signature that routes to `na2d(..., method=method)`."""
 
-    def na2d_swapped(query: Tensor, key: Tensor, value: Tensor, kernel_size: Any, stride: Any = 1,
-                     dilation: Any = 1, is_causal: Any = False, scale: float | None = None,
-                     additional_keys: Tensor | None = None, additional_values: Tensor | None = None,
-                     attention_kwargs: dict | None = None, backend: str | None = None,
-                     q_tile_shape: Any = None, kv_tile_shape: Any = None, backward_q_tile_shape: Any = None,
-                     backward_kv_tile_shape: Any = None, backward_kv_splits: Any = None,
-                     backward_use_pt_reduction: bool = False, run_persistent_kernel: bool = True,
-                     kernel_schedule: Any = None, torch_compile: bool = False,
-                     return_lse: bool = False) -> Tensor:
-        _check_swap_extras(stride, is_causal, additional_keys if additional_keys is not None
-                           else additional_values, return_lse)
+    def na2d_swapped(
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        kernel_size: Any,
+        stride: Any = 1,
+        dilation: Any = 1,
+        is_causal: Any = False,
+        scale: float | None = None,
+        additional_keys: Tensor | None = None,
+        additional_values: Tensor | None = None,
+        attention_kwargs: dict | None = None,
+        backend: str | None = None,
+        q_tile_shape: Any = None,
+        kv_tile_shape: Any = None,
+        backward_q_tile_shape: Any = None,
+        backward_kv_tile_shape: Any = None,
+        backward_kv_splits: Any = None,
+        backward_use_pt_reduction: bool = False,
+        run_persistent_kernel: bool = True,
+        kernel_schedule: Any = None,
+        torch_compile: bool = False,
+        return_lse: bool = False,
+    ) -> Tensor:
+        _check_swap_extras(
+            stride, is_causal, additional_keys if additional_keys is not None else additional_values, return_lse
+        )
         if method == "lowres":
             key, value = (lowres_from_full(t, dilation if dilation is not None else 1) for t in (key, value))
         return na2d(query, key, value, kernel_size, dilation, method=method, scale=scale)

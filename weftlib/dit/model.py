@@ -99,8 +99,7 @@ def _import_flow_package(root: Path) -> tuple[ModuleType, ModuleType, ModuleType
         with standins.on_sys_path(root), contextlib.redirect_stdout(io.StringIO()):  # backend banners
             return tuple(importlib.import_module(m) for m in (FLOW_MODULE, ROPE_MODULE, ATTENTION_CONFIG_MODULE))
     except ImportError as exc:
-        raise FlowLoadError(f"host_root {root}: importing {FLOW_MODULE} failed: {type(exc).__name__}: {exc}") \
-            from exc
+        raise FlowLoadError(f"host_root {root}: importing {FLOW_MODULE} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _read_config(path: Path) -> dict[str, Any]:
@@ -108,8 +107,7 @@ def _read_config(path: Path) -> dict[str, Any]:
         model = json.loads(path.read_text())["models"]["denoiser"]
         name, args = model["name"], dict(model["args"])
     except (OSError, ValueError, KeyError, TypeError) as exc:
-        raise FlowLoadError(f"{path}: no models.denoiser.{{name, args}} entry ({type(exc).__name__}: {exc})") \
-            from exc
+        raise FlowLoadError(f"{path}: no models.denoiser.{{name, args}} entry ({type(exc).__name__}: {exc})") from exc
     if name != FLOW_CLASS:
         raise FlowLoadError(f"{path}: the denoiser is {name!r}, not {FLOW_CLASS}")
     return args
@@ -126,8 +124,9 @@ def randomise(model: nn.Module, seed: int = 0) -> nn.Module:
     return model
 
 
-def load_flow_model(host_root: str | Path | None = None, *, blocks: int = 2, channels: int = 384,
-                    seed: int = 0) -> nn.Module:
+def load_flow_model(
+    host_root: str | Path | None = None, *, blocks: int = 2, channels: int = 384, seed: int = 0
+) -> nn.Module:
     """Pixal3D's sparse-structure flow model, `blocks` deep and `channels` wide, random weights, eval mode.
 
     `host_root`: a Pixal3D checkout (its own class and its own config file are used, overriding only
@@ -156,8 +155,15 @@ def load_flow_model(host_root: str | Path | None = None, *, blocks: int = 2, cha
     stand_in = root.resolve() == standins.HOST_ROOT.resolve()
     if rope.RotaryPositionEmbedder not in _LOADED_ROPE:
         _LOADED_ROPE.append(rope.RotaryPositionEmbedder)
-    model.weft_source = FlowSource(root, stand_in, config_file, args, rope.RotaryPositionEmbedder,
-                                   attention_config.set_backend, attention_config.set_backend.__globals__)
+    model.weft_source = FlowSource(
+        root,
+        stand_in,
+        config_file,
+        args,
+        rope.RotaryPositionEmbedder,
+        attention_config.set_backend,
+        attention_config.set_backend.__globals__,
+    )
     return model
 
 
@@ -183,8 +189,9 @@ def condition_channels(model: nn.Module) -> tuple[int, int]:
     return cross.cross_attn_block.to_kv.in_features, cross.proj_linear.in_features
 
 
-def example_inputs(model: nn.Module, *, batch: int = 1, global_tokens: int = GLOBAL_TOKENS,
-                   seed: int = 0) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
+def example_inputs(
+    model: nn.Module, *, batch: int = 1, global_tokens: int = GLOBAL_TOKENS, seed: int = 0
+) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Seeded inputs in the forward's own signature: (x [B, C, R, R, R], t [B], (global [B, L, Cg],
     proj [B, R^3, Cp])), t drawn in [0, 1000) as the flow-matching sampler passes it."""
     if batch < 1 or global_tokens < 1:
@@ -194,8 +201,10 @@ def example_inputs(model: nn.Module, *, batch: int = 1, global_tokens: int = GLO
     c_global, c_proj = condition_channels(model)
     x = torch.randn(batch, cin, res, res, res, generator=generator)
     t = torch.rand(batch, generator=generator) * TIMESTEP_SCALE
-    cond = (torch.randn(batch, global_tokens, c_global, generator=generator),
-            torch.randn(batch, res ** 3, c_proj, generator=generator))
+    cond = (
+        torch.randn(batch, global_tokens, c_global, generator=generator),
+        torch.randn(batch, res**3, c_proj, generator=generator),
+    )
     return x, t, cond
 
 
@@ -212,8 +221,9 @@ class FlatInputs(nn.Module):
         super().__init__()
         self.model = model
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, cond_global: torch.Tensor,
-                cond_proj: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, t: torch.Tensor, cond_global: torch.Tensor, cond_proj: torch.Tensor
+    ) -> torch.Tensor:
         return self.model(x, t, (cond_global, cond_proj))
 
 

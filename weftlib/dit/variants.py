@@ -4,6 +4,7 @@ A variant is offered beside the faithful graph, never instead of it: each exact 
 (RFD 1129's procedure: an exact rewrite is an alternative, not a substitution), and each is checked against
 the original model's output before it is exported.
 """
+
 from __future__ import annotations
 
 import copy
@@ -16,8 +17,7 @@ from torch import nn
 
 from weftlib.onnx_core import export as onnx_export
 
-from .model import (CPU_BACKEND, INPUT_NAMES, OUTPUT_NAMES, FlatInputs, attention_backend, flat, max_abs_diff,
-                    real_rope)
+from .model import CPU_BACKEND, INPUT_NAMES, OUTPUT_NAMES, FlatInputs, attention_backend, flat, max_abs_diff, real_rope
 
 
 class DeviceLayout(nn.Module):
@@ -31,8 +31,9 @@ class DeviceLayout(nn.Module):
         self.model = model
         self.resolution, self.out_channels = int(model.resolution), int(model.out_channels)
 
-    def forward(self, x: torch.Tensor, t: torch.Tensor, cond_global: torch.Tensor,
-                cond_proj: torch.Tensor) -> torch.Tensor:
+    def forward(
+        self, x: torch.Tensor, t: torch.Tensor, cond_global: torch.Tensor, cond_proj: torch.Tensor
+    ) -> torch.Tensor:
         r, batch = self.resolution, x.shape[0]
         volume = x.reshape(batch, x.shape[1], r, r, r)
         steps = t.reshape(batch) if t.shape[1] == 1 else t.reshape(batch, -1)  # t [B], or its embedding [B, F]
@@ -44,8 +45,12 @@ def to_device_layout(inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
     """The model's inputs rearranged for `DeviceLayout` (no values change)."""
     x, t, (c_global, c_proj) = inputs
     batch, r = x.shape[0], x.shape[-1]
-    return (x.reshape(batch, x.shape[1], r, r * r), t.reshape(batch, -1, 1, 1),
-            c_global.transpose(1, 2).unsqueeze(2), c_proj.transpose(1, 2).reshape(batch, -1, r, r * r))
+    return (
+        x.reshape(batch, x.shape[1], r, r * r),
+        t.reshape(batch, -1, 1, 1),
+        c_global.transpose(1, 2).unsqueeze(2),
+        c_proj.transpose(1, 2).reshape(batch, -1, r, r * r),
+    )
 
 
 def device_layout(model: nn.Module, inputs: Sequence[Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
@@ -100,8 +105,11 @@ class MatMulRMSNorm(nn.Module):
 
 def _replace_rms_norms(model: nn.Module) -> int:
     """Swap every per-head RMS norm (a module with `gamma` and `scale` whose class ends in RMSNorm)."""
-    targets = [(name, mod) for name, mod in model.named_modules()
-               if type(mod).__name__.endswith("RMSNorm") and hasattr(mod, "gamma") and hasattr(mod, "scale")]
+    targets = [
+        (name, mod)
+        for name, mod in model.named_modules()
+        if type(mod).__name__.endswith("RMSNorm") and hasattr(mod, "gamma") and hasattr(mod, "scale")
+    ]
     for name, mod in targets:
         parent_name, _, attr = name.rpartition(".")
         setattr(model.get_submodule(parent_name) if parent_name else model, attr, MatMulRMSNorm(mod))
@@ -157,19 +165,31 @@ def _variant(model: nn.Module, inputs: Sequence[Any], name: str, changes: Sequen
 def exact_variants(model: nn.Module, inputs: Sequence[Any]) -> list[Variant]:
     """The faithful graph (inputs as the model takes them), the device layout (all inputs rank 4), then the
     device layout with each exact change alone and with all of them: which change removes which op."""
-    layout = [("device_layout", ())] + [(f"device_layout+{c}", (c,)) for c in CHANGES] + \
-        [("device_layout+all", tuple(CHANGES))]
-    return [_variant(model, inputs, "faithful", (), False)] + \
-        [_variant(model, inputs, name, changes, True) for name, changes in layout]
+    layout = (
+        [("device_layout", ())]
+        + [(f"device_layout+{c}", (c,)) for c in CHANGES]
+        + [("device_layout+all", tuple(CHANGES))]
+    )
+    return [_variant(model, inputs, "faithful", (), False)] + [
+        _variant(model, inputs, name, changes, True) for name, changes in layout
+    ]
 
 
-def export_variant(variant: Variant, folder: str | Path, *, prefix: str = "dit", opset: int = 17,
-                   atol: float = 1e-4) -> onnx_export.ExportReport:
+def export_variant(
+    variant: Variant, folder: str | Path, *, prefix: str = "dit", opset: int = 17, atol: float = 1e-4
+) -> onnx_export.ExportReport:
     """Export one variant under real RoPE with `weftlib.onnx_export` to `<folder>/<prefix>_<name>.onnx`."""
     path = Path(folder) / f"{prefix}_{variant.name.replace('+', '__')}.onnx"
     with real_rope(variant.flow), attention_backend(variant.flow, variant.backend):
-        return onnx_export.export(variant.module, variant.args, path, input_names=list(INPUT_NAMES),
-                                  output_names=list(OUTPUT_NAMES), opset=opset, atol=atol)
+        return onnx_export.export(
+            variant.module,
+            variant.args,
+            path,
+            input_names=list(INPUT_NAMES),
+            output_names=list(OUTPUT_NAMES),
+            opset=opset,
+            atol=atol,
+        )
 
 
 # ------------------------------------------------------------------------------------------------ tables
@@ -202,19 +222,25 @@ def op_origins(path: str | Path, ops: Sequence[str]) -> dict[str, list[str]]:
 
 def op_table(inventories: dict[str, dict[str, int]], allowed: Sequence[str] | frozenset[str]) -> list[dict[str, Any]]:
     """op -> count per graph, with whether DEVICE_OPS lists it; ops outside DEVICE_OPS first."""
-    names = sorted({op for inv in inventories.values() for op in inv},
-                   key=lambda op: (op in allowed, op))
-    return [{"op": op, "in DEVICE_OPS": op in allowed, **{g: inv.get(op, 0) for g, inv in inventories.items()}}
-            for op in names]
+    names = sorted({op for inv in inventories.values() for op in inv}, key=lambda op: (op in allowed, op))
+    return [
+        {"op": op, "in DEVICE_OPS": op in allowed, **{g: inv.get(op, 0) for g, inv in inventories.items()}}
+        for op in names
+    ]
 
 
 # ------------------------------------------------------------------------------------------ the pipeline
 
 # Published figures for the same instance (2 blocks x 384 channels, random weights, real-valued RoPE):
 # weftspun/request-for-discussion, RFD 1154 details, "The export, measured" and "Real-valued RoPE".
-RFD_1154 = {"parameters": "8.44 M", "nodes": 544, "distinct_ops": 28, "outside_device_ops": ["Cos", "ReduceL2", "Sin"],
-            "torchscript": "aten::view_as_complex is not supported",
-            "dynamo": "DispatchError on aten.unsqueeze: no decomposition for complex-valued input"}
+RFD_1154 = {
+    "parameters": "8.44 M",
+    "nodes": 544,
+    "distinct_ops": 28,
+    "outside_device_ops": ["Cos", "ReduceL2", "Sin"],
+    "torchscript": "aten::view_as_complex is not supported",
+    "dynamo": "DispatchError on aten.unsqueeze: no decomposition for complex-valued input",
+}
 
 
 @dataclass
@@ -233,8 +259,15 @@ class VariantResult:
         return sorted(self.verdict.outside)
 
 
-def evaluate(variants: Sequence[Variant], folder: str | Path, reference: torch.Tensor, ops: Any, *,
-             opset: int = 17, atol: float = 1e-4) -> list[VariantResult]:
+def evaluate(
+    variants: Sequence[Variant],
+    folder: str | Path,
+    reference: torch.Tensor,
+    ops: Any,
+    *,
+    opset: int = 17,
+    atol: float = 1e-4,
+) -> list[VariantResult]:
     """Export each variant into `folder`, compare its torch output with `reference`, run the device gate
     (`ops`: a `weftlib.gate.DeviceOps`) and read its input ranks."""
     from weftlib import gate
@@ -243,8 +276,16 @@ def evaluate(variants: Sequence[Variant], folder: str | Path, reference: torch.T
     for variant in variants:
         diff = max_abs_diff(variant.output(), reference)
         report = export_variant(variant, folder, opset=opset, atol=atol)
-        results.append(VariantResult(variant.name, variant.changes, diff, report,
-                                     gate.device_gate(report.path, ops), input_ranks(report.path)))
+        results.append(
+            VariantResult(
+                variant.name,
+                variant.changes,
+                diff,
+                report,
+                gate.device_gate(report.path, ops),
+                input_ranks(report.path),
+            )
+        )
     return results
 
 
@@ -255,7 +296,14 @@ def outside_table(result: VariantResult, ops: Any) -> list[dict[str, Any]]:
 
     evidence = {row["op"]: row for row in gate.evidence_table(ops)}
     origins = op_origins(result.report.path, result.outside)
-    return [{"op": op, "count": use.count, "listed": ops.status(op),
-             "reason": use.blocker, "evidence": evidence.get(op, {}).get("sources", "") or "none recorded",
-             "from": ", ".join(origins[op])}
-            for op, use in sorted(result.verdict.outside.items())]
+    return [
+        {
+            "op": op,
+            "count": use.count,
+            "listed": ops.status(op),
+            "reason": use.blocker,
+            "evidence": evidence.get(op, {}).get("sources", "") or "none recorded",
+            "from": ", ".join(origins[op]),
+        }
+        for op, use in sorted(result.verdict.outside.items())
+    ]

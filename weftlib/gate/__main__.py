@@ -17,15 +17,25 @@ import sys
 from pathlib import Path
 from typing import Sequence
 
-from . import (DfcUnavailable, DeviceOpsError, check_arch, cli_docker_command, device_gate, load_device_ops,
-               load_dfc_result, pair, run_dfc)
+from . import (
+    DfcUnavailable,
+    DeviceOpsError,
+    check_arch,
+    cli_docker_command,
+    device_gate,
+    load_device_ops,
+    load_dfc_result,
+    pair,
+    run_dfc,
+)
 from .dfc_runner import default_arch
 from .pairing import HELD, REFUSED, UNMATCHED
 
 
 def _parser() -> argparse.ArgumentParser:
-    ap = argparse.ArgumentParser(prog="python -m weftlib.gate", description=__doc__,
-                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(
+        prog="python -m weftlib.gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     sub = ap.add_subparsers(dest="command", required=True)
     device = sub.add_parser("device", help="check every op against DEVICE_OPS")
     device.add_argument("model")
@@ -40,8 +50,11 @@ def _parser() -> argparse.ArgumentParser:
     both.add_argument("model")
     both.add_argument("--dfc", default=None, help="the DFC result; omitted: 'DFC not run'")
     both.add_argument("--ops", default=None)
-    both.add_argument("--matched-by-hand", action="store_true",
-                      help="the result names no model: state that it is about MODEL (shown as matched by hand)")
+    both.add_argument(
+        "--matched-by-hand",
+        action="store_true",
+        help="the result names no model: state that it is about MODEL (shown as matched by hand)",
+    )
     probes = sub.add_parser("probes", help="write the probe pack: one small graph per op the DFC has not judged")
     probes.add_argument("--out", required=True)
     probes.add_argument("--ops", default=None)
@@ -55,10 +68,14 @@ def _parser() -> argparse.ArgumentParser:
 def _device(args: argparse.Namespace) -> int:
     _existing_file(args.model, "MODEL")
     result = device_gate(args.model, load_device_ops(args.ops))
-    print(f"{'PASS' if result.passed else 'FAIL'}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, "
-          f"opset {result.opset})")
-    print(f"  readable by the DFC's parser: {'yes' if result.readable else 'no (input regime)'}; "
-          f"ops inside DEVICE_OPS: {'yes' if result.ops_passed else 'no'}")
+    print(
+        f"{'PASS' if result.passed else 'FAIL'}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, "
+        f"opset {result.opset})"
+    )
+    print(
+        f"  readable by the DFC's parser: {'yes' if result.readable else 'no (input regime)'}; "
+        f"ops inside DEVICE_OPS: {'yes' if result.ops_passed else 'no'}"
+    )
     for op, use in result.outside.items():
         print(f"  outside DEVICE_OPS: {op} x{use.count}  e.g. {', '.join(use.nodes[:3])}")
     for problem in result.problems:
@@ -71,8 +88,9 @@ def _dfc(args: argparse.Namespace) -> int:
     args.arch = args.arch or default_arch()
     try:
         check_arch(args.arch)
-        result = run_dfc(args.model, args.arch, start_node_names=args.start_node_names,
-                         end_node_names=args.end_node_names)
+        result = run_dfc(
+            args.model, args.arch, start_node_names=args.start_node_names, end_node_names=args.end_node_names
+        )
     except ValueError as exc:
         print(f"refused: {exc}", file=sys.stderr)
         return 2
@@ -98,8 +116,11 @@ def _pair(args: argparse.Namespace) -> int:
     if result.verdict in (REFUSED, UNMATCHED):
         print(f"refused: {result.meaning}", file=sys.stderr)
         return 2
-    print(f"{result.verdict}: device gate {result.gate}, DFC {result.dfc}"
-          + (f" (matched {result.matched})" if result.matched else "") + f". {result.meaning}")
+    print(
+        f"{result.verdict}: device gate {result.gate}, DFC {result.dfc}"
+        + (f" (matched {result.matched})" if result.matched else "")
+        + f". {result.meaning}"
+    )
     for edit in result.edits:
         print(f"  {edit.action} {edit.op}: {edit.reason}")
     return 0 if result.verdict == HELD else 1
@@ -139,8 +160,9 @@ def _evidence(args: argparse.Namespace) -> int:
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"device": _device, "dfc": _dfc, "pair": _pair, "probes": _probes,
-                "evidence": _evidence}[args.command](args)
+        return {"device": _device, "dfc": _dfc, "pair": _pair, "probes": _probes, "evidence": _evidence}[args.command](
+            args
+        )
     except (DeviceOpsError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -94,7 +94,7 @@ class DeviceOps:
         return entry.condition if entry is not None and entry.listed == "device_ops" else None
 
     def status(self, op: str) -> str:
-        """"allowed", "blocker" or "unlisted"."""
+        """ "allowed", "blocker" or "unlisted"."""
         entry = self.entries.get(op)
         if entry is None:
             return "unlisted"
@@ -136,8 +136,10 @@ def parse_device_ops(data: Any, source: str = "<memory>") -> DeviceOps:
             if op in entries:
                 raise where.error(f"{listed}.{op}", f"{op} is in both device_ops and known_blockers")
             entries[op] = _op_entry(where, listed, op, body)
-    verdicts = tuple(_verdict(where, i, v) for i, v in enumerate(where.sequence(
-        top.get("recorded_verdicts", []), "recorded_verdicts")))
+    verdicts = tuple(
+        _verdict(where, i, v)
+        for i, v in enumerate(where.sequence(top.get("recorded_verdicts", []), "recorded_verdicts"))
+    )
     return DeviceOps(
         entries=entries,
         target_dfc=where.text(target["dfc"], "target.dfc"),
@@ -158,8 +160,9 @@ class _Where:
     def error(self, place: str, problem: str) -> DeviceOpsError:
         return DeviceOpsError(f"{self.source}: {place}: {problem}")
 
-    def mapping(self, value: Any, place: str, keys: set[str] | None,
-                required: set[str] = frozenset()) -> dict[str, Any]:
+    def mapping(
+        self, value: Any, place: str, keys: set[str] | None, required: set[str] = frozenset()
+    ) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.error(place, f"expected a mapping, got {type(value).__name__}")
         if keys is not None:
@@ -204,8 +207,10 @@ def _op_entry(where: _Where, listed: str, op: Any, body: Any) -> OpEntry:
     body = where.mapping(body, place, OP_KEYS, required={"evidence"})
     condition = body.get("condition")
     if condition is not None and (listed != "device_ops" or condition not in CONDITIONS):
-        raise where.error(f"{place}.condition", f"{condition!r} is not a condition the gate checks "
-                          f"(device_ops only; known: {list(CONDITIONS)})")
+        raise where.error(
+            f"{place}.condition",
+            f"{condition!r} is not a condition the gate checks (device_ops only; known: {list(CONDITIONS)})",
+        )
     raw = body["evidence"]
     if raw == "assumed":
         evidence: tuple[Evidence, ...] = (Evidence("assumed"),)
@@ -225,10 +230,14 @@ def _evidence(where: _Where, place: str, item: Any, condition: str | None) -> Ev
     met = item.get("condition_met")
     if met is not None and (condition is None or not isinstance(met, bool)):
         raise where.error(f"{place}.condition_met", "only a true/false for an op that has a `condition`")
-    return Evidence(seen=item["seen"], dfc=where.text(item.get("dfc", "unknown"), f"{place}.dfc"),
-                    arch=where.text(item.get("arch", "unknown"), f"{place}.arch"),
-                    source=where.text(item["source"], f"{place}.source"),
-                    note=str(item.get("note", "")), condition_met=met)
+    return Evidence(
+        seen=item["seen"],
+        dfc=where.text(item.get("dfc", "unknown"), f"{place}.dfc"),
+        arch=where.text(item.get("arch", "unknown"), f"{place}.arch"),
+        source=where.text(item["source"], f"{place}.source"),
+        note=str(item.get("note", "")),
+        condition_met=met,
+    )
 
 
 def _verdict(where: _Where, index: int, item: Any) -> RecordedVerdict:
@@ -236,12 +245,18 @@ def _verdict(where: _Where, index: int, item: Any) -> RecordedVerdict:
     item = where.mapping(item, place, VERDICT_KEYS, required={"graph", "dfc", "arch", "verdict", "source"})
     if item["verdict"] not in VERDICTS:
         raise where.error(f"{place}.verdict", f"{item['verdict']!r}; valid: {list(VERDICTS)}")
-    ops = {k: tuple(where.text(o, f"{place}.{k}") for o in where.sequence(item.get(k, []), f"{place}.{k}"))
-           for k in ("blocked_by", "contains")}
+    ops = {
+        k: tuple(where.text(o, f"{place}.{k}") for o in where.sequence(item.get(k, []), f"{place}.{k}"))
+        for k in ("blocked_by", "contains")
+    }
     if item["verdict"] == "rejected" and not ops["blocked_by"]:
         raise where.error(place, "a rejected graph needs `blocked_by` (the ops the DFC named)")
-    return RecordedVerdict(graph=where.text(item["graph"], f"{place}.graph"),
-                           dfc=where.text(item["dfc"], f"{place}.dfc"),
-                           arch=where.text(item["arch"], f"{place}.arch"), verdict=item["verdict"],
-                           source=where.text(item["source"], f"{place}.source"),
-                           note=str(item.get("note", "")), **ops)
+    return RecordedVerdict(
+        graph=where.text(item["graph"], f"{place}.graph"),
+        dfc=where.text(item["dfc"], f"{place}.dfc"),
+        arch=where.text(item["arch"], f"{place}.arch"),
+        verdict=item["verdict"],
+        source=where.text(item["source"], f"{place}.source"),
+        note=str(item.get("note", "")),
+        **ops,
+    )

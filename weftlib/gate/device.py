@@ -130,22 +130,37 @@ def _gate(graph: Graph, ops: DeviceOps, path: str, complaint: str | None) -> Gat
             why = CHECKS[condition](node, graph)
             if why is not None:
                 failures.append(ConditionFailure(key, node.name or f"<unnamed {key}>", condition, why))
-    outside = {op: OpUse(counts[op], tuple(names), ops.entries[op].note if op in ops.blockers else "")
-               for op, names in sorted(where.items())}
+    outside = {
+        op: OpUse(counts[op], tuple(names), ops.entries[op].note if op in ops.blockers else "")
+        for op, names in sorted(where.items())
+    }
     regime = input_regime(graph)
     problems = ([complaint] if complaint else []) + _graph_problems(graph, ops) + regime
-    problems += [f"{op} x{use.count} outside DEVICE_OPS" + (f" (known blocker: {use.blocker})"
-                 if use.blocker else "") for op, use in outside.items()]
+    problems += [
+        f"{op} x{use.count} outside DEVICE_OPS" + (f" (known blocker: {use.blocker})" if use.blocker else "")
+        for op, use in outside.items()
+    ]
     problems += [f"{f.op} {f.node!r} breaks {f.condition}: {f.reason}" for f in failures]
-    return GateResult(path=path, passed=not problems, ops=dict(sorted(counts.items())), outside=outside,
-                      conditions=tuple(failures), problems=tuple(problems), ir_version=graph.model.ir_version,
-                      opset=graph.opset, nodes=len(graph.nodes), input_problems=tuple(regime),
-                      inputs=tuple(graph_inputs(graph)))
+    return GateResult(
+        path=path,
+        passed=not problems,
+        ops=dict(sorted(counts.items())),
+        outside=outside,
+        conditions=tuple(failures),
+        problems=tuple(problems),
+        ir_version=graph.model.ir_version,
+        opset=graph.opset,
+        nodes=len(graph.nodes),
+        input_problems=tuple(regime),
+        inputs=tuple(graph_inputs(graph)),
+    )
 
 
 IMAGE_RANK = 4
-INPUT_LAYERS = ("the DFC's parser stops in `_add_input_layers` (output_format is None) before reading any "
-                "operator; it takes image-shaped inputs only (RFD 1154 details)")
+INPUT_LAYERS = (
+    "the DFC's parser stops in `_add_input_layers` (output_format is None) before reading any "
+    "operator; it takes image-shaped inputs only (RFD 1154 details)"
+)
 
 
 def graph_inputs(graph: Graph) -> list[tuple[str, tuple[int | str, ...]]]:
@@ -155,8 +170,11 @@ def graph_inputs(graph: Graph) -> list[tuple[str, tuple[int | str, ...]]]:
         if info.name in graph.constants:
             continue
         tensor = info.type.tensor_type
-        dims = tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim) \
-            if tensor.HasField("shape") else ()
+        dims = (
+            tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim)
+            if tensor.HasField("shape")
+            else ()
+        )
         out.append((info.name, dims))
     return out
 
@@ -171,11 +189,14 @@ def input_regime(graph: Graph) -> list[str]:
     problems = []
     for name, dims in graph_inputs(graph):
         if len(dims) != IMAGE_RANK:
-            problems.append(f"input {name!r} {list(dims)} is rank {len(dims)}, not image-shaped (rank "
-                            f"{IMAGE_RANK}): {INPUT_LAYERS}")
+            problems.append(
+                f"input {name!r} {list(dims)} is rank {len(dims)}, not image-shaped (rank {IMAGE_RANK}): {INPUT_LAYERS}"
+            )
     if not graph_inputs(graph):
-        problems.append("the graph has no input: the DFC's parser reports 'Inputs found: 0' before reading any "
-                        "operator (weftspun/rf-detr-cpp scripts/gen_op_tests.py)")
+        problems.append(
+            "the graph has no input: the DFC's parser reports 'Inputs found: 0' before reading any "
+            "operator (weftspun/rf-detr-cpp scripts/gen_op_tests.py)"
+        )
     return problems
 
 

@@ -143,7 +143,7 @@ def _scan_line(scan: _Scan, index: int, line: str, lines: list[str]) -> None:
         scan.completed_at = index if scan.completed_at is None else scan.completed_at
     if (m := _FRAME.search(line)) and "hailo_sdk_client" in m.group(1):
         path = m.group(1)
-        scan.last_frame = f"{path[path.index('hailo_sdk_client'):]}:{m.group(2)} in {m.group(3)}"
+        scan.last_frame = f"{path[path.index('hailo_sdk_client') :]}:{m.group(2)} in {m.group(3)}"
         if scan.completed_at is None:
             scan.parser_frames = True
             _fail(scan, index)
@@ -178,7 +178,7 @@ def _scan_errors(scan: _Scan, index: int, line: str, lines: list[str]) -> bool:
     matches = [m for m in _ERROR.finditer(line) if m.group(1).endswith(("Error", "Exception"))]
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        message = _clean(line[m.end():end].split("Please try to parse the model again")[0])
+        message = _clean(line[m.end() : end].split("Please try to parse the model again")[0])
         if not message:
             message = _continuation(lines, index)
         scan.errors.append((index, DfcError(m.group(1), m.group(2).strip(), _op_named(message), message)))
@@ -218,7 +218,7 @@ def _translated_from(line: str, lines: list[str], index: int) -> str | None:
 
 def _continuation(lines: list[str], index: int) -> str:
     """The message of an error line wrapped right after its colon: the next non-blank line, if plain text."""
-    for raw in lines[index + 1:index + 3]:
+    for raw in lines[index + 1 : index + 3]:
         line = _PREFIX.sub("", raw, count=1).strip()
         if line:
             plain = not (_ERROR.search(line) or _FRAME.search(line) or line.startswith(("[", "---", "===")))
@@ -269,8 +269,12 @@ def _verdict(scan: _Scan) -> DfcResult:
         reason = "translation completed" + ("" if scan.har else " (no HAR path in this text)")
         return DfcResult("parsed", later_failure=scan.later_failure, reason=reason, **common)
     if scan.stray_exception:
-        return DfcResult("unrecognised", exception=scan.stray_exception,
-                         reason=f"{scan.stray_exception[:200]} with no sign of the DFC parser", **common)
+        return DfcResult(
+            "unrecognised",
+            exception=scan.stray_exception,
+            reason=f"{scan.stray_exception[:200]} with no sign of the DFC parser",
+            **common,
+        )
     reason = "translation started but no result (truncated?)" if scan.started else "no DFC verdict found"
     return DfcResult("unrecognised", reason=reason, **common)
 
@@ -286,7 +290,8 @@ def _rejection_reason(scan: _Scan, errors: tuple[DfcError, ...]) -> str:
         text = f"traceback through the parser ({scan.last_frame}); exception line cut off"
     if scan.completed_at is not None:
         text += "; a later translation completed only after that failure" + (
-            " (retry with recommended end nodes)" if scan.retried else "")
+            " (retry with recommended end nodes)" if scan.retried else ""
+        )
     return text
 
 
@@ -307,12 +312,17 @@ def failure_cause(result: DfcResult, node_ops: dict[str, str] | None = None) -> 
     """
     if result.verdict != "rejected":
         return None
-    texts = [result.exception or "", result.reason, result.last_frame or "",
-             *(f"{e.cls}: {e.message}" for e in result.errors)]
+    texts = [
+        result.exception or "",
+        result.reason,
+        result.last_frame or "",
+        *(f"{e.cls}: {e.message}" for e in result.errors),
+    ]
     if any(marker in text for text in texts for marker in BEFORE_OPERATORS):
         return "before operators"
     if any(marker in text for text in texts for marker in INCONCLUSIVE):
         return "inconclusive"
+
     def names_something(e: DfcError) -> bool:
         if e.op:
             return True

@@ -79,10 +79,22 @@ def docker_command(onnx_path: str | os.PathLike, arch: str | None = None, out: s
     arch = check_arch(arch or default_arch())
     model = Path(onnx_path).resolve()
     result = Path(out).name if out else f"{model.stem}.dfc.json"
-    inner = ["python", "-m", "weftlib.gate", "dfc", f"/model/{model.name}", "--arch", arch,
-             "--out", f"/model/{result}"]
-    outer = ["docker", "run", "--rm", "-v", f"{model.parent}:/model", "-v", f"{REPO_WEFTLIB}:/weft/weftlib:ro",
-             "-e", "PYTHONPATH=/weft", "-w", "/model", image(), *inner]
+    inner = ["python", "-m", "weftlib.gate", "dfc", f"/model/{model.name}", "--arch", arch, "--out", f"/model/{result}"]
+    outer = [
+        "docker",
+        "run",
+        "--rm",
+        "-v",
+        f"{model.parent}:/model",
+        "-v",
+        f"{REPO_WEFTLIB}:/weft/weftlib:ro",
+        "-e",
+        "PYTHONPATH=/weft",
+        "-w",
+        "/model",
+        image(),
+        *inner,
+    ]
     return shlex.join(outer)
 
 
@@ -90,8 +102,22 @@ def cli_docker_command(onnx_path: str | os.PathLike, arch: str | None = None) ->
     """The same parse through the DFC's own CLI (`hailo parser onnx`), its log saved next to the model."""
     arch = check_arch(arch or default_arch())
     model = Path(onnx_path).resolve()
-    outer = ["docker", "run", "--rm", "-v", f"{model.parent}:/model", "-w", "/model", image(),
-             "hailo", "parser", "onnx", f"/model/{model.name}", "--hw-arch", arch]
+    outer = [
+        "docker",
+        "run",
+        "--rm",
+        "-v",
+        f"{model.parent}:/model",
+        "-w",
+        "/model",
+        image(),
+        "hailo",
+        "parser",
+        "onnx",
+        f"/model/{model.name}",
+        "--hw-arch",
+        arch,
+    ]
     return f"{shlex.join(outer)} > {shlex.quote(str(model.parent / (model.stem + '.dfc.log')))} 2>&1"
 
 
@@ -110,10 +136,15 @@ def dfc_available() -> tuple[bool, str]:
     return client is not None, why
 
 
-def run_dfc(onnx_path: str | os.PathLike, arch: str | None = None, *,
-            har_path: str | os.PathLike | None = None,
-            start_node_names: Sequence[str] | None = None, end_node_names: Sequence[str] | None = None,
-            net_input_shapes: dict | None = None) -> DfcResult:
+def run_dfc(
+    onnx_path: str | os.PathLike,
+    arch: str | None = None,
+    *,
+    har_path: str | os.PathLike | None = None,
+    start_node_names: Sequence[str] | None = None,
+    end_node_names: Sequence[str] | None = None,
+    net_input_shapes: dict | None = None,
+) -> DfcResult:
     """Parse `onnx_path` with the DFC's Python API and save the HAR; raises DfcUnavailable where it cannot.
 
     `arch` defaults to the target's (reading the allowlist); the DFC image always passes it."""
@@ -129,20 +160,42 @@ def run_dfc(onnx_path: str | os.PathLike, arch: str | None = None, *,
     version = getattr(client, "__version__", None)
     try:
         runner = client.ClientRunner(hw_arch=arch)
-        runner.translate_onnx_model(str(model), model.stem.replace("-", "_"), start_node_names=start_node_names,
-                                    end_node_names=end_node_names, net_input_shapes=net_input_shapes)
+        runner.translate_onnx_model(
+            str(model),
+            model.stem.replace("-", "_"),
+            start_node_names=start_node_names,
+            end_node_names=end_node_names,
+            net_input_shapes=net_input_shapes,
+        )
     except Exception as exc:  # the parser's rejection, or a plain exception from inside it
         return _rejection(exc, arch, version, str(model), model.stem.replace("-", "_"))
     try:
         runner.save_har(str(har))
     except Exception as exc:
-        return DfcResult("unrecognised", reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}",
-                         arch=arch, dfc_version=version, source=str(model))
+        return DfcResult(
+            "unrecognised",
+            reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}",
+            arch=arch,
+            dfc_version=version,
+            source=str(model),
+        )
     if not har.is_file():
-        return DfcResult("unrecognised", reason=f"translated, but no HAR was written at {har}: not a pass",
-                         arch=arch, dfc_version=version, source=str(model))
-    return DfcResult("parsed", har=str(har), model=model.stem, reason="translation completed, HAR saved",
-                     arch=arch, dfc_version=version, source=str(model))
+        return DfcResult(
+            "unrecognised",
+            reason=f"translated, but no HAR was written at {har}: not a pass",
+            arch=arch,
+            dfc_version=version,
+            source=str(model),
+        )
+    return DfcResult(
+        "parsed",
+        har=str(har),
+        model=model.stem,
+        reason="translation completed, HAR saved",
+        arch=arch,
+        dfc_version=version,
+        source=str(model),
+    )
 
 
 def _rejection(exc: Exception, arch: str, version: str | None, source: str, model: str | None = None) -> DfcResult:
@@ -151,10 +204,18 @@ def _rejection(exc: Exception, arch: str, version: str | None, source: str, mode
     line = f"{cls.__module__}.{cls.__name__}: {exc}"
     from_text = read_dfc_log(line)
     errors = from_text.errors or (DfcError(cls.__name__, None, None, str(exc)[:2000]),)
-    return DfcResult("rejected", errors=errors, end_nodes=from_text.end_nodes,
-                     exception=f"{cls.__name__}: {str(exc)[:2000]}",
-                     reason=f"{cls.__name__} from translate_onnx_model", arch=arch, dfc_version=version,
-                     source=source, model=model, last_frame=_last_parser_frame(exc))
+    return DfcResult(
+        "rejected",
+        errors=errors,
+        end_nodes=from_text.end_nodes,
+        exception=f"{cls.__name__}: {str(exc)[:2000]}",
+        reason=f"{cls.__name__} from translate_onnx_model",
+        arch=arch,
+        dfc_version=version,
+        source=source,
+        model=model,
+        last_frame=_last_parser_frame(exc),
+    )
 
 
 def _last_parser_frame(exc: Exception) -> str | None:
@@ -165,7 +226,7 @@ def _last_parser_frame(exc: Exception) -> str | None:
     if not frames:
         return None
     f = frames[-1]
-    return f"{f.filename[f.filename.index('hailo_sdk_client'):]}:{f.lineno} in {f.name}"
+    return f"{f.filename[f.filename.index('hailo_sdk_client') :]}:{f.lineno} in {f.name}"
 
 
 def main(argv: Sequence[str] | None = None) -> int:

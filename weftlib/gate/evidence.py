@@ -14,7 +14,7 @@ UNJUDGED_STATUSES = ("assumed", "documented", "documented otherwise", "contested
 
 
 def target_match(dfc: str, arch: str, ops: DeviceOps) -> str:
-    """"on" (same DFC major and arch as the target), "off" (known to differ) or "unknown"."""
+    """ "on" (same DFC major and arch as the target), "off" (known to differ) or "unknown"."""
     major = ops.target_dfc.split(".")[0]
     dfc_known, arch_known = dfc != "unknown", arch != "unknown"
     if (dfc_known and dfc.split(".")[0] != major) or (arch_known and arch != ops.target_arch):
@@ -23,7 +23,7 @@ def target_match(dfc: str, arch: str, ops: DeviceOps) -> str:
 
 
 def _direction(entry: OpEntry, ev: Evidence) -> str:
-    """"for", "against" or "condition" (the observation is about the condition, not the op)."""
+    """ "for", "against" or "condition" (the observation is about the condition, not the op)."""
     if entry.condition is not None and ev.condition_met is False:
         return "condition"
     agrees = (ev.seen in ("parsed", "documented")) == (entry.listed == "device_ops")
@@ -61,9 +61,13 @@ def op_evidence(entry: OpEntry, ops: DeviceOps) -> dict[str, object]:
         "for": n_for,
         "against": n_against,
         "condition_cases": directions.count("condition"),
-        "documented": ("" if not docs else "vendor table lists it" + (
-            "" if doc_agrees else "; listed as a blocker here") + (
-            " (an observation decides)" if weighed and bool(n_for) != bool(doc_agrees) else "")),
+        "documented": (
+            ""
+            if not docs
+            else "vendor table lists it"
+            + ("" if doc_agrees else "; listed as a blocker here")
+            + (" (an observation decides)" if weighed and bool(n_for) != bool(doc_agrees) else "")
+        ),
         "off_target": "; ".join(f"{e.seen} ({e.dfc}, {e.arch})" for e in off),
         "sources": "; ".join(sorted({e.source for e in seen + docs})),
     }
@@ -91,9 +95,19 @@ def _verdict_row(verdict: RecordedVerdict, op: str, ops: DeviceOps, statuses: di
     else:
         finding = f"{listed} here, yet the graph parsed: the allowlist is too strict"
     explained = agrees or where == "off" or statuses.get(op) == "contested"
-    return {"graph": verdict.graph, "dfc": verdict.dfc, "arch": verdict.arch, "verdict": verdict.verdict,
-            "op": op, "listed": listed, "target": where, "agrees": agrees, "explained": explained,
-            "finding": finding, "source": verdict.source}
+    return {
+        "graph": verdict.graph,
+        "dfc": verdict.dfc,
+        "arch": verdict.arch,
+        "verdict": verdict.verdict,
+        "op": op,
+        "listed": listed,
+        "target": where,
+        "agrees": agrees,
+        "explained": explained,
+        "finding": finding,
+        "source": verdict.source,
+    }
 
 
 def check_recorded_verdicts(ops: DeviceOps) -> list[dict[str, object]]:
@@ -103,5 +117,9 @@ def check_recorded_verdicts(ops: DeviceOps) -> list[dict[str, object]]:
     records both outcomes (status "contested"); an unexplained one means the allowlist ignores evidence.
     """
     statuses = {row["op"]: row["status"] for row in evidence_table(ops)}
-    return [_verdict_row(v, op, ops, statuses) for v in ops.verdicts if v.verdict != "unjudged"
-            for op in (v.blocked_by if v.verdict == "rejected" else v.contains)]
+    return [
+        _verdict_row(v, op, ops, statuses)
+        for v in ops.verdicts
+        if v.verdict != "unjudged"
+        for op in (v.blocked_by if v.verdict == "rejected" else v.contains)
+    ]

@@ -37,8 +37,18 @@ UNJUDGED_INPUTS = "ops unjudged: the DFC stopped before reading any operator"
 UNJUDGED_INCONCLUSIVE = "ops unjudged: inconclusive DFC failure"
 REFUSED = "DFC result refused: about another model"
 UNMATCHED = "DFC result not paired: it names no model"
-PAIR_VERDICTS = (HELD, TOO_GENEROUS, TOO_STRICT, BOTH_REJECT, NOT_RUN, UNRECOGNISED, UNJUDGED_INPUTS,
-                 UNJUDGED_INCONCLUSIVE, REFUSED, UNMATCHED)
+PAIR_VERDICTS = (
+    HELD,
+    TOO_GENEROUS,
+    TOO_STRICT,
+    BOTH_REJECT,
+    NOT_RUN,
+    UNRECOGNISED,
+    UNJUDGED_INPUTS,
+    UNJUDGED_INCONCLUSIVE,
+    REFUSED,
+    UNMATCHED,
+)
 UNJUDGED = (NOT_RUN, UNRECOGNISED, UNJUDGED_INPUTS, UNJUDGED_INCONCLUSIVE, REFUSED, UNMATCHED)
 
 
@@ -79,8 +89,7 @@ def same_model(a: str, b: str) -> bool:
     return a.replace("-", "_") == b.replace("-", "_")
 
 
-def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, *,
-         by_hand: bool = False) -> Pairing:
+def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, *, by_hand: bool = False) -> Pairing:
     """Put `gate` and `dfc` (None: the DFC was not run) side by side for the model at `onnx_path`.
 
     `by_hand=True` states that `dfc` is about this graph although it names no model (a pasted log).
@@ -94,18 +103,38 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
     if dfc is not None:
         matched, refusal = _match(gate.name, dfc, by_hand)
         if refusal:
-            return Pairing(**base, dfc="refused", dfc_ops=(), unresolved_nodes=(), verdict=refusal,
-                           agreement="", meaning=matched, edits=(), matched=matched)
+            return Pairing(
+                **base,
+                dfc="refused",
+                dfc_ops=(),
+                unresolved_nodes=(),
+                verdict=refusal,
+                agreement="",
+                meaning=matched,
+                edits=(),
+                matched=matched,
+            )
     else:
         matched = ""
     ops, unresolved = resolve_ops(dfc, onnx_path) if dfc is not None else ((), ())
     graph, _ = read_graph(onnx_path)
     cause = (failure_cause(dfc, graph.node_ops() if graph is not None else None) or "") if dfc is not None else ""
     dfc_word = {None: "not run", "parsed": "parses", "rejected": "rejects", "unrecognised": "unrecognised"}[
-        dfc.verdict if dfc is not None else None]
+        dfc.verdict if dfc is not None else None
+    ]
     verdict, agreement, meaning, edits = _judge(gate, dfc, ops, unresolved, cause)
-    return Pairing(**base, dfc=dfc_word, dfc_ops=ops, unresolved_nodes=unresolved, verdict=verdict,
-                   agreement=agreement, meaning=meaning, edits=tuple(edits), cause=cause, matched=matched)
+    return Pairing(
+        **base,
+        dfc=dfc_word,
+        dfc_ops=ops,
+        unresolved_nodes=unresolved,
+        verdict=verdict,
+        agreement=agreement,
+        meaning=meaning,
+        edits=tuple(edits),
+        cause=cause,
+        matched=matched,
+    )
 
 
 def _match(graph: str, dfc: DfcResult, by_hand: bool) -> tuple[str, str]:
@@ -113,12 +142,18 @@ def _match(graph: str, dfc: DfcResult, by_hand: bool) -> tuple[str, str]:
     if dfc.model is not None:
         if same_model(dfc.model, graph):
             return "by model name", ""
-        return (f"the DFC result is about model {dfc.model!r}, not {graph!r}: refused, not counted "
-                f"({dfc.source or 'no file'})", REFUSED)
+        return (
+            f"the DFC result is about model {dfc.model!r}, not {graph!r}: refused, not counted "
+            f"({dfc.source or 'no file'})",
+            REFUSED,
+        )
     if by_hand:
         return "by hand (the result names no model; the caller said it is about this graph)", ""
-    return (f"the DFC result names no model ({dfc.source or 'no file'}); pair it only by saying which graph it "
-            "is about (`pair MODEL --dfc R --matched-by-hand`)", UNMATCHED)
+    return (
+        f"the DFC result names no model ({dfc.source or 'no file'}); pair it only by saying which graph it "
+        "is about (`pair MODEL --dfc R --matched-by-hand`)",
+        UNMATCHED,
+    )
 
 
 def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str, ...], tuple[str, ...]]:
@@ -141,8 +176,9 @@ def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str
     return tuple(sorted(ops)), tuple(unresolved)
 
 
-def _judge(gate: GateResult, dfc: DfcResult | None, ops: tuple[str, ...], unresolved: tuple[str, ...],
-           cause: str) -> tuple[str, str, str, list[Edit]]:
+def _judge(
+    gate: GateResult, dfc: DfcResult | None, ops: tuple[str, ...], unresolved: tuple[str, ...], cause: str
+) -> tuple[str, str, str, list[Edit]]:
     if dfc is None:
         return NOT_RUN, "", "the DFC has not been run on this graph; the device gate's verdict stands alone", []
     if dfc.verdict == "unrecognised":
@@ -150,16 +186,26 @@ def _judge(gate: GateResult, dfc: DfcResult | None, ops: tuple[str, ...], unreso
     parsed = dfc.verdict == "parsed"
     unjudged = ", ".join(gate.failing_ops) or "none outside DEVICE_OPS"
     if cause == "before operators":
-        agreement = ("same cause (input regime)" if not gate.readable else
-                     "different causes: the gate read every input as image-shaped")
-        return (UNJUDGED_INPUTS, agreement,
-                f"the DFC stopped before reading any operator ({dfc.exception or dfc.last_frame or dfc.reason}); "
-                f"the gate's ops stay unjudged ({unjudged}); make every input rank 4 and run it again", [])
+        agreement = (
+            "same cause (input regime)"
+            if not gate.readable
+            else "different causes: the gate read every input as image-shaped"
+        )
+        return (
+            UNJUDGED_INPUTS,
+            agreement,
+            f"the DFC stopped before reading any operator ({dfc.exception or dfc.last_frame or dfc.reason}); "
+            f"the gate's ops stay unjudged ({unjudged}); make every input rank 4 and run it again",
+            [],
+        )
     if cause == "inconclusive":
-        return (UNJUDGED_INCONCLUSIVE, "",
-                f"the DFC failed without naming an operator of this graph ({dfc.exception or dfc.reason}); "
-                f"the gate's ops stay unjudged ({unjudged})",
-                [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved])
+        return (
+            UNJUDGED_INCONCLUSIVE,
+            "",
+            f"the DFC failed without naming an operator of this graph ({dfc.exception or dfc.reason}); "
+            f"the gate's ops stay unjudged ({unjudged})",
+            [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved],
+        )
     if gate.passed and parsed:
         return HELD, "agree", "the allowlist held: the gate passed and the DFC parsed", []
     if gate.passed:
@@ -178,8 +224,13 @@ def _move_out(ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult)
     edits = [Edit("move out", op, "allowlisted, yet the DFC rejected it in this graph") for op in ops]
     edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
     if not ops and not unresolved:
-        edits.append(Edit("review", "?", f"the DFC failed naming no op ({dfc.exception or dfc.reason}); "
-                                         "bisect with end node names to find it"))
+        edits.append(
+            Edit(
+                "review",
+                "?",
+                f"the DFC failed naming no op ({dfc.exception or dfc.reason}); bisect with end node names to find it",
+            )
+        )
     return edits
 
 
@@ -188,15 +239,21 @@ def _move_in(gate: GateResult) -> list[Edit]:
     relaxed = sorted({(c.op, c.condition) for c in gate.conditions})
     edits += [Edit("relax condition", op, f"the DFC parsed it without {cond}") for op, cond in relaxed]
     if not gate.readable:
-        edits.append(Edit("review", "(input regime)", "the DFC parsed inputs the gate called unreadable: "
-                                                       + "; ".join(gate.input_problems)))
+        edits.append(
+            Edit(
+                "review",
+                "(input regime)",
+                "the DFC parsed inputs the gate called unreadable: " + "; ".join(gate.input_problems),
+            )
+        )
     if not edits:
         edits = [Edit("review", "(graph limits)", "; ".join(gate.problems))]
     return edits
 
 
-def _both(gate: GateResult, ops: tuple[str, ...], unresolved: tuple[str, ...],
-          dfc: DfcResult) -> tuple[str, str, list[Edit]]:
+def _both(
+    gate: GateResult, ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult
+) -> tuple[str, str, list[Edit]]:
     x, y = set(gate.failing_ops), set(ops)
     if not gate.readable:
         agreement = "different causes: the gate failed on the input regime, the DFC read operators"
@@ -206,8 +263,10 @@ def _both(gate: GateResult, ops: tuple[str, ...], unresolved: tuple[str, ...],
         agreement = "same ops"
     else:
         agreement = "overlap" if x & y else "different ops"
-    meaning = (f"both reject: the gate on {', '.join(sorted(x)) or 'graph limits'}, "
-               f"the DFC on {', '.join(sorted(y)) or (dfc.exception or dfc.reason)}")
+    meaning = (
+        f"both reject: the gate on {', '.join(sorted(x)) or 'graph limits'}, "
+        f"the DFC on {', '.join(sorted(y)) or (dfc.exception or dfc.reason)}"
+    )
     edits = [Edit("move out", op, "the gate allowed it, the DFC rejected it") for op in sorted(y - x)]
     edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
     return agreement, meaning, edits

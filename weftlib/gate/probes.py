@@ -92,8 +92,13 @@ class ProbePack:
 # --------------------------------------------------------------------------------------------- the pack
 
 
-def write_dfc_pack(models: Sequence[str | os.PathLike], folder: str | os.PathLike, arch: str | None = None, *,
-                   extra: dict[str, Any] | None = None) -> DfcPack:
+def write_dfc_pack(
+    models: Sequence[str | os.PathLike],
+    folder: str | os.PathLike,
+    arch: str | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+) -> DfcPack:
     """Copy `models` (and their `.parity.json`) into `folder` and write the script, the tool and the manifest.
 
     A model already inside `folder` stays where it is. Stems must be unique (the DFC names results by stem).
@@ -120,8 +125,12 @@ def write_dfc_pack(models: Sequence[str | os.PathLike], folder: str | os.PathLik
     script.write_text(script_text(names, arch))
     script.chmod(0o755)
     manifest = folder / MANIFEST
-    manifest.write_text(json.dumps({"kind": PACK_KIND, "image": image(), "arch": arch, "script": SCRIPT,
-                                    "graphs": names, **(extra or {})}, indent=2))
+    manifest.write_text(
+        json.dumps(
+            {"kind": PACK_KIND, "image": image(), "arch": arch, "script": SCRIPT, "graphs": names, **(extra or {})},
+            indent=2,
+        )
+    )
     return DfcPack(folder=folder, script=script, manifest=manifest, graphs=tuple(names), arch=arch)
 
 
@@ -140,10 +149,20 @@ def script_text(graphs: Sequence[str], arch: str) -> str:
     ]
     for name in graphs:
         stem = Path(name).stem
-        inner = ["python", "-m", "weftlib.gate.dfc_runner", f"/pack/{name}", "--arch", arch,
-                 "--out", f"/pack/{stem}.dfc.json"]
-        lines.append(f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {dfc_image} '
-                     f"{shlex.join(inner)} || status=1")
+        inner = [
+            "python",
+            "-m",
+            "weftlib.gate.dfc_runner",
+            f"/pack/{name}",
+            "--arch",
+            arch,
+            "--out",
+            f"/pack/{stem}.dfc.json",
+        ]
+        lines.append(
+            f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {dfc_image} '
+            f"{shlex.join(inner)} || status=1"
+        )
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"
 
@@ -167,8 +186,9 @@ def read_pack(folder: str | os.PathLike) -> dict[str, Any]:
     try:
         data = json.loads(path.read_text())
     except (OSError, ValueError) as exc:
-        raise ValueError(f"{folder}: no readable {MANIFEST} ({exc}); write the pack with "
-                         "`python -m weftlib.gate probes --out DIR`") from exc
+        raise ValueError(
+            f"{folder}: no readable {MANIFEST} ({exc}); write the pack with `python -m weftlib.gate probes --out DIR`"
+        ) from exc
     if data.get("kind") != PACK_KIND:
         raise ValueError(f"{path}: not a DFC pack manifest")
     return data
@@ -209,45 +229,92 @@ def _binary(op: str, value: float = 1.5) -> Builder:
 
 def _reduce(op: str) -> Builder:
     if op == "ReduceSum":  # axes is an input from opset 13
-        return lambda: ([_node(op, ["a", "axes"], keepdims=1)], [_c("axes", [1], np.int64)], 1,
-                        "over the features axis, keepdims=1")
+        return lambda: (
+            [_node(op, ["a", "axes"], keepdims=1)],
+            [_c("axes", [1], np.int64)],
+            1,
+            "over the features axis, keepdims=1",
+        )
     return lambda: ([_node(op, ["a"], axes=[1], keepdims=1)], [], 1, "over the features axis, keepdims=1")
 
 
 def _gather(constant: bool) -> Builder:
     if constant:
-        return lambda: ([_node("Gather", ["a", "idx"], axis=1)], [_c("idx", [0, 2, 4, 6], np.int64)], 4,
-                        "constant index")
-    nodes = [helper.make_node("ArgMax", ["a"], ["i"], name="probe/ArgMax", axis=1, keepdims=0),
-             helper.make_node("Reshape", ["i", "shp"], ["i1"], name="probe/index_Reshape"),
-             _node("Gather", ["a", "i1"], axis=1)]
-    return lambda: (nodes, [_c("shp", [-1], np.int64)], H * W,
-                    "index computed from the input by ArgMax (the probe also carries ArgMax and a Reshape)")
+        return lambda: (
+            [_node("Gather", ["a", "idx"], axis=1)],
+            [_c("idx", [0, 2, 4, 6], np.int64)],
+            4,
+            "constant index",
+        )
+    nodes = [
+        helper.make_node("ArgMax", ["a"], ["i"], name="probe/ArgMax", axis=1, keepdims=0),
+        helper.make_node("Reshape", ["i", "shp"], ["i1"], name="probe/index_Reshape"),
+        _node("Gather", ["a", "i1"], axis=1),
+    ]
+    return lambda: (
+        nodes,
+        [_c("shp", [-1], np.int64)],
+        H * W,
+        "index computed from the input by ArgMax (the probe also carries ArgMax and a Reshape)",
+    )
 
 
 def _gelu_erf(pattern: bool) -> Builder:
     if not pattern:
         return _unary("Erf")
-    nodes = [helper.make_node("Div", ["a", "sqrt2"], ["d"], name="probe/gelu_Div"), _node("Erf", ["d"], "e"),
-             helper.make_node("Add", ["e", "one"], ["e1"], name="probe/gelu_Add"),
-             helper.make_node("Mul", ["a", "e1"], ["g"], name="probe/gelu_Mul"),
-             helper.make_node("Mul", ["g", "half"], ["b"], name="probe/gelu_Mul_1")]
-    return lambda: (nodes, [_c("sqrt2", 2 ** 0.5), _c("one", 1.0), _c("half", 0.5)], C, "inside an exact GELU")
+    nodes = [
+        helper.make_node("Div", ["a", "sqrt2"], ["d"], name="probe/gelu_Div"),
+        _node("Erf", ["d"], "e"),
+        helper.make_node("Add", ["e", "one"], ["e1"], name="probe/gelu_Add"),
+        helper.make_node("Mul", ["a", "e1"], ["g"], name="probe/gelu_Mul"),
+        helper.make_node("Mul", ["g", "half"], ["b"], name="probe/gelu_Mul_1"),
+    ]
+    return lambda: (nodes, [_c("sqrt2", 2**0.5), _c("one", 1.0), _c("half", 0.5)], C, "inside an exact GELU")
 
 
 def _builders() -> dict[tuple[str, str], Builder]:
     """(op, variant) -> builder. Each returns (nodes making "b" from "a", initializers, channels of b, note)."""
     b: dict[tuple[str, str], Builder] = {}
-    for op in ("Relu", "Sigmoid", "Tanh", "Exp", "Sin", "Cos", "Abs", "Neg", "Identity", "Softplus",
-               "Softsign", "Elu", "LeakyRelu", "HardSigmoid", "Floor", "Ceil", "Round"):
+    for op in (
+        "Relu",
+        "Sigmoid",
+        "Tanh",
+        "Exp",
+        "Sin",
+        "Cos",
+        "Abs",
+        "Neg",
+        "Identity",
+        "Softplus",
+        "Softsign",
+        "Elu",
+        "LeakyRelu",
+        "HardSigmoid",
+        "Floor",
+        "Ceil",
+        "Round",
+    ):
         b[(op, "")] = _unary(op)
     for op in ("Sqrt", "Log", "Reciprocal"):  # kept inside their domain by an Abs and a constant offset
-        b[(op, "")] = (lambda op=op: ([helper.make_node("Abs", ["a"], ["p"], name="probe/domain_Abs"),
-                                       helper.make_node("Add", ["p", "eps"], ["q"], name="probe/domain_Add"),
-                                       _node(op, ["q"])], [_c("eps", 0.5)], C, "after Abs + 0.5 (its domain)"))
-    b[("Cast", "")] = lambda: ([helper.make_node("Cast", ["a"], ["s"], name="probe/Cast", to=TensorProto.INT32),
-                                helper.make_node("Cast", ["s"], ["b"], name="probe/Cast_back", to=TensorProto.FLOAT)],
-                               [], C, "f32 -> s32 -> f32, the round trip the DFC was seen not to perform")
+        b[(op, "")] = lambda op=op: (
+            [
+                helper.make_node("Abs", ["a"], ["p"], name="probe/domain_Abs"),
+                helper.make_node("Add", ["p", "eps"], ["q"], name="probe/domain_Add"),
+                _node(op, ["q"]),
+            ],
+            [_c("eps", 0.5)],
+            C,
+            "after Abs + 0.5 (its domain)",
+        )
+    b[("Cast", "")] = lambda: (
+        [
+            helper.make_node("Cast", ["a"], ["s"], name="probe/Cast", to=TensorProto.INT32),
+            helper.make_node("Cast", ["s"], ["b"], name="probe/Cast_back", to=TensorProto.FLOAT),
+        ],
+        [],
+        C,
+        "f32 -> s32 -> f32, the round trip the DFC was seen not to perform",
+    )
     for op in ("Add", "Sub", "Mul", "Div", "Max", "Min"):
         b[(op, "")] = _binary(op)
     b[("Pow", "")] = _binary("Pow", 2.0)
@@ -262,45 +329,107 @@ def _builders() -> dict[tuple[str, str], Builder]:
     b[("Gather", "condition met")] = _gather(True)
     b[("Gather", "condition broken")] = _gather(False)
     b[("Transpose", "")] = lambda: ([_node("Transpose", ["a"], perm=[0, 1, 3, 2])], [], C, "swaps H and W")
-    b[("Reshape", "")] = lambda: ([_node("Reshape", ["a", "shp"])], [_c("shp", [1, 2 * C, H // 2, W], np.int64)],
-                                  2 * C, "a view: [1,C,H,W] -> [1,2C,H/2,W]")
-    b[("Flatten", "")] = lambda: ([_node("Flatten", ["a"], "f", axis=1),
-                                   helper.make_node("Reshape", ["f", "shp"], ["b"], name="probe/back_Reshape")],
-                                  [_c("shp", [1, C, H, W], np.int64)], C, "then a Reshape back to rank 4")
-    b[("Unsqueeze", "")] = lambda: ([_node("Unsqueeze", ["a", "ax"], "u"),
-                                     helper.make_node("Squeeze", ["u", "ax"], ["b"], name="probe/Squeeze")],
-                                    [_c("ax", [4], np.int64)], C, "Unsqueeze then Squeeze on a new last axis")
+    b[("Reshape", "")] = lambda: (
+        [_node("Reshape", ["a", "shp"])],
+        [_c("shp", [1, 2 * C, H // 2, W], np.int64)],
+        2 * C,
+        "a view: [1,C,H,W] -> [1,2C,H/2,W]",
+    )
+    b[("Flatten", "")] = lambda: (
+        [
+            _node("Flatten", ["a"], "f", axis=1),
+            helper.make_node("Reshape", ["f", "shp"], ["b"], name="probe/back_Reshape"),
+        ],
+        [_c("shp", [1, C, H, W], np.int64)],
+        C,
+        "then a Reshape back to rank 4",
+    )
+    b[("Unsqueeze", "")] = lambda: (
+        [_node("Unsqueeze", ["a", "ax"], "u"), helper.make_node("Squeeze", ["u", "ax"], ["b"], name="probe/Squeeze")],
+        [_c("ax", [4], np.int64)],
+        C,
+        "Unsqueeze then Squeeze on a new last axis",
+    )
     b[("Squeeze", "")] = b[("Unsqueeze", "")]
-    b[("Concat", "")] = lambda: ([_node("Concat", ["a", "k"], axis=1)], [_c("k", np.ones((1, C, H, W)))], 2 * C,
-                                 "with a constant, over channels")
-    b[("Split", "")] = lambda: ([helper.make_node("Split", ["a", "sp"], ["b", "b2"], name="probe/Split", axis=1)],
-                                [_c("sp", [C // 2, C // 2], np.int64)], C // 2, "the second half is a graph output")
-    b[("Slice", "")] = lambda: ([_node("Slice", ["a", "st", "en", "ax"])],
-                                [_c("st", [0], np.int64), _c("en", [C // 2], np.int64), _c("ax", [1], np.int64)],
-                                C // 2, "over channels")
-    b[("Pad", "")] = lambda: ([_node("Pad", ["a", "pads"], mode="constant")],
-                              [_c("pads", [0, 0, 1, 1, 0, 0, 1, 1], np.int64)], C, "constant, 1 pixel")
-    b[("Resize", "")] = lambda: ([_node("Resize", ["a", "", "scales"], mode="nearest")],
-                                 [_c("scales", [1, 1, 2, 2])], C, "nearest, x2")
+    b[("Concat", "")] = lambda: (
+        [_node("Concat", ["a", "k"], axis=1)],
+        [_c("k", np.ones((1, C, H, W)))],
+        2 * C,
+        "with a constant, over channels",
+    )
+    b[("Split", "")] = lambda: (
+        [helper.make_node("Split", ["a", "sp"], ["b", "b2"], name="probe/Split", axis=1)],
+        [_c("sp", [C // 2, C // 2], np.int64)],
+        C // 2,
+        "the second half is a graph output",
+    )
+    b[("Slice", "")] = lambda: (
+        [_node("Slice", ["a", "st", "en", "ax"])],
+        [_c("st", [0], np.int64), _c("en", [C // 2], np.int64), _c("ax", [1], np.int64)],
+        C // 2,
+        "over channels",
+    )
+    b[("Pad", "")] = lambda: (
+        [_node("Pad", ["a", "pads"], mode="constant")],
+        [_c("pads", [0, 0, 1, 1, 0, 0, 1, 1], np.int64)],
+        C,
+        "constant, 1 pixel",
+    )
+    b[("Resize", "")] = lambda: (
+        [_node("Resize", ["a", "", "scales"], mode="nearest")],
+        [_c("scales", [1, 1, 2, 2])],
+        C,
+        "nearest, x2",
+    )
     b[("MatMul", "")] = lambda: ([_node("MatMul", ["a", "a"])], [], C, "two activation inputs")
-    b[("LayerNormalization", "")] = lambda: ([_node("LayerNormalization", ["a", "s", "z"], axis=-1)],
-                                             [_c("s", np.ones(W)), _c("z", np.zeros(W))], C, "over the last axis")
-    b[("AveragePool", "")] = lambda: ([_node("AveragePool", ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], [],
-                                      C, "3x3, stride 1")
-    b[("MaxPool", "")] = lambda: ([_node("MaxPool", ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], [], C,
-                                  "3x3, stride 1")
-    b[("Conv", "")] = lambda: ([_node("Conv", ["a", "w"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-                               [_c("w", np.full((C, C, 3, 3), 0.01))], C, "3x3")
-    b[("Constant", "")] = lambda: ([helper.make_node("Constant", [], ["k"], name="probe/Constant",
-                                                     value=_c("kv", np.ones((1, C, 1, 1)))),
-                                    helper.make_node("Add", ["a", "k"], ["b"], name="probe/const_Add")], [], C,
-                                   "feeding an Add")
-    b[("Expand", "")] = lambda: ([helper.make_node("ReduceMean", ["a"], ["m"], name="probe/pre_ReduceMean",
-                                                   axes=[1], keepdims=1),
-                                  _node("Expand", ["m", "shp"])], [_c("shp", [1, C, H, W], np.int64)], C,
-                                 "[1,1,H,W] -> [1,C,H,W] (after a ReduceMean)")
-    b[("Tile", "")] = lambda: ([_node("Tile", ["a", "rep"])], [_c("rep", [1, 2, 1, 1], np.int64)], 2 * C,
-                               "over channels")
+    b[("LayerNormalization", "")] = lambda: (
+        [_node("LayerNormalization", ["a", "s", "z"], axis=-1)],
+        [_c("s", np.ones(W)), _c("z", np.zeros(W))],
+        C,
+        "over the last axis",
+    )
+    b[("AveragePool", "")] = lambda: (
+        [_node("AveragePool", ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        [],
+        C,
+        "3x3, stride 1",
+    )
+    b[("MaxPool", "")] = lambda: (
+        [_node("MaxPool", ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        [],
+        C,
+        "3x3, stride 1",
+    )
+    b[("Conv", "")] = lambda: (
+        [_node("Conv", ["a", "w"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
+        [_c("w", np.full((C, C, 3, 3), 0.01))],
+        C,
+        "3x3",
+    )
+    b[("Constant", "")] = lambda: (
+        [
+            helper.make_node("Constant", [], ["k"], name="probe/Constant", value=_c("kv", np.ones((1, C, 1, 1)))),
+            helper.make_node("Add", ["a", "k"], ["b"], name="probe/const_Add"),
+        ],
+        [],
+        C,
+        "feeding an Add",
+    )
+    b[("Expand", "")] = lambda: (
+        [
+            helper.make_node("ReduceMean", ["a"], ["m"], name="probe/pre_ReduceMean", axes=[1], keepdims=1),
+            _node("Expand", ["m", "shp"]),
+        ],
+        [_c("shp", [1, C, H, W], np.int64)],
+        C,
+        "[1,1,H,W] -> [1,C,H,W] (after a ReduceMean)",
+    )
+    b[("Tile", "")] = lambda: (
+        [_node("Tile", ["a", "rep"])],
+        [_c("rep", [1, 2, 1, 1], np.int64)],
+        2 * C,
+        "over channels",
+    )
     return b
 
 
@@ -313,12 +442,18 @@ def probe_model(op: str, variant: str = "") -> tuple[onnx.ModelProto, str]:
     rng = np.random.default_rng(0)
     pre = helper.make_node("Conv", ["x", "probe_w_pre"], ["a"], name="probe/pre_Conv", kernel_shape=[1, 1])
     post = helper.make_node("Conv", ["b", "probe_w_post"], ["y"], name="probe/post_Conv", kernel_shape=[1, 1])
-    weights = [_c("probe_w_pre", rng.standard_normal((C, C, 1, 1)) / C),
-               _c("probe_w_post", rng.standard_normal((4, channels, 1, 1)) / channels)]
+    weights = [
+        _c("probe_w_pre", rng.standard_normal((C, C, 1, 1)) / C),
+        _c("probe_w_post", rng.standard_normal((4, channels, 1, 1)) / channels),
+    ]
     extra_out = [helper.make_tensor_value_info("b2", TensorProto.FLOAT, None)] if op == "Split" else []
-    graph = helper.make_graph([pre, *nodes, post], f"probe_{op}", [helper.make_tensor_value_info(
-        "x", TensorProto.FLOAT, [1, C, H, W])], [helper.make_tensor_value_info("y", TensorProto.FLOAT, None),
-                                                  *extra_out], initializer=[*weights, *inits])
+    graph = helper.make_graph(
+        [pre, *nodes, post],
+        f"probe_{op}",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, C, H, W])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), *extra_out],
+        initializer=[*weights, *inits],
+    )
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="weftlib.gate")
     model.ir_version = IR
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
@@ -344,16 +479,16 @@ def _proven(model: onnx.ModelProto, path: Path) -> None:
 
 def ops_to_probe(ops: DeviceOps, extra: Iterable[str] = ()) -> dict[str, str]:
     """op -> why: every listed op whose standing is not an on-target observation, plus `extra` ops."""
-    why = {row["op"]: f"standing: {row['status']}" for row in evidence_table(ops)
-           if row["status"] in UNJUDGED_STATUSES}
+    why = {row["op"]: f"standing: {row['status']}" for row in evidence_table(ops) if row["status"] in UNJUDGED_STATUSES}
     for op in extra:
         status = ops.status(op)
         why.setdefault(op, "used by an export" + ("" if status == "allowed" else f" ({status})"))
     return dict(sorted(why.items()))
 
 
-def write_probes(out: str | os.PathLike, ops: DeviceOps | None = None, *, extra: Iterable[str] = (),
-                 arch: str | None = None) -> ProbePack:
+def write_probes(
+    out: str | os.PathLike, ops: DeviceOps | None = None, *, extra: Iterable[str] = (), arch: str | None = None
+) -> ProbePack:
     """Write one proven probe per unjudged op (two for an op with a condition: met and broken) and the pack."""
     ops = ops if ops is not None else load_device_ops()
     folder = Path(out)
@@ -375,8 +510,12 @@ def write_probes(out: str | os.PathLike, ops: DeviceOps | None = None, *, extra:
                 continue
             met = None if not variant else variant == "condition met"
             probes.append(Probe(op=op, file=file, why=why, variant=variant, condition_met=met, note=note))
-    pack = write_dfc_pack([folder / p.file for p in probes], folder, arch, extra={
-        "probes": [asdict(p) for p in probes], "unbuilt": unbuilt, "allowlist": ops.source})
+    pack = write_dfc_pack(
+        [folder / p.file for p in probes],
+        folder,
+        arch,
+        extra={"probes": [asdict(p) for p in probes], "unbuilt": unbuilt, "allowlist": ops.source},
+    )
     return ProbePack(pack=pack, probes=tuple(probes), unbuilt=unbuilt)
 
 
@@ -394,8 +533,11 @@ def probe_finding(probe: Probe, result: DfcResult | None, folder: Path) -> tuple
     if result.model is not None and not same_model(result.model, probe.stem):
         return None, f"refused: the result is about model {result.model!r}, not {probe.stem!r}"
     where = f"probe {probe.file}" + (f" ({probe.variant})" if probe.variant else "")
-    base = {"dfc": result.dfc_version or "unknown", "arch": result.arch or "unknown",
-            "source": f"weftlib.gate probes: {where}, DFC result {probe.stem}.dfc.json"}
+    base = {
+        "dfc": result.dfc_version or "unknown",
+        "arch": result.arch or "unknown",
+        "source": f"weftlib.gate probes: {where}, DFC result {probe.stem}.dfc.json",
+    }
     if probe.condition_met is not None:
         base["condition_met"] = probe.condition_met
     if result.verdict == "parsed":
@@ -410,8 +552,11 @@ def probe_finding(probe: Probe, result: DfcResult | None, folder: Path) -> tuple
     named = {node_ops.get(e.node or "", e.op) or e.op for e in result.errors}
     nodes = {e.node or "" for e in result.errors}
     if probe.op in named or any(n.startswith(f"probe/{probe.op}") for n in nodes):
-        return {"seen": "rejected", **base, "note": "; ".join(f"{e.cls}: {e.message}" for e in result.errors)[:300]}, \
-            "rejected"
+        return {
+            "seen": "rejected",
+            **base,
+            "note": "; ".join(f"{e.cls}: {e.message}" for e in result.errors)[:300],
+        }, "rejected"
     return None, f"unjudged: the DFC rejected {sorted(n for n in named if n)} around the op, not the op"
 
 
@@ -434,27 +579,36 @@ def evidence_diff(folder: str | os.PathLike, ops_path: str | os.PathLike | None 
             finding += " (the op is not listed: add it to device_ops or known_blockers with this evidence)"
         elif item is not None:
             additions.setdefault(probe.op, []).append(item)
-        rows.append({"op": probe.op, "variant": probe.variant, "finding": finding,
-                     "evidence": _flow(item) if item else ""})
+        rows.append(
+            {"op": probe.op, "variant": probe.variant, "finding": finding, "evidence": _flow(item) if item else ""}
+        )
     new = text
     for op, items in additions.items():
         new = _add_evidence(new, op, items, ops)
-    diff = "".join(difflib.unified_diff(text.splitlines(True), new.splitlines(True), fromfile=str(path),
-                                        tofile=f"{path} (with the probe results)"))
+    diff = "".join(
+        difflib.unified_diff(
+            text.splitlines(True), new.splitlines(True), fromfile=str(path), tofile=f"{path} (with the probe results)"
+        )
+    )
     return diff, rows
 
 
 def _flow(item: dict[str, Any]) -> str:
-    return "{" + ", ".join(f"{k}: {json.dumps(v) if isinstance(v, str) else str(v).lower()}"
-                           for k, v in item.items()) + "}"
+    return (
+        "{"
+        + ", ".join(f"{k}: {json.dumps(v) if isinstance(v, str) else str(v).lower()}" for k, v in item.items())
+        + "}"
+    )
 
 
 def _add_evidence(text: str, op: str, items: list[dict[str, Any]], ops: DeviceOps) -> str:
     """Rewrite op's block in the YAML text with the new evidence lines appended (comments elsewhere kept)."""
     lines = text.splitlines(True)
     start = next(i for i, line in enumerate(lines) if line.startswith(f"  {op}:"))
-    end = next((i for i in range(start + 1, len(lines))
-                if lines[i].strip() and (len(lines[i]) - len(lines[i].lstrip())) <= 2), len(lines))
+    end = next(
+        (i for i in range(start + 1, len(lines)) if lines[i].strip() and (len(lines[i]) - len(lines[i].lstrip())) <= 2),
+        len(lines),
+    )
     entry = ops.entries[op]
     block = [f"  {op}:\n"]
     if entry.note and entry.listed == "known_blockers":

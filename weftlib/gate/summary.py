@@ -22,8 +22,7 @@ if TYPE_CHECKING:
 
     from .probes import DfcPack
 
-STATUS_COLOURS = {"allowed": "#4caf50", "condition broken": "#ff9800", "blocker": "#e53935",
-                  "unlisted": "#9e9e9e"}
+STATUS_COLOURS = {"allowed": "#4caf50", "condition broken": "#ff9800", "blocker": "#e53935", "unlisted": "#9e9e9e"}
 RESULT_SUFFIXES = (".json", ".log", ".txt")
 
 
@@ -48,14 +47,23 @@ def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
 def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> "pd.DataFrame":
     import pandas as pd
 
-    rows = [{"model": _label(path, root), "gate": "PASS" if r.passed else "FAIL",
-             "readable": "yes" if r.readable else "no (inputs not rank 4)", "nodes": r.nodes,
-             "ir": r.ir_version, "opset": r.opset,
-             "torch vs onnxruntime": (f"{r.parity['max_abs_diff']:.2g} (within {r.parity['atol']:.0e})" if r.parity
-                                      else "no export check"),
-             "ops outside": ", ".join(f"{op} x{u.count}" for op, u in r.outside.items()),
-             "conditions broken": ", ".join(sorted({f"{c.op} ({c.condition})" for c in r.conditions})),
-             "problems": len(r.problems)} for path, r in results.items()]
+    rows = [
+        {
+            "model": _label(path, root),
+            "gate": "PASS" if r.passed else "FAIL",
+            "readable": "yes" if r.readable else "no (inputs not rank 4)",
+            "nodes": r.nodes,
+            "ir": r.ir_version,
+            "opset": r.opset,
+            "torch vs onnxruntime": (
+                f"{r.parity['max_abs_diff']:.2g} (within {r.parity['atol']:.0e})" if r.parity else "no export check"
+            ),
+            "ops outside": ", ".join(f"{op} x{u.count}" for op, u in r.outside.items()),
+            "conditions broken": ", ".join(sorted({f"{c.op} ({c.condition})" for c in r.conditions})),
+            "problems": len(r.problems),
+        }
+        for path, r in results.items()
+    ]
     return pd.DataFrame(rows)
 
 
@@ -105,52 +113,94 @@ def _run_safely(model: Path, arch: str) -> DfcResult:
 def commands_table(models: Sequence[Path], arch: str, root: str | os.PathLike) -> "pd.DataFrame":
     import pandas as pd
 
-    return pd.DataFrame([{"model": _label(m, root), "run this where Docker runs": docker_command(m, arch)}
-                         for m in models])
+    return pd.DataFrame(
+        [{"model": _label(m, root), "run this where Docker runs": docker_command(m, arch)} for m in models]
+    )
 
 
 def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> "pd.DataFrame":
     import pandas as pd
 
-    return pd.DataFrame([{"model": _label(path, root), "device gate": p.gate, "gate fails on": ", ".join(p.gate_ops),
-                          "DFC": p.dfc, "DFC rejects": ", ".join(p.dfc_ops + p.unresolved_nodes),
-                          "cause": p.cause, "matched": p.matched,
-                          "verdict": p.verdict, "agreement": p.agreement, "meaning": p.meaning}
-                         for path, p in pairings.items()])
+    return pd.DataFrame(
+        [
+            {
+                "model": _label(path, root),
+                "device gate": p.gate,
+                "gate fails on": ", ".join(p.gate_ops),
+                "DFC": p.dfc,
+                "DFC rejects": ", ".join(p.dfc_ops + p.unresolved_nodes),
+                "cause": p.cause,
+                "matched": p.matched,
+                "verdict": p.verdict,
+                "agreement": p.agreement,
+                "meaning": p.meaning,
+            }
+            for path, p in pairings.items()
+        ]
+    )
 
 
 def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str | os.PathLike) -> "pd.DataFrame":
     """Suggested DEVICE_OPS edits: from the pairings (DFC verdicts) and from the allowlist's own evidence."""
     import pandas as pd
 
-    rows = [{"from": f"pairing: {_label(path, root)}", "action": e.action, "op": e.op, "why": e.reason}
-            for path, p in pairings.items() for e in p.edits]
+    rows = [
+        {"from": f"pairing: {_label(path, root)}", "action": e.action, "op": e.op, "why": e.reason}
+        for path, p in pairings.items()
+        for e in p.edits
+    ]
     for row in evidence:
         if row["status"] == "contradicted":
             action = "move out" if row["listed"] == "device_ops" else "move in"
-            rows.append({"from": "evidence", "action": action, "op": row["op"],
-                         "why": "its only on-target evidence says the opposite of its listing"})
+            rows.append(
+                {
+                    "from": "evidence",
+                    "action": action,
+                    "op": row["op"],
+                    "why": "its only on-target evidence says the opposite of its listing",
+                }
+            )
         elif row["status"] == "documented otherwise":
-            rows.append({"from": "evidence", "action": "review", "op": row["op"],
-                         "why": "a vendor table lists it, yet it is a known blocker here and nothing was observed "
-                                "on the target: a probe decides"})
+            rows.append(
+                {
+                    "from": "evidence",
+                    "action": "review",
+                    "op": row["op"],
+                    "why": "a vendor table lists it, yet it is a known blocker here and nothing was observed "
+                    "on the target: a probe decides",
+                }
+            )
         elif row["status"] == "contested":
-            rows.append({"from": "evidence", "action": "review", "op": row["op"],
-                         "why": f"{row['for']} observation(s) back its listing, {row['against']} contradict it: "
-                                "the op parses in some shapes only (a `condition` may capture it)"})
+            rows.append(
+                {
+                    "from": "evidence",
+                    "action": "review",
+                    "op": row["op"],
+                    "why": f"{row['for']} observation(s) back its listing, {row['against']} contradict it: "
+                    "the op parses in some shapes only (a `condition` may capture it)",
+                }
+            )
     return pd.DataFrame(rows, columns=["from", "action", "op", "why"])
 
 
-def op_matrix(results: dict[Path, GateResult], ops: DeviceOps,
-              root: str | os.PathLike) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+def op_matrix(
+    results: dict[Path, GateResult], ops: DeviceOps, root: str | os.PathLike
+) -> tuple["pd.DataFrame", "pd.DataFrame"]:
     """Model x op counts, and the allowlist status of each non-empty cell."""
     import pandas as pd
 
     names = sorted({op for r in results.values() for op in r.ops})
-    counts = pd.DataFrame([[r.ops.get(op, 0) for op in names] for r in results.values()],
-                          index=[_label(p, root) for p in results], columns=names, dtype=int)
-    status = pd.DataFrame([[_cell_status(r, op, ops) if r.ops.get(op) else "" for op in names]
-                           for r in results.values()], index=counts.index, columns=names)
+    counts = pd.DataFrame(
+        [[r.ops.get(op, 0) for op in names] for r in results.values()],
+        index=[_label(p, root) for p in results],
+        columns=names,
+        dtype=int,
+    )
+    status = pd.DataFrame(
+        [[_cell_status(r, op, ops) if r.ops.get(op) else "" for op in names] for r in results.values()],
+        index=counts.index,
+        columns=names,
+    )
     return counts, status
 
 
@@ -176,8 +226,12 @@ def plot_op_matrix(counts: "pd.DataFrame", status: "pd.DataFrame"):
     ax.set_xticks(range(cols), counts.columns, rotation=90, fontsize=8)
     ax.set_yticks(range(rows), counts.index, fontsize=8)
     ax.set_title("ONNX ops per exported graph, coloured by DEVICE_OPS status (numbers: node count)")
-    ax.legend(handles=[Patch(color=c, label=s) for s, c in STATUS_COLOURS.items()],
-              loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    ax.legend(
+        handles=[Patch(color=c, label=s) for s, c in STATUS_COLOURS.items()],
+        loc="upper left",
+        bbox_to_anchor=(1.01, 1.0),
+        fontsize=8,
+    )
     return fig
 
 
@@ -208,41 +262,53 @@ def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) ->
     return pack, [pack.folder / name for name in pack.graphs]
 
 
-def standing_table(results: dict[Path, GateResult], pairings: dict[Path, Pairing],
-                   root: str | os.PathLike) -> "pd.DataFrame":
+def standing_table(
+    results: dict[Path, GateResult], pairings: dict[Path, Pairing], root: str | os.PathLike
+) -> "pd.DataFrame":
     """Per graph: readable by the parser, the ops outside DEVICE_OPS, and whether its verdict rests on the DFC
     or only on the allowlist."""
     import pandas as pd
 
-    return pd.DataFrame([{"graph": _label(path, root), "readable": "yes" if r.readable else "no",
-                          "ops outside DEVICE_OPS": ", ".join(r.failing_ops) or "none",
-                          "device gate": "PASS" if r.passed else "FAIL", "DFC": pairings[path].dfc,
-                          "verdict": pairings[path].verdict,
-                          "rests on": "DFC" if pairings[path].judged else "allowlist only"}
-                         for path, r in results.items()],
-                        columns=["graph", "readable", "ops outside DEVICE_OPS", "device gate", "DFC", "verdict",
-                                 "rests on"])
+    return pd.DataFrame(
+        [
+            {
+                "graph": _label(path, root),
+                "readable": "yes" if r.readable else "no",
+                "ops outside DEVICE_OPS": ", ".join(r.failing_ops) or "none",
+                "device gate": "PASS" if r.passed else "FAIL",
+                "DFC": pairings[path].dfc,
+                "verdict": pairings[path].verdict,
+                "rests on": "DFC" if pairings[path].judged else "allowlist only",
+            }
+            for path, r in results.items()
+        ],
+        columns=["graph", "readable", "ops outside DEVICE_OPS", "device gate", "DFC", "verdict", "rests on"],
+    )
 
 
-def conclusion(results: dict[Path, GateResult], pairings: dict[Path, Pairing], dfc_source: str,
-               script: str | os.PathLike) -> tuple[str, dict[str, str], list[str]]:
+def conclusion(
+    results: dict[Path, GateResult], pairings: dict[Path, Pairing], dfc_source: str, script: str | os.PathLike
+) -> tuple[str, dict[str, str], list[str]]:
     """Notebook 04's answer sentence, what it rests on, and its unmet preconditions, from measured values."""
     judged = [p for p in pairings.values() if p.judged]
     unjudged = len(pairings) - len(judged)
     outside = sorted({op for r in results.values() for op in r.failing_ops})
     unreadable = sum(not r.readable for r in results.values())
     rejected = sorted({op for p in judged for op in p.dfc_ops})
-    answer = (f"{len(results)} graphs gated: {sum(r.passed for r in results.values())} pass the device gate, "
-              f"{unreadable} have inputs the DFC's parser cannot read (not rank 4); ops outside DEVICE_OPS: "
-              f"{', '.join(outside) or 'none'}. {len(judged)} verdicts rest on the DFC"
-              + (f" (it rejected {', '.join(rejected)})" if rejected else "")
-              + f", {unjudged} on the allowlist only (unjudged).")
-    rests_on = {"dfc": "run" if dfc_source != "not run" and judged else "not run",
-                "sources": "stand-in"}
+    answer = (
+        f"{len(results)} graphs gated: {sum(r.passed for r in results.values())} pass the device gate, "
+        f"{unreadable} have inputs the DFC's parser cannot read (not rank 4); ops outside DEVICE_OPS: "
+        f"{', '.join(outside) or 'none'}. {len(judged)} verdicts rest on the DFC"
+        + (f" (it rejected {', '.join(rejected)})" if rejected else "")
+        + f", {unjudged} on the allowlist only (unjudged)."
+    )
+    rests_on = {"dfc": "run" if dfc_source != "not run" and judged else "not run", "sources": "stand-in"}
     unmet = []
     if dfc_source == "not run":
-        unmet.append(f"DFC not run here: needs the {image()} image; run `bash {script}` and "
-                     f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)")
+        unmet.append(
+            f"DFC not run here: needs the {image()} image; run `bash {script}` and "
+            f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)"
+        )
     elif unjudged:
         unmet.append(f"{unjudged} of {len(pairings)} graphs have no DFC verdict on their ops (see the pairing)")
     return answer, rests_on, unmet

@@ -98,8 +98,9 @@ def _check_names(names: Any, what: str, expected: int | None) -> list[str]:
     return list(names)
 
 
-def _check_export_args(module: Any, args: Any, path: Any, input_names: Any, output_names: Any,
-                       opset: Any, atol: Any) -> tuple[Path, list[str], list[str]]:
+def _check_export_args(
+    module: Any, args: Any, path: Any, input_names: Any, output_names: Any, opset: Any, atol: Any
+) -> tuple[Path, list[str], list[str]]:
     """Validate everything before any tracing starts, so a bad call fails fast and names its argument."""
     if not isinstance(module, torch.nn.Module):
         raise TypeError(f"module must be a torch.nn.Module, got {type(module).__name__}")
@@ -201,8 +202,9 @@ def largest_intermediate(model: onnx.ModelProto) -> tuple[str, int]:
 
 
 def _shapes(values: Sequence[onnx.ValueInfoProto]) -> dict[str, list[int]]:
-    return {v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim]
-            for v in values}
+    return {
+        v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim] for v in values
+    }
 
 
 # -------------------------------------------------------------------------------------------- runtime
@@ -271,26 +273,38 @@ def _quiet() -> Iterator[None]:
     level = logger.level
     logger.setLevel(logging.ERROR)
     try:
-        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()), \
-                warnings.catch_warnings():
+        with (
+            contextlib.redirect_stdout(io.StringIO()),
+            contextlib.redirect_stderr(io.StringIO()),
+            warnings.catch_warnings(),
+        ):
             warnings.simplefilter("ignore")
             yield
     finally:
         logger.setLevel(level)
 
 
-def _trace(module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names: list[str],
-           output_names: list[str], opset: int) -> Any:
+def _trace(
+    module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names: list[str], output_names: list[str], opset: int
+) -> Any:
     """torch.export -> ONNX (an onnx_ir model); the exporter's chatter is kept out of the notebook."""
     try:
         with _quiet():
-            program = torch.onnx.export(module, args, dynamo=True,
-                                        opset_version=max(opset, EXPORTER_OPSET),
-                                        input_names=input_names, output_names=output_names,
-                                        external_data=False, optimize=False, verbose=False)
+            program = torch.onnx.export(
+                module,
+                args,
+                dynamo=True,
+                opset_version=max(opset, EXPORTER_OPSET),
+                input_names=input_names,
+                output_names=output_names,
+                external_data=False,
+                optimize=False,
+                verbose=False,
+            )
     except Exception as exc:
-        raise ExportError(f"torch.onnx.export (dynamo) failed for {type(module).__name__}: "
-                          f"{type(exc).__name__}: {str(exc)[:2000]}") from exc
+        raise ExportError(
+            f"torch.onnx.export (dynamo) failed for {type(module).__name__}: {type(exc).__name__}: {str(exc)[:2000]}"
+        ) from exc
     return program.model
 
 
@@ -303,26 +317,31 @@ def _fold(model: Any) -> Any:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for _ in range(2):
-            result = onnxscript.optimizer.fold_constants(model, input_size_limit=FOLD_INPUT_LIMIT,
-                                                         output_size_limit=FOLD_OUTPUT_LIMIT)
+            result = onnxscript.optimizer.fold_constants(
+                model, input_size_limit=FOLD_INPUT_LIMIT, output_size_limit=FOLD_OUTPUT_LIMIT
+            )
             onnxscript.optimizer.remove_unused_nodes(model)
             if not result.modified:
                 break
-        for cleanup in (common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
-                        common.IdentityEliminationPass(), common.CommonSubexpressionEliminationPass(),
-                        common.DeduplicateInitializersPass(), common.RemoveUnusedNodesPass()):
+        for cleanup in (
+            common.LiftConstantsToInitializersPass(lift_all_constants=True, size_limit=0),
+            common.IdentityEliminationPass(),
+            common.CommonSubexpressionEliminationPass(),
+            common.DeduplicateInitializersPass(),
+            common.RemoveUnusedNodesPass(),
+        ):
             cleanup(model)
     return model
 
 
 def _check_size(model: Any) -> None:
     """Refuse before serialising: protobuf cannot hold a file above 2 GB, and we keep one file."""
-    total = sum(int(v.const_value.nbytes) for v in model.graph.initializers.values()
-                if v.const_value is not None)
+    total = sum(int(v.const_value.nbytes) for v in model.graph.initializers.values() if v.const_value is not None)
     if total >= PROTOBUF_LIMIT_BYTES:
         raise ExportError(
             f"initializers take {total / 2**30:.2f} GiB; one self-contained ONNX file must stay below "
-            f"protobuf's 2 GiB limit, and the external-data form is not accepted by this suite's gate")
+            f"protobuf's 2 GiB limit, and the external-data form is not accepted by this suite's gate"
+        )
 
 
 def _materialise_fills(model: onnx.ModelProto) -> onnx.ModelProto:
@@ -335,8 +354,9 @@ def _materialise_fills(model: onnx.ModelProto) -> onnx.ModelProto:
         if shape_init is None:
             keep.append(node)
             continue
-        value = next((numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"),
-                     np.zeros(1, dtype=np.float32))
+        value = next(
+            (numpy_helper.to_array(a.t) for a in node.attribute if a.name == "value"), np.zeros(1, dtype=np.float32)
+        )
         shape = [int(d) for d in numpy_helper.to_array(shape_init)]
         if int(np.prod(shape, dtype=np.int64)) * value.dtype.itemsize > FILL_LIMIT_BYTES:
             keep.append(node)
@@ -363,8 +383,10 @@ def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
         except onnx_opset.OpsetError as exc:
             raise ExportError(f"opset {opset}: {exc}") from exc
     if _opset(proto) != opset:
-        raise ExportError(f"the exporter could not convert the graph to opset {opset} "
-                          f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form")
+        raise ExportError(
+            f"the exporter could not convert the graph to opset {opset} "
+            f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form"
+        )
     proto = _materialise_fills(proto)
     if proto.ir_version > MAX_IR_VERSION:
         proto.ir_version = MAX_IR_VERSION
@@ -392,15 +414,23 @@ def _write_checked(proto: onnx.ModelProto, folder: Path) -> Path:
 def _describe(proto: onnx.ModelProto, path: Path, atol: float, diff: float, seconds: float) -> ExportReport:
     ops = inventory(proto)
     return ExportReport(
-        path=path, file_bytes=path.stat().st_size, ir_version=int(proto.ir_version), opset=_opset(proto),
-        ops=ops, nodes=node_names(proto),
+        path=path,
+        file_bytes=path.stat().st_size,
+        ir_version=int(proto.ir_version),
+        opset=_opset(proto),
+        ops=ops,
+        nodes=node_names(proto),
         domains=sorted({n.domain or "" for n in _all_nodes(proto)}),
-        largest_initializer=largest_initializer(proto), largest_intermediate=largest_intermediate(proto),
-        max_abs_diff=diff, parity_ok=bool(diff <= atol), atol=float(atol),
+        largest_initializer=largest_initializer(proto),
+        largest_intermediate=largest_intermediate(proto),
+        max_abs_diff=diff,
+        parity_ok=bool(diff <= atol),
+        atol=float(atol),
         initializer_bytes=sum(_init_bytes(i) for i in proto.graph.initializer),
         plumbing={op: ops[op] for op in SHAPE_PLUMBING if op in ops},
         dynamic_gathers=dynamic_gathers(proto),
-        input_shapes=_shapes(proto.graph.input), output_shapes=_shapes(proto.graph.output),
+        input_shapes=_shapes(proto.graph.input),
+        output_shapes=_shapes(proto.graph.output),
         export_seconds=seconds,
     )
 
@@ -411,18 +441,31 @@ def summarise(path: str | os.PathLike) -> dict[str, Any]:
     target = Path(path)
     proto = _load(target)
     ops = inventory(proto)
-    return {"path": str(target), "file_bytes": target.stat().st_size, "ir_version": int(proto.ir_version),
-            "opset": _opset(proto), "nodes": sum(ops.values()), "ops": ops,
-            "domains": sorted({n.domain or "" for n in _all_nodes(proto)}),
-            "dynamic_gathers": dynamic_gathers(proto),
-            "plumbing": {op: ops[op] for op in SHAPE_PLUMBING if op in ops},
-            "largest_initializer_bytes": largest_initializer(proto)[1],
-            "largest_intermediate_bytes": largest_intermediate(proto)[1]}
+    return {
+        "path": str(target),
+        "file_bytes": target.stat().st_size,
+        "ir_version": int(proto.ir_version),
+        "opset": _opset(proto),
+        "nodes": sum(ops.values()),
+        "ops": ops,
+        "domains": sorted({n.domain or "" for n in _all_nodes(proto)}),
+        "dynamic_gathers": dynamic_gathers(proto),
+        "plumbing": {op: ops[op] for op in SHAPE_PLUMBING if op in ops},
+        "largest_initializer_bytes": largest_initializer(proto)[1],
+        "largest_intermediate_bytes": largest_intermediate(proto)[1],
+    }
 
 
-def export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], path: str | os.PathLike, *,
-           input_names: list[str], output_names: list[str], opset: int = 17,
-           atol: float = 1e-4) -> ExportReport:
+def export(
+    module: torch.nn.Module,
+    args: tuple[torch.Tensor, ...],
+    path: str | os.PathLike,
+    *,
+    input_names: list[str],
+    output_names: list[str],
+    opset: int = 17,
+    atol: float = 1e-4,
+) -> ExportReport:
     """Export `module` at the fixed shapes of `args` to one ONNX file at `path` and check it.
 
     The file is written only if the exporter, the optimizer, `onnx.checker` and onnxruntime all succeed;
@@ -461,8 +504,9 @@ def write_parity(report: ExportReport) -> Path:
     import json
 
     target = parity_path(report.path)
-    target.write_text(json.dumps({"max_abs_diff": float(report.max_abs_diff), "atol": report.atol,
-                                  "parity_ok": report.parity_ok}))
+    target.write_text(
+        json.dumps({"max_abs_diff": float(report.max_abs_diff), "atol": report.atol, "parity_ok": report.parity_ok})
+    )
     return target
 
 
@@ -500,8 +544,9 @@ def _quiet_fd(fd: int) -> Iterator[None]:
         os.close(saved)
 
 
-def attempt(module: torch.nn.Module, args: tuple[torch.Tensor, ...], *, dynamo: bool,
-            opset: int = 17) -> tuple[bool, str, float]:
+def attempt(
+    module: torch.nn.Module, args: tuple[torch.Tensor, ...], *, dynamo: bool, opset: int = 17
+) -> tuple[bool, str, float]:
     """Run one of torch's exporters on the module as written and keep only whether it went through.
 
     Returns (ok, error, seconds), `error` being `first_error_line` of the failure ("" when ok). Nothing is
@@ -516,8 +561,15 @@ def attempt(module: torch.nn.Module, args: tuple[torch.Tensor, ...], *, dynamo: 
     try:
         with _quiet(), _quiet_fd(1), _quiet_fd(2), torch.no_grad():
             if dynamo:
-                torch.onnx.export(module.eval(), args, dynamo=True, opset_version=max(opset, EXPORTER_OPSET),
-                                  external_data=False, optimize=False, verbose=False)
+                torch.onnx.export(
+                    module.eval(),
+                    args,
+                    dynamo=True,
+                    opset_version=max(opset, EXPORTER_OPSET),
+                    external_data=False,
+                    optimize=False,
+                    verbose=False,
+                )
             else:
                 torch.onnx.export(module.eval(), args, io.BytesIO(), dynamo=False, opset_version=opset)
     except Exception as exc:  # the exporter's refusal is the result

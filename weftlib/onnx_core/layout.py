@@ -14,8 +14,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 
-
-
 if TYPE_CHECKING:
     import pandas as pd
 
@@ -44,8 +42,15 @@ def layout_table(exports: dict[Any, LayoutExport], gate_results: dict[Any, Any])
     rows = []
     for key, e in exports.items():
         g = gate_results[key] if key in gate_results else gate_results[e.path]
-        rows.append({"graph": e.path.name, "inputs": ", ".join(f"{n} {list(s)}" for n, s in e.inputs.items()),
-                     "readable": "yes" if g.readable else "no", "device gate": "PASS" if g.passed else "FAIL",
-                     "ops outside DEVICE_OPS": ", ".join(g.failing_ops),
-                     "onnxruntime vs torch": e.report.max_abs_diff, "layout vs faithful": e.vs_faithful})
+        rows.append(
+            {
+                "graph": e.path.name,
+                "inputs": ", ".join(f"{n} {list(s)}" for n, s in e.inputs.items()),
+                "readable": "yes" if g.readable else "no",
+                "device gate": "PASS" if g.passed else "FAIL",
+                "ops outside DEVICE_OPS": ", ".join(g.failing_ops),
+                "onnxruntime vs torch": e.report.max_abs_diff,
+                "layout vs faithful": e.vs_faithful,
+            }
+        )
     return pd.DataFrame(rows)

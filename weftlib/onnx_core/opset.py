@@ -15,8 +15,17 @@ from onnx import helper, numpy_helper
 from .walk import STANDARD_DOMAINS, default_opset
 
 SOURCE, TARGET = 18, 17
-REDUCE_AXES_INPUT = ("ReduceL1", "ReduceL2", "ReduceLogSum", "ReduceLogSumExp", "ReduceMax", "ReduceMean",
-                     "ReduceMin", "ReduceProd", "ReduceSumSquare")
+REDUCE_AXES_INPUT = (
+    "ReduceL1",
+    "ReduceL2",
+    "ReduceLogSum",
+    "ReduceLogSumExp",
+    "ReduceMax",
+    "ReduceMean",
+    "ReduceMin",
+    "ReduceProd",
+    "ReduceSumSquare",
+)
 SAME_SIGNATURE = ("ScatterElements", "ScatterND")  # 18 only added reduction='max'/'min'
 
 
@@ -36,8 +45,9 @@ def _drop_attr(node: onnx.NodeProto, name: str) -> None:
 
 def _const(name: str, consts: dict[str, np.ndarray], node: onnx.NodeProto) -> np.ndarray:
     if name not in consts:
-        raise OpsetError(f"node {node.name!r} ({node.op_type}): input {name!r} must be a constant to convert "
-                         f"to opset {TARGET}")
+        raise OpsetError(
+            f"node {node.name!r} ({node.op_type}): input {name!r} must be a constant to convert to opset {TARGET}"
+        )
     return consts[name]
 
 
@@ -108,15 +118,23 @@ def _scatter(node, consts, shapes, new_inits) -> None:
         raise OpsetError(f"node {node.name!r} ({node.op_type}): reduction={red.s.decode()} needs opset 18")
 
 
-HANDLERS = {"Split": _split, "Pad": _pad, "Resize": _resize,
-            **{op: _reduce for op in REDUCE_AXES_INPUT}, **{op: _scatter for op in SAME_SIGNATURE}}
+HANDLERS = {
+    "Split": _split,
+    "Pad": _pad,
+    "Resize": _resize,
+    **{op: _reduce for op in REDUCE_AXES_INPUT},
+    **{op: _scatter for op in SAME_SIGNATURE},
+}
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int | None]]:
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     values = [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
-    return {v.name: [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
-            for v in values if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")}
+    return {
+        v.name: [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
+        for v in values
+        if v.type.HasField("tensor_type") and v.type.tensor_type.HasField("shape")
+    }
 
 
 def _changed_at_source(op_type: str) -> bool:
@@ -151,8 +169,10 @@ def to_opset17(model: onnx.ModelProto) -> onnx.ModelProto:
         if node.op_type in HANDLERS:
             HANDLERS[node.op_type](node, consts, shapes, new_inits)
         elif _changed_at_source(node.op_type):
-            raise OpsetError(f"node {node.name!r}: {node.op_type} changed in opset {SOURCE} and has no "
-                             f"conversion to opset {TARGET} here")
+            raise OpsetError(
+                f"node {node.name!r}: {node.op_type} changed in opset {SOURCE} and has no "
+                f"conversion to opset {TARGET} here"
+            )
     model.graph.initializer.extend(new_inits)
     _drop_unused_initializers(model)
     for opset in model.opset_import:

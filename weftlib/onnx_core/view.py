@@ -40,8 +40,9 @@ def _model(path: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
     return onnx.load(str(path), load_external_data=False)
 
 
-def layout(path: str | os.PathLike | onnx.ModelProto,
-           max_nodes: int = DEFAULT_MAX_NODES) -> tuple[list[tuple[str, str, int, int]], list[tuple[int, int]]]:
+def layout(
+    path: str | os.PathLike | onnx.ModelProto, max_nodes: int = DEFAULT_MAX_NODES
+) -> tuple[list[tuple[str, str, int, int]], list[tuple[int, int]]]:
     """The first `max_nodes` nodes in graph (topological) order as (name, op_type, layer, slot), where
     layer is the longest path from a graph input, plus the edges (producer index, consumer index)."""
     if max_nodes < 1:
@@ -63,8 +64,9 @@ def layout(path: str | os.PathLike | onnx.ModelProto,
     return placed, edges
 
 
-def figure(path: str | os.PathLike | onnx.ModelProto, *, max_nodes: int = DEFAULT_MAX_NODES,
-           title: str | None = None) -> Any:
+def figure(
+    path: str | os.PathLike | onnx.ModelProto, *, max_nodes: int = DEFAULT_MAX_NODES, title: str | None = None
+) -> Any:
     """A matplotlib view: op counts (left) and the first nodes as a layered graph."""
     import matplotlib.pyplot as plt
 
@@ -82,8 +84,16 @@ def figure(path: str | os.PathLike | onnx.ModelProto, *, max_nodes: int = DEFAUL
         (_, _, xa, ya), (_, _, xb, yb) = placed[a], placed[b]
         graph.plot([xa, xb], [-ya, -yb], color="0.6", lw=0.8, zorder=1)
     for _, op, x, y in placed:
-        graph.text(x, -y, op, ha="center", va="center", fontsize=7, zorder=2,
-                   bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "tab:blue"})
+        graph.text(
+            x,
+            -y,
+            op,
+            ha="center",
+            va="center",
+            fontsize=7,
+            zorder=2,
+            bbox={"boxstyle": "round,pad=0.25", "fc": "white", "ec": "tab:blue"},
+        )
     layers = max((p[2] for p in placed), default=0)
     width = max((p[3] for p in placed), default=0)
     graph.set_xlim(-0.8, layers + 0.8)
@@ -111,8 +121,13 @@ _SVG = _ENV.from_string("""<svg xmlns="http://www.w3.org/2000/svg" width="{{ wid
 </svg>""")
 
 
-def svg(path: str | os.PathLike | onnx.ModelProto, *, max_nodes: int = DEFAULT_MAX_NODES, title: str | None = None,
-        highlight: set[str] | frozenset[str] = frozenset()) -> str:
+def svg(
+    path: str | os.PathLike | onnx.ModelProto,
+    *,
+    max_nodes: int = DEFAULT_MAX_NODES,
+    title: str | None = None,
+    highlight: set[str] | frozenset[str] = frozenset(),
+) -> str:
     """A self-contained SVG of the first `max_nodes` nodes, left to right by depth (ops in `highlight`, e.g.
     those the device gate refuses, drawn red), headed by the op counts of the whole graph."""
     model = _model(path)
@@ -120,17 +135,41 @@ def svg(path: str | os.PathLike | onnx.ModelProto, *, max_nodes: int = DEFAULT_M
     counts = Counter(n.op_type for n in model.graph.node)
     box_w, box_h, gap_x, gap_y, top = 92, 22, 22, 10, 50
     pos = [(8 + d * (box_w + gap_x), top + s * (box_h + gap_y)) for _, _, d, s in placed]
-    nodes = [{"name": name, "op": op, "x": x, "y": y,
-              "fill": "#fde2e2" if op in highlight else "#eef4fb",
-              "stroke": "#c0392b" if op in highlight else "#2c6fb7"} for (name, op, _, _), (x, y) in zip(placed, pos)]
-    lines = [{"x1": pos[a][0] + box_w, "y1": pos[a][1] + box_h / 2, "x2": pos[b][0], "y2": pos[b][1] + box_h / 2,
-              "cx": (pos[a][0] + box_w + pos[b][0]) / 2} for a, b in edges]
+    nodes = [
+        {
+            "name": name,
+            "op": op,
+            "x": x,
+            "y": y,
+            "fill": "#fde2e2" if op in highlight else "#eef4fb",
+            "stroke": "#c0392b" if op in highlight else "#2c6fb7",
+        }
+        for (name, op, _, _), (x, y) in zip(placed, pos)
+    ]
+    lines = [
+        {
+            "x1": pos[a][0] + box_w,
+            "y1": pos[a][1] + box_h / 2,
+            "x2": pos[b][0],
+            "y2": pos[b][1] + box_h / 2,
+            "cx": (pos[a][0] + box_w + pos[b][0]) / 2,
+        }
+        for a, b in edges
+    ]
     width = max((x for x, _ in pos), default=0) + box_w + 16
     height = max((y for _, y in pos), default=top) + box_h + 16
     ops = ", ".join(f"{op} {n}" for op, n in counts.most_common())
     subtitle = f"first {len(placed)} of {len(model.graph.node)} nodes; ops: {ops}"
-    text = _SVG.render(width=max(width, 420), height=height, title=title or model.graph.name or "ONNX graph",
-                       subtitle=subtitle, nodes=nodes, edges=lines, box_w=box_w, box_h=box_h)
+    text = _SVG.render(
+        width=max(width, 420),
+        height=height,
+        title=title or model.graph.name or "ONNX graph",
+        subtitle=subtitle,
+        nodes=nodes,
+        edges=lines,
+        box_w=box_w,
+        box_h=box_h,
+    )
     return "\n".join(line.rstrip() for line in text.splitlines() if line.strip())
 
 
@@ -155,13 +194,19 @@ BASE_MARK, FILE_MARK = "__WEFT_BASE__", "__WEFT_FILE__"
 # scripts and model fetch would be cross-origin and refused), so it must read them from the document's base
 # URL instead, and lay the graph out without a worker (see below); each substitution is checked to apply.
 _PATCHES = {
-    "index.js": [("var base = window.location.href || '';", "var base = window.document.baseURI || window.location.href || '';")],
-    "browser.js": [("        const window = this.window;\n        const location = window.location;\n        const pathname",
-                    "        const window = this.window;\n        const location = new window.URL(this.document.baseURI);\n"
-                    "        const pathname"),
-                   # a worker served by /files/ inherits its sandbox (an opaque origin, whose imports the server
-                   # refuses): netron's "serial" mode lays the graph out in the page instead
-                   ("            menu: true\n        };", "            menu: true,\n            serial: true\n        };")],
+    "index.js": [
+        ("var base = window.location.href || '';", "var base = window.document.baseURI || window.location.href || '';")
+    ],
+    "browser.js": [
+        (
+            "        const window = this.window;\n        const location = window.location;\n        const pathname",
+            "        const window = this.window;\n        const location = new window.URL(this.document.baseURI);\n"
+            "        const pathname",
+        ),
+        # a worker served by /files/ inherits its sandbox (an opaque origin, whose imports the server
+        # refuses): netron's "serial" mode lays the graph out in the page instead
+        ("            menu: true\n        };", "            menu: true,\n            serial: true\n        };"),
+    ],
 }
 
 
@@ -196,9 +241,12 @@ def viewer_folder(target: Path = VIEWER_DIR) -> Path:
     today = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
     page = re.sub(r'<meta name="version" content="[^"]*">', '<meta name="version" content="0.0.0">', page)
     page = re.sub(r'<meta name="date" content="[^"]*">', f'<meta name="date" content="{today}">', page)
-    page = page.replace('<script type="text/javascript" src="index.js"></script>',
-                        '<script type="text/javascript" src="weft-offline.js"></script>\n'
-                        '<script type="text/javascript" src="index.js"></script>', 1)
+    page = page.replace(
+        '<script type="text/javascript" src="index.js"></script>',
+        '<script type="text/javascript" src="weft-offline.js"></script>\n'
+        '<script type="text/javascript" src="index.js"></script>',
+        1,
+    )
     (target / "weft-offline.js").write_text(_OFFLINE_JS)
     (target / "index.html").write_text(page, encoding="utf-8")
     frame = page.replace("<head>", f'<head>\n<base href="{BASE_MARK}">\n<meta name="file" content="{FILE_MARK}">', 1)
@@ -240,8 +288,14 @@ _FRAME = _ENV.from_string("""<div id="{{ id }}" style="border:1px solid #ccc">
 </script>""")
 
 
-def interactive(path: str | os.PathLike, *, height: int = 600, root: Path = paths.REPO_ROOT,
-                viewer: Path = VIEWER_DIR, **static_kwargs: Any) -> Any:
+def interactive(
+    path: str | os.PathLike,
+    *,
+    height: int = 600,
+    root: Path = paths.REPO_ROOT,
+    viewer: Path = VIEWER_DIR,
+    **static_kwargs: Any,
+) -> Any:
     """In JupyterLab: netron showing `path`, served by the Jupyter server (see the module docstring). In a
     headless run (the published page): the static SVG view instead, since no server stands behind a page."""
     target = Path(path)
@@ -256,10 +310,22 @@ def interactive(path: str | os.PathLike, *, height: int = 600, root: Path = path
     try:
         relative = folder.resolve().relative_to(Path(root).resolve()).as_posix()
     except ValueError:
-        raise ValueError(f"viewer: {folder} is outside the Jupyter server's root {root}; start Lab with "
-                         "`make lab` (root = the repository)") from None
+        raise ValueError(
+            f"viewer: {folder} is outside the Jupyter server's root {root}; start Lab with "
+            "`make lab` (root = the repository)"
+        ) from None
     model = _publish_model(target, folder)
-    return HTML(_FRAME.render(id=f"netron-{uuid.uuid4().hex[:8]}", height=height, name=target.name,
-                              version=getattr(netron, "__version__", "?"), shown=f"{relative}/{model}",
-                              viewer=relative, model=model, page=(folder / FRAME_TEMPLATE).read_text(encoding="utf-8"),
-                              base_mark=BASE_MARK, file_mark=FILE_MARK))
+    return HTML(
+        _FRAME.render(
+            id=f"netron-{uuid.uuid4().hex[:8]}",
+            height=height,
+            name=target.name,
+            version=getattr(netron, "__version__", "?"),
+            shown=f"{relative}/{model}",
+            viewer=relative,
+            model=model,
+            page=(folder / FRAME_TEMPLATE).read_text(encoding="utf-8"),
+            base_mark=BASE_MARK,
+            file_mark=FILE_MARK,
+        )
+    )

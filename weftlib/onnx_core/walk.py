@@ -123,8 +123,10 @@ def dynamic_inputs(graph: Graph) -> list[str]:
         if not tensor.HasField("shape"):
             out.append(f"{info.name} (no shape)")
             continue
-        dims = [d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
-                for d in tensor.shape.dim]
+        dims = [
+            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
+            for d in tensor.shape.dim
+        ]
         if any(isinstance(d, str) for d in dims):
             out.append(f"{info.name} {dims}")
     return out

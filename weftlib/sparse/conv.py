@@ -53,7 +53,7 @@ def kernel_map(coords: torch.Tensor, kernel_size: int = 3) -> torch.Tensor:
     _check_kernel_size(kernel_size)
     pad = kernel_size // 2
     n = len(coords)
-    table = torch.empty((n, kernel_size ** 3), dtype=torch.int64)
+    table = torch.empty((n, kernel_size**3), dtype=torch.int64)
     if n == 0:
         return table
     span = int(coords.max()) + 1 + 2 * pad
@@ -66,9 +66,9 @@ def kernel_map(coords: torch.Tensor, kernel_size: int = 3) -> torch.Tensor:
     for start in range(0, n, _MAP_BLOCK):
         block = _map_block(sorted_keys, start, min(start + _MAP_BLOCK, n), kernel_size, span)
         if order is None:
-            table[start:start + len(block)] = block
+            table[start : start + len(block)] = block
         else:
-            table[order[start:start + len(block)]] = torch.where(block >= 0, order[block.clamp(min=0)], -1)
+            table[order[start : start + len(block)]] = torch.where(block >= 0, order[block.clamp(min=0)], -1)
     return table
 
 
@@ -99,14 +99,14 @@ def _map_block(sorted_keys: torch.Tensor, start: int, stop: int, kernel_size: in
                 cand.clamp_(0, n - 1)
                 o = ((dx + pad) * kernel_size + (dy + pad)) * kernel_size + (dz + pad)
                 cols[o] = cand.masked_fill_(sorted_keys.index_select(0, cand) != base + dz, -1)
-    return torch.stack([cols[o] for o in range(kernel_size ** 3)], dim=1)
+    return torch.stack([cols[o] for o in range(kernel_size**3)], dim=1)
 
 
 def kernel_map_bytes(n: int, kernel_size: int = 3) -> int:
     """Bytes of the int64 neighbour table (the memory model's formula)."""
     from .memory import table_bytes  # memory imports this module
 
-    return table_bytes(n, kernel_size ** 3)
+    return table_bytes(n, kernel_size**3)
 
 
 # ----------------------------------------------------------------------------------------------- checks
@@ -124,8 +124,14 @@ def _check_coords(coords: torch.Tensor) -> None:
         raise ValueError("coords must be non-negative voxel indices")
 
 
-def _check_conv_args(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor, bias: torch.Tensor | None,
-                     method: str, chunk_rows: int | None) -> None:
+def _check_conv_args(
+    feats: torch.Tensor,
+    nbr: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    method: str,
+    chunk_rows: int | None,
+) -> None:
     if method not in METHODS + (AUTO,):
         raise ValueError(f"method must be one of {METHODS + (AUTO,)}, got {method!r}")
     if feats.ndim != 2:
@@ -136,8 +142,8 @@ def _check_conv_args(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tenso
     _check_kernel_size(k)
     if weight.shape[1] != feats.shape[1]:
         raise ValueError(f"weight has Cin={weight.shape[1]} but feats has {feats.shape[1]} channels")
-    if nbr.ndim != 2 or nbr.shape != (feats.shape[0], k ** 3):
-        raise ValueError(f"nbr must be [N, k^3] = {(feats.shape[0], k ** 3)}, got {tuple(nbr.shape)}")
+    if nbr.ndim != 2 or nbr.shape != (feats.shape[0], k**3):
+        raise ValueError(f"nbr must be [N, k^3] = {(feats.shape[0], k**3)}, got {tuple(nbr.shape)}")
     if nbr.dtype != torch.int64:
         raise ValueError(f"nbr must be int64 (as kernel_map returns), got {nbr.dtype}")
     if weight.dtype != feats.dtype:
@@ -148,8 +154,9 @@ def _check_conv_args(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tenso
         raise ValueError(f"chunk_rows must be a positive int or None, got {chunk_rows!r}")
 
 
-def _check_dense_args(feats: torch.Tensor, weight: torch.Tensor, coords: torch.Tensor | None, res: int | None,
-                      budget_bytes: int) -> None:
+def _check_dense_args(
+    feats: torch.Tensor, weight: torch.Tensor, coords: torch.Tensor | None, res: int | None, budget_bytes: int
+) -> None:
     """The dense route needs the voxel coordinates and grid size, and refuses before allocating over budget."""
     if coords is None or res is None:
         raise ValueError("method='dense' needs coords= and res= to place the features on the grid")
@@ -162,7 +169,8 @@ def _check_dense_args(feats: torch.Tensor, weight: torch.Tensor, coords: torch.T
     if need > budget_bytes:
         raise DenseBudgetError(
             f"method='dense' at res={res} needs {need} bytes ({need / 2**30:.2f} GiB) for its input and "
-            f"output grids, over budget_bytes={budget_bytes} ({budget_bytes / 2**30:.2f} GiB)")
+            f"output grids, over budget_bytes={budget_bytes} ({budget_bytes / 2**30:.2f} GiB)"
+        )
 
 
 def dense_bytes(res: int, cin: int, cout: int, dtype: torch.dtype) -> int:
@@ -173,10 +181,18 @@ def dense_bytes(res: int, cin: int, cout: int, dtype: torch.dtype) -> int:
 
 
 # ----------------------------------------------------------------------------------------------- one entry
-def submanifold_conv3d(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor,
-                       bias: torch.Tensor | None = None, method: str = AUTO, *,
-                       coords: torch.Tensor | None = None, res: int | None = None,
-                       budget_bytes: int = DEFAULT_DENSE_BUDGET, chunk_rows: int | None = None) -> torch.Tensor:
+def submanifold_conv3d(
+    feats: torch.Tensor,
+    nbr: torch.Tensor,
+    weight: torch.Tensor,
+    bias: torch.Tensor | None = None,
+    method: str = AUTO,
+    *,
+    coords: torch.Tensor | None = None,
+    res: int | None = None,
+    budget_bytes: int = DEFAULT_DENSE_BUDGET,
+    chunk_rows: int | None = None,
+) -> torch.Tensor:
     """Submanifold convolution of `feats` [N, Cin] on the voxel set whose neighbour table is `nbr` [N, k^3].
 
     `weight` is in Conv3d layout [Cout, Cin, k, k, k]. `"auto"` (the default) runs `choose_method`'s pick
@@ -215,8 +231,12 @@ def _is_tracing(x: torch.Tensor) -> bool:
     """True while an exporter or compiler traces the call: only a static-shape form may be chosen then."""
     from torch._subclasses.fake_tensor import FakeTensor
 
-    return bool(torch.jit.is_tracing() or torch.onnx.is_in_onnx_export() or torch.compiler.is_compiling()
-                or isinstance(x, FakeTensor))
+    return bool(
+        torch.jit.is_tracing()
+        or torch.onnx.is_in_onnx_export()
+        or torch.compiler.is_compiling()
+        or isinstance(x, FakeTensor)
+    )
 
 
 def l2_cache_bytes() -> int:
@@ -307,10 +327,10 @@ def _im2col_chunked(feats: torch.Tensor, nbr: torch.Tensor, w: torch.Tensor, row
     idx = torch.empty((rows * k3,), dtype=torch.int64)
     for start in range(0, n, rows):
         m = min(rows, n - start)
-        part = nbr[start:start + m].reshape(-1)
-        idx[:m * k3].copy_(part).masked_fill_(part < 0, n)
-        torch.index_select(padded, 0, idx[:m * k3], out=cols[:m * k3])
-        torch.mm(cols[:m * k3].view(m, k3 * cin), w, out=out[start:start + m])
+        part = nbr[start : start + m].reshape(-1)
+        idx[: m * k3].copy_(part).masked_fill_(part < 0, n)
+        torch.index_select(padded, 0, idx[: m * k3], out=cols[: m * k3])
+        torch.mm(cols[: m * k3].view(m, k3 * cin), w, out=out[start : start + m])
     return out
 
 
@@ -349,9 +369,9 @@ def _compact(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor, chunk
     rows = chunk_rows or auto_chunk_rows("compact", k3, cout, feats.element_size(), n) or max(n, 1)
     centre = k3 // 2  # offset (0, 0, 0)
     for start in range(0, n, rows):
-        part_t = nbr[start:start + rows].t().contiguous()  # [k^3, m]: each tap's column is contiguous
+        part_t = nbr[start : start + rows].t().contiguous()  # [k^3, m]: each tap's column is contiguous
         valid = part_t >= 0
-        chunk = out[start:start + rows]
+        chunk = out[start : start + rows]
         if bool(valid[centre].all()):
             torch.mm(feats.index_select(0, part_t[centre]), w[centre], out=chunk)
             taps = [o for o in range(k3) if o != centre]
@@ -405,8 +425,9 @@ def densify(feats: torch.Tensor, coords: torch.Tensor, res: int) -> torch.Tensor
     return grid
 
 
-def reference_conv3d(feats: torch.Tensor, coords: torch.Tensor, weight: torch.Tensor, res: int,
-                     bias: torch.Tensor | None = None) -> torch.Tensor:
+def reference_conv3d(
+    feats: torch.Tensor, coords: torch.Tensor, weight: torch.Tensor, res: int, bias: torch.Tensor | None = None
+) -> torch.Tensor:
     """Ground truth: fp64 torch conv3d on the dense grid, read at the active sites (tests and parity only)."""
     grid = densify(feats.double(), coords, res)
     out = F.conv3d(grid, weight.double(), None if bias is None else bias.double(), padding=weight.shape[2] // 2)
@@ -414,9 +435,15 @@ def reference_conv3d(feats: torch.Tensor, coords: torch.Tensor, weight: torch.Te
     return out[0, :, x, y, z].t()
 
 
-def export_methods(weight: torch.Tensor, bias: torch.Tensor | None, feats: torch.Tensor, nbr: torch.Tensor,
-                   folder: "os.PathLike | str", methods: tuple[str, ...] = SPARSE_METHODS,
-                   atol: float = 1e-4) -> dict[str, Any]:
+def export_methods(
+    weight: torch.Tensor,
+    bias: torch.Tensor | None,
+    feats: torch.Tensor,
+    nbr: torch.Tensor,
+    folder: "os.PathLike | str",
+    methods: tuple[str, ...] = SPARSE_METHODS,
+    atol: float = 1e-4,
+) -> dict[str, Any]:
     """Export each sparse method (inputs `feats`, `nbr`) to `folder/conv_<method>.onnx`; the export reports."""
     from pathlib import Path
 
@@ -425,10 +452,17 @@ def export_methods(weight: torch.Tensor, bias: torch.Tensor | None, feats: torch
     bad = [m for m in methods if m not in SPARSE_METHODS]
     if bad:
         raise ValueError(f"methods must be among {SPARSE_METHODS}, got {bad}")
-    return {m: onnx_export.export(SubmanifoldConv3d(weight, bias, m), (feats, nbr),
-                                  Path(folder) / f"conv_{m}.onnx", input_names=["feats", "nbr"],
-                                  output_names=["out"], atol=atol)
-            for m in methods}
+    return {
+        m: onnx_export.export(
+            SubmanifoldConv3d(weight, bias, m),
+            (feats, nbr),
+            Path(folder) / f"conv_{m}.onnx",
+            input_names=["feats", "nbr"],
+            output_names=["out"],
+            atol=atol,
+        )
+        for m in methods
+    }
 
 
 def inventory_table(reports: dict[str, Any], device_ops: Any) -> "pd.DataFrame":
@@ -442,14 +476,18 @@ def inventory_table(reports: dict[str, Any], device_ops: Any) -> "pd.DataFrame":
         row: dict[str, Any] = {"op": op, "standing": device_ops.status(op), "condition": device_ops.condition(op)}
         row.update({name: r.ops.get(op, 0) for name, r in reports.items()})
         rows.append(row)
-    gathers = {"op": "(Gather, data-dependent index)", "standing": "blocker if condition unmet",
-               "condition": "constant_index"}
+    gathers = {
+        "op": "(Gather, data-dependent index)",
+        "standing": "blocker if condition unmet",
+        "condition": "constant_index",
+    }
     gathers.update({name: len(r.dynamic_gathers) for name, r in reports.items()})
     return pd.DataFrame(rows + [gathers])
 
 
-def export_dense(weight: torch.Tensor, bias: torch.Tensor | None, grid: torch.Tensor, folder: "os.PathLike | str",
-                 atol: float = 1e-4) -> Any:
+def export_dense(
+    weight: torch.Tensor, bias: torch.Tensor | None, grid: torch.Tensor, folder: "os.PathLike | str", atol: float = 1e-4
+) -> Any:
     """Export the densify route's device half (a Conv on `grid`) to `folder/conv_dense.onnx`; its report."""
     from pathlib import Path
 
@@ -457,5 +495,11 @@ def export_dense(weight: torch.Tensor, bias: torch.Tensor | None, grid: torch.Te
 
     if grid.ndim != 5 or grid.shape[1] != weight.shape[1]:
         raise ValueError(f"grid must be [1, Cin={weight.shape[1]}, res, res, res], got {tuple(grid.shape)}")
-    return onnx_export.export(DenseConv3d(weight, bias), (grid,), Path(folder) / "conv_dense.onnx",
-                              input_names=["grid"], output_names=["out"], atol=atol)
+    return onnx_export.export(
+        DenseConv3d(weight, bias),
+        (grid,),
+        Path(folder) / "conv_dense.onnx",
+        input_names=["grid"],
+        output_names=["out"],
+        atol=atol,
+    )

@@ -17,8 +17,8 @@ from torch import Tensor, nn
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core.layout import LayoutExport, layout_table
 
-__all__ = ["DenseConvAs2d", "GatheredConv", "export_dense_as_2d", "export_gathered_conv", "gather_rows",
-           "layout_table"]
+__all__ = ["DenseConvAs2d", "GatheredConv", "export_dense_as_2d", "export_gathered_conv", "gather_rows", "layout_table"]
+
 
 def flat_weight(weight: Tensor) -> Tensor:
     """Conv3d weight `[Cout, Cin, k, k, k]` -> `[Cout, k^3 * Cin]`, offset-major (offset o = a*k^2 + b*k + c,
@@ -32,8 +32,9 @@ def flat_weight(weight: Tensor) -> Tensor:
 def gather_rows(feats: Tensor, nbr: Tensor) -> Tensor:
     """The host half: `[N, k^3 * Cin]`, row n = the features of voxel n's k^3 neighbours (zeros where absent)."""
     if feats.dim() != 2 or nbr.dim() != 2 or nbr.shape[0] != feats.shape[0]:
-        raise ValueError(f"feats [N, C] and nbr [N, k^3] must agree on N, got {tuple(feats.shape)} and "
-                         f"{tuple(nbr.shape)}")
+        raise ValueError(
+            f"feats [N, C] and nbr [N, k^3] must agree on N, got {tuple(feats.shape)} and {tuple(nbr.shape)}"
+        )
     n = feats.shape[0]
     padded = torch.cat([feats, feats.new_zeros(1, feats.shape[1])])
     index = torch.where(nbr < 0, torch.full_like(nbr, n), nbr)
@@ -104,9 +105,16 @@ def fold_depth(grid: Tensor) -> Tensor:
     return grid.reshape(b, c * d, h, w)
 
 
-def export_gathered_conv(feats: Tensor, nbr: Tensor, weight: Tensor, bias: Tensor | None,
-                         path: str | os.PathLike, *, method: str = "accumulate",
-                         atol: float = 1e-4) -> LayoutExport:
+def export_gathered_conv(
+    feats: Tensor,
+    nbr: Tensor,
+    weight: Tensor,
+    bias: Tensor | None,
+    path: str | os.PathLike,
+    *,
+    method: str = "accumulate",
+    atol: float = 1e-4,
+) -> LayoutExport:
     """Export the device half on the rows the host gathered from (feats, nbr); compare it with
     `weftlib.sparse.submanifold_conv3d(method)` on the same voxels first."""
     from . import conv as sparse
@@ -120,8 +128,9 @@ def export_gathered_conv(feats: Tensor, nbr: Tensor, weight: Tensor, bias: Tenso
     return LayoutExport(Path(path).stem, report, {"rows": tuple(rows.shape)}, float((layout - faithful).abs().max()))
 
 
-def export_dense_as_2d(grid: Tensor, weight: Tensor, bias: Tensor | None, path: str | os.PathLike, *,
-                       atol: float = 1e-4) -> LayoutExport:
+def export_dense_as_2d(
+    grid: Tensor, weight: Tensor, bias: Tensor | None, path: str | os.PathLike, *, atol: float = 1e-4
+) -> LayoutExport:
     """Export the densify route's Conv with the depth folded into channels; compare with conv3d first."""
     depth = grid.shape[2]
     module = DenseConvAs2d(weight, bias, depth).eval()

@@ -41,7 +41,7 @@ INDEX_BYTES = 8  # the neighbour table and gather indices are int64
 
 def grid_bytes(res: int, channels: int, itemsize: int) -> int:
     """A dense [channels, res^3] grid: what densifying costs per tensor."""
-    return res ** 3 * channels * itemsize
+    return res**3 * channels * itemsize
 
 
 def features_bytes(n: int, channels: int, itemsize: int) -> int:
@@ -63,7 +63,7 @@ def gathered_bytes(n: int, taps: int, channels: int, itemsize: int) -> int:
 def components(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3) -> dict[str, int]:
     """The named quantities of the RFD in bytes: dense tensor, dense conv in+out, sparse features, im2col
     buffer, accumulate peak, neighbour table."""
-    e, k3 = _itemsize(dtype), kernel_size ** 3
+    e, k3 = _itemsize(dtype), kernel_size**3
     return {
         "dense_tensor": grid_bytes(res, cout, e),
         "dense_conv_in_out": grid_bytes(res, cin + cout, e),
@@ -74,8 +74,16 @@ def components(res: int, n: int, cin: int, cout: int, dtype: str = "float16", ke
     }
 
 
-def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = "float16",
-               kernel_size: int = 3, chunk_rows: int | None = None) -> int:
+def peak_model(
+    method: str,
+    res: int,
+    n: int,
+    cin: int,
+    cout: int,
+    dtype: str = "float16",
+    kernel_size: int = 3,
+    chunk_rows: int | None = None,
+) -> int:
     """Bytes `conv.submanifold_conv3d(method)` allocates beyond its inputs at its peak.
 
     im2col: output + the [rows, k^3 Cin] buffer (all rows, or one reused chunk, then also the features
@@ -89,7 +97,7 @@ def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = 
     """
     if method not in conv.METHODS + (conv.AUTO,):
         raise ValueError(f"method must be one of {conv.METHODS + (conv.AUTO,)}, got {method!r}")
-    e, k3 = _itemsize(dtype), kernel_size ** 3
+    e, k3 = _itemsize(dtype), kernel_size**3
     if method == conv.AUTO:
         method = conv.choose_method(n, k3)
         chunk_rows = chunk_rows or conv.auto_chunk_rows(method, k3, cin, e, n)
@@ -109,14 +117,19 @@ def peak_model(method: str, res: int, n: int, cin: int, cout: int, dtype: str = 
     return grid_bytes(res, cin + cout, e) + 2 * out
 
 
-def model_table(res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3,
-                chunk_rows: int | None = None) -> pd.DataFrame:
+def model_table(
+    res: int, n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3, chunk_rows: int | None = None
+) -> pd.DataFrame:
     """Modelled peak of every method at one geometry, with its ratio to the dense route."""
     import pandas as pd
 
-    rows = [{"method": m, "peak_bytes": peak_model(m, res, n, cin, cout, dtype, kernel_size,
-                                                    chunk_rows if m == "im2col" else None)}
-            for m in conv.METHODS]
+    rows = [
+        {
+            "method": m,
+            "peak_bytes": peak_model(m, res, n, cin, cout, dtype, kernel_size, chunk_rows if m == "im2col" else None),
+        }
+        for m in conv.METHODS
+    ]
     df = pd.DataFrame(rows)
     df["GiB"] = df["peak_bytes"] / 2**30
     df["dense_over_method"] = df["peak_bytes"].iloc[0] / df["peak_bytes"]
@@ -146,16 +159,18 @@ def _rss_tracks_tensors(threshold: int = 1 << 16) -> bool:
         return False
 
 
-def _inputs(shape: str, res: int, channels: int, dtype: str, seed: int, kernel_size: int = 3
-            ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+def _inputs(
+    shape: str, res: int, channels: int, dtype: str, seed: int, kernel_size: int = 3
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
     """Voxel set, neighbour table, random features and a Conv3d-layout weight scaled to unit gain."""
     coords = voxels.voxel_set(shape, res)
     nbr = conv.kernel_map(coords, kernel_size)
     gen = torch.Generator().manual_seed(seed)
     feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
-    fan_in = channels * kernel_size ** 3
-    weight = (torch.randn((channels, channels, kernel_size, kernel_size, kernel_size), generator=gen)
-              / fan_in ** 0.5).to(DTYPES[dtype])
+    fan_in = channels * kernel_size**3
+    weight = (torch.randn((channels, channels, kernel_size, kernel_size, kernel_size), generator=gen) / fan_in**0.5).to(
+        DTYPES[dtype]
+    )
     return coords, nbr, feats, weight
 
 
@@ -165,9 +180,17 @@ def _warm_up(method: str, channels: int, dtype: str) -> None:
     conv.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=8, chunk_rows=64)
 
 
-def conv_workload(shape: str, res: int, channels: int, method: str, dtype: str = "float32", threads: int = 1,
-                  chunk_rows: int | None = None, budget_bytes: int = conv.DEFAULT_DENSE_BUDGET,
-                  seed: int = 0) -> Callable[[], torch.Tensor]:
+def conv_workload(
+    shape: str,
+    res: int,
+    channels: int,
+    method: str,
+    dtype: str = "float32",
+    threads: int = 1,
+    chunk_rows: int | None = None,
+    budget_bytes: int = conv.DEFAULT_DENSE_BUDGET,
+    seed: int = 0,
+) -> Callable[[], torch.Tensor]:
     """Measurement target: build one layer's inputs here (not counted) and return its forward as `run`."""
     _rss_tracks_tensors()
     torch.set_num_threads(threads)
@@ -175,8 +198,9 @@ def conv_workload(shape: str, res: int, channels: int, method: str, dtype: str =
     coords, nbr, feats, weight = _inputs(shape, res, channels, dtype, seed)
 
     def run() -> torch.Tensor:
-        return conv.submanifold_conv3d(feats, nbr, weight, method=method, coords=coords, res=res,
-                                         budget_bytes=budget_bytes, chunk_rows=chunk_rows)
+        return conv.submanifold_conv3d(
+            feats, nbr, weight, method=method, coords=coords, res=res, budget_bytes=budget_bytes, chunk_rows=chunk_rows
+        )
 
     return run
 
@@ -191,21 +215,55 @@ def kernel_map_workload(shape: str, res: int, threads: int = 1) -> Callable[[], 
 
 
 # ----------------------------------------------------------------------------------------------- measurement
-def measured_row(method: str, shape: str, res: int, channels: int, n: int, dtype: str = "float32", threads: int = 1,
-            chunk_rows: int | None = None) -> dict[str, Any]:
+def measured_row(
+    method: str,
+    shape: str,
+    res: int,
+    channels: int,
+    n: int,
+    dtype: str = "float32",
+    threads: int = 1,
+    chunk_rows: int | None = None,
+) -> dict[str, Any]:
     """One model-versus-measured row: a fresh subprocess runs one forward of `method` at (shape, res)."""
-    got = measure.peak_rss_subprocess(TARGET, {
-        "shape": shape, "res": res, "channels": channels, "method": method, "dtype": dtype,
-        "threads": threads, "chunk_rows": chunk_rows, "budget_bytes": 1 << 62})
+    got = measure.peak_rss_subprocess(
+        TARGET,
+        {
+            "shape": shape,
+            "res": res,
+            "channels": channels,
+            "method": method,
+            "dtype": dtype,
+            "threads": threads,
+            "chunk_rows": chunk_rows,
+            "budget_bytes": 1 << 62,
+        },
+    )
     model = peak_model(method, res, n, channels, channels, dtype, chunk_rows=chunk_rows)
-    return {"shape": shape, "res": res, "N": n, "method": method, "C": channels, "dtype": dtype,
-            "chunk_rows": chunk_rows, "model_bytes": model, "measured_bytes": got["peak_bytes"],
-            "measured_over_model": got["peak_bytes"] / model, "seconds": got["seconds"]}
+    return {
+        "shape": shape,
+        "res": res,
+        "N": n,
+        "method": method,
+        "C": channels,
+        "dtype": dtype,
+        "chunk_rows": chunk_rows,
+        "model_bytes": model,
+        "measured_bytes": got["peak_bytes"],
+        "measured_over_model": got["peak_bytes"] / model,
+        "seconds": got["seconds"],
+    }
 
 
-def measure_table(cases: Iterable[tuple[str, int, str]], counts: dict[tuple[str, int], int], channels: int,
-                  dtype: str = "float32", threads: int = 1, chunk_rows: int | None = None,
-                  progress: bool = True) -> pd.DataFrame:
+def measure_table(
+    cases: Iterable[tuple[str, int, str]],
+    counts: dict[tuple[str, int], int],
+    channels: int,
+    dtype: str = "float32",
+    threads: int = 1,
+    chunk_rows: int | None = None,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Model versus measured peak for each (shape, res, method) case, one fresh process per case."""
     import pandas as pd
     from weftlib.console import progress as tqdm
@@ -214,24 +272,43 @@ def measure_table(cases: Iterable[tuple[str, int, str]], counts: dict[tuple[str,
     missing = [(s, r) for s, r, _ in cases if (s, r) not in counts]
     if missing:
         raise ValueError(f"counts has no voxel count for {missing}; count those sets first")
-    rows = [measured_row(m, s, r, channels, counts[(s, r)], dtype, threads, chunk_rows if m == "im2col" else None)
-            for s, r, m in tqdm(cases, desc="peak memory", disable=not progress)]
+    rows = [
+        measured_row(m, s, r, channels, counts[(s, r)], dtype, threads, chunk_rows if m == "im2col" else None)
+        for s, r, m in tqdm(cases, desc="peak memory", disable=not progress)
+    ]
     return pd.DataFrame(rows)
 
 
 def measure_kernel_map(shape: str, res: int, n: int, threads: int = 1) -> dict[str, Any]:
     """Peak of building the neighbour table, against the table's own size."""
-    got = measure.peak_rss_subprocess("weftlib.sparse.memory:kernel_map_workload",
-                                     {"shape": shape, "res": res, "threads": threads})
+    got = measure.peak_rss_subprocess(
+        "weftlib.sparse.memory:kernel_map_workload", {"shape": shape, "res": res, "threads": threads}
+    )
     table = conv.kernel_map_bytes(n)
-    return {"shape": shape, "res": res, "N": n, "table_bytes": table, "measured_bytes": got["peak_bytes"],
-            "measured_over_table": got["peak_bytes"] / table, "seconds": got["seconds"]}
+    return {
+        "shape": shape,
+        "res": res,
+        "N": n,
+        "table_bytes": table,
+        "measured_bytes": got["peak_bytes"],
+        "measured_over_table": got["peak_bytes"] / table,
+        "seconds": got["seconds"],
+    }
 
 
 # ----------------------------------------------------------------------------------------------- timing
-def time_methods(coords: torch.Tensor, nbr: torch.Tensor, res: int, channels: int, methods: Iterable[str],
-                 dtype: str = "float32", repeats: int = 3, chunk_rows: int | None = None, seed: int = 0,
-                 progress: bool = True) -> pd.DataFrame:
+def time_methods(
+    coords: torch.Tensor,
+    nbr: torch.Tensor,
+    res: int,
+    channels: int,
+    methods: Iterable[str],
+    dtype: str = "float32",
+    repeats: int = 3,
+    chunk_rows: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> pd.DataFrame:
     """Median forward seconds per method on one voxel set, measured in this process in the same sweep."""
     import pandas as pd
     from weftlib.console import progress as tqdm
@@ -241,18 +318,29 @@ def time_methods(coords: torch.Tensor, nbr: torch.Tensor, res: int, channels: in
     weight = (torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5).to(DTYPES[dtype])
     rows = []
     for method in tqdm(list(methods), desc="time per method", disable=not progress):
+
         def run(m: str = method) -> torch.Tensor:
-            return conv.submanifold_conv3d(feats, nbr, weight, method=m, coords=coords, res=res,
-                                             chunk_rows=chunk_rows if m == "im2col" else None)
+            return conv.submanifold_conv3d(
+                feats, nbr, weight, method=m, coords=coords, res=res, chunk_rows=chunk_rows if m == "im2col" else None
+            )
+
         rows.append({"method": method, "seconds": measure.median_seconds(run, repeats=repeats, warmup=1)})
     df = pd.DataFrame(rows)
     df["over_fastest"] = df["seconds"] / df["seconds"].min()
     return df
 
 
-def benchmark(shape: str = "bunny", res: int = 1024, channels: int = 64, method: str = "accumulate",
-              dtype: str = "float32", threads: int = 2, repeats: int = 3, chunk_rows: int | None = None,
-              n: int | None = None) -> dict[str, Any]:
+def benchmark(
+    shape: str = "bunny",
+    res: int = 1024,
+    channels: int = 64,
+    method: str = "accumulate",
+    dtype: str = "float32",
+    threads: int = 2,
+    repeats: int = 3,
+    chunk_rows: int | None = None,
+    n: int | None = None,
+) -> dict[str, Any]:
     """Forward time and peak of one layer, each repeat in a fresh process: median seconds, worst peak.
 
     `n` is the voxel count of (shape, res) when the caller already knows it (it is counted otherwise).
@@ -262,30 +350,47 @@ def benchmark(shape: str = "bunny", res: int = 1024, channels: int = 64, method:
     n = len(voxels.voxel_set(shape, res)) if n is None else n
     runs = [measured_row(method, shape, res, channels, n, dtype, threads, chunk_rows) for _ in range(repeats)]
     worst = max(r["measured_bytes"] for r in runs)
-    return {"shape": shape, "res": res, "N": n, "C": channels, "dtype": dtype, "method": method,
-            "threads": threads, "chunk_rows": chunk_rows, "repeats": repeats,
-            "median_seconds": statistics.median(r["seconds"] for r in runs),
-            "seconds": [r["seconds"] for r in runs], "model_bytes": runs[0]["model_bytes"],
-            "peak_bytes": worst, "peak_over_model": worst / runs[0]["model_bytes"]}
+    return {
+        "shape": shape,
+        "res": res,
+        "N": n,
+        "C": channels,
+        "dtype": dtype,
+        "method": method,
+        "threads": threads,
+        "chunk_rows": chunk_rows,
+        "repeats": repeats,
+        "median_seconds": statistics.median(r["seconds"] for r in runs),
+        "seconds": [r["seconds"] for r in runs],
+        "model_bytes": runs[0]["model_bytes"],
+        "peak_bytes": worst,
+        "peak_over_model": worst / runs[0]["model_bytes"],
+    }
 
 
 # ----------------------------------------------------------------------------------------------- split
 def split_transfer(n: int, cin: int, cout: int, dtype: str = "float16", kernel_size: int = 3) -> dict[str, int]:
     """Bytes a host-gather / device-matmul split moves for one layer: the gathered [N, k^3 Cin] rows in, the
     [N, Cout] result out (the weight stays resident on the device)."""
-    e, k3 = _itemsize(dtype), kernel_size ** 3
+    e, k3 = _itemsize(dtype), kernel_size**3
     to_device, to_host = gathered_bytes(n, k3, cin, e), features_bytes(n, cout, e)
-    return {"to_device_bytes": to_device, "to_host_bytes": to_host, "total_bytes": to_device + to_host,
-            "weight_bytes": k3 * cin * cout * e}
+    return {
+        "to_device_bytes": to_device,
+        "to_host_bytes": to_host,
+        "total_bytes": to_device + to_host,
+        "weight_bytes": k3 * cin * cout * e,
+    }
 
 
-def decoder_transfers(counts: dict[int, int], dtype: str = "float16",
-                      stages: Iterable[tuple[int, int]] = DECODER_STAGES) -> pd.DataFrame:
+def decoder_transfers(
+    counts: dict[int, int], dtype: str = "float16", stages: Iterable[tuple[int, int]] = DECODER_STAGES
+) -> pd.DataFrame:
     """Per decoder stage (res, channels) with a known voxel count: what one conv layer moves under the split."""
     import pandas as pd
 
-    rows = [{"res": r, "C": c, "N": counts[r], **split_transfer(counts[r], c, c, dtype)}
-            for r, c in stages if r in counts]
+    rows = [
+        {"res": r, "C": c, "N": counts[r], **split_transfer(counts[r], c, c, dtype)} for r, c in stages if r in counts
+    ]
     return pd.DataFrame(rows)
 
 
@@ -297,12 +402,18 @@ def conv_work(nbr: torch.Tensor, cin: int, cout: int, dtype: str = "float32") ->
     e = _itemsize(dtype)
     n, k3 = nbr.shape
     pairs = int((nbr >= 0).sum())
-    return {"N": n, "pairs": pairs, "flops_all_taps": 2 * n * k3 * cin * cout, "flops_occupied": 2 * pairs * cin * cout,
-            "min_bytes": features_bytes(n, cin + cout, e) + table_bytes(n, k3)}
+    return {
+        "N": n,
+        "pairs": pairs,
+        "flops_all_taps": 2 * n * k3 * cin * cout,
+        "flops_occupied": 2 * pairs * cin * cout,
+        "min_bytes": features_bytes(n, cin + cout, e) + table_bytes(n, k3),
+    }
 
 
-def spconv_seconds(coords: torch.Tensor, res: int, channels: int, threads: int = 1, repeats: int = 3,
-                   seed: int = 0) -> dict[str, Any] | None:
+def spconv_seconds(
+    coords: torch.Tensor, res: int, channels: int, threads: int = 1, repeats: int = 3, seed: int = 0
+) -> dict[str, Any] | None:
     """spconv's SubMConv3d on the same voxels, rulebook built once and reused (as a network reuses it), and
     the largest difference from `submanifold_conv3d`; None when spconv is not installed (it is optional,
     never a dependency of the suite)."""
@@ -330,8 +441,12 @@ def spconv_seconds(coords: torch.Tensor, res: int, channels: int, threads: int =
             diff = float((run() - ours).abs().max())
     finally:
         torch.set_num_threads(before)
-    return {"seconds": seconds, "threads": threads, "max_abs_diff_vs_ours": diff,
-            "version": getattr(spconv, "__version__", None) or _version("spconv")}
+    return {
+        "seconds": seconds,
+        "threads": threads,
+        "max_abs_diff_vs_ours": diff,
+        "version": getattr(spconv, "__version__", None) or _version("spconv"),
+    }
 
 
 def _version(name: str) -> str | None:
@@ -343,10 +458,18 @@ def _version(name: str) -> str | None:
         return None
 
 
-def benchmark_against_limits(shape: str = "bunny", res: int = 1024, channels: int = 64,
-                             methods: Iterable[str] = ("auto",), dtype: str = "float32", threads: int = 2,
-                             repeats: int = 3, chunk_rows: dict[str, int | None] | None = None,
-                             spconv_threads: int | None = 1, progress: bool = True) -> dict[str, Any]:
+def benchmark_against_limits(
+    shape: str = "bunny",
+    res: int = 1024,
+    channels: int = 64,
+    methods: Iterable[str] = ("auto",),
+    dtype: str = "float32",
+    threads: int = 2,
+    repeats: int = 3,
+    chunk_rows: dict[str, int | None] | None = None,
+    spconv_threads: int | None = 1,
+    progress: bool = True,
+) -> dict[str, Any]:
     """One layer per method (`benchmark`: fresh process per repeat, median time, worst peak) beside this
     machine's limits measured in the same run (`measure.machine_limits` before and after; their mean is
     used) and spconv's time on the same voxels when spconv is installed."""
@@ -359,8 +482,11 @@ def benchmark_against_limits(shape: str = "bunny", res: int = 1024, channels: in
     del nbr
     rows = []
     for method in tqdm(list(methods), desc="methods", disable=not progress):
-        rows.append(benchmark(shape, res, channels, method, dtype, threads, repeats,
-                              (chunk_rows or {}).get(method), n=len(coords)))
+        rows.append(
+            benchmark(
+                shape, res, channels, method, dtype, threads, repeats, (chunk_rows or {}).get(method), n=len(coords)
+            )
+        )
     run_spconv = bool(spconv_threads) and dtype == "float32"
     spc = spconv_seconds(coords, res, channels, spconv_threads, repeats) if run_spconv else None
     after = measure.machine_limits(threads)
@@ -371,10 +497,17 @@ def benchmark_against_limits(shape: str = "bunny", res: int = 1024, channels: in
         row["of_limit"] = limit_s / row["median_seconds"]
         row["useful_gflops"] = work["flops_occupied"] / row["median_seconds"] / 1e9
         row["of_sgemm"] = row["useful_gflops"] / limits["sgemm_gflops"]
-    return {"work": work, "limits": limits, "limits_before": before, "limits_after": after, "rows": rows,
-            "spconv": spc, "spconv_status": ("ok" if spc else "not installed") if run_spconv else "not asked",
-            "limit_seconds": limit_s,
-            "limit_seconds_all_taps": measure.limit_seconds(work["flops_all_taps"], work["min_bytes"], limits)}
+    return {
+        "work": work,
+        "limits": limits,
+        "limits_before": before,
+        "limits_after": after,
+        "rows": rows,
+        "spconv": spc,
+        "spconv_status": ("ok" if spc else "not installed") if run_spconv else "not asked",
+        "limit_seconds": limit_s,
+        "limit_seconds_all_taps": measure.limit_seconds(work["flops_all_taps"], work["min_bytes"], limits),
+    }
 
 
 def format_benchmark(result: dict[str, Any]) -> str:
@@ -393,16 +526,20 @@ def format_benchmark(result: dict[str, Any]) -> str:
         f"{'peak GiB':>10}{'peak/model':>12}",
     ]
     for r in rows:
-        lines.append(f"{r['method']:<11}{str(r['chunk_rows'] or 'auto'):>7}{r['median_seconds']:>10.2f}"
-                     f"{r['of_limit']:>10.2f}{r['useful_gflops']:>9.0f}{r['of_sgemm']:>10.2f}"
-                     f"{r['peak_bytes'] / 2**30:>10.2f}{r['peak_over_model']:>12.2f}")
+        lines.append(
+            f"{r['method']:<11}{str(r['chunk_rows'] or 'auto'):>7}{r['median_seconds']:>10.2f}"
+            f"{r['of_limit']:>10.2f}{r['useful_gflops']:>9.0f}{r['of_sgemm']:>10.2f}"
+            f"{r['peak_bytes'] / 2**30:>10.2f}{r['peak_over_model']:>12.2f}"
+        )
     spc = result.get("spconv")
     if spc is None and result.get("spconv_status") == "not asked":
         lines.append("spconv: not run (--spconv-threads 0, or not fp32)")
     elif spc is None:
         lines.append("spconv: not installed (optional; pip install spconv to compare)")
     else:
-        lines.append(f"spconv {spc['version']} SubMConv3d, {spc['threads']} thread(s), rulebook reused: "
-                     f"{spc['seconds']:.2f} s (of limit {result['limit_seconds'] / spc['seconds']:.2f}); "
-                     f"max |spconv - ours| {spc['max_abs_diff_vs_ours']:.2g}")
+        lines.append(
+            f"spconv {spc['version']} SubMConv3d, {spc['threads']} thread(s), rulebook reused: "
+            f"{spc['seconds']:.2f} s (of limit {result['limit_seconds'] / spc['seconds']:.2f}); "
+            f"max |spconv - ours| {spc['max_abs_diff_vs_ours']:.2g}"
+        )
     return "\n".join(lines)

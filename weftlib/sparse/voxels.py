@@ -116,7 +116,7 @@ def _refine(hits: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], res: int
     while True:
         kept = []
         for start in range(0, len(cells), _BOX_CHUNK):
-            part = cells[start:start + _BOX_CHUNK]
+            part = cells[start : start + _BOX_CHUNK]
             lo = part.to(torch.float64) / res
             hi = torch.clamp(part + size, max=res).to(torch.float64) / res
             kept.append(part[hits(lo, hi)])
@@ -187,9 +187,14 @@ def _projection(tri: torch.Tensor, res: int) -> dict[str, torch.Tensor]:
     rows = torch.arange(len(tri))
     lo, hi = _cell_range(tri.min(dim=1).values, tri.max(dim=1).values, res)
     return {
-        "normal": normal, "w": axis, "u": u_ax, "v": v_ax,
-        "u0": lo[rows, u_ax], "v0": lo[rows, v_ax],
-        "nu": hi[rows, u_ax] - lo[rows, u_ax] + 1, "nv": hi[rows, v_ax] - lo[rows, v_ax] + 1,
+        "normal": normal,
+        "w": axis,
+        "u": u_ax,
+        "v": v_ax,
+        "u0": lo[rows, u_ax],
+        "v0": lo[rows, v_ax],
+        "nu": hi[rows, u_ax] - lo[rows, u_ax] + 1,
+        "nv": hi[rows, v_ax] - lo[rows, v_ax] + 1,
     }
 
 
@@ -229,8 +234,14 @@ def _tri_box_overlap(tri: torch.Tensor, center: torch.Tensor, half: float) -> to
     """
     v = tri - center[:, None, :]
     x, y, z = v[..., 0], v[..., 1], v[..., 2]  # [M, 3] each: the three vertices' coordinates
-    ok = ((x.amin(1) <= half) & (x.amax(1) >= -half) & (y.amin(1) <= half) & (y.amax(1) >= -half)
-          & (z.amin(1) <= half) & (z.amax(1) >= -half))
+    ok = (
+        (x.amin(1) <= half)
+        & (x.amax(1) >= -half)
+        & (y.amin(1) <= half)
+        & (y.amax(1) >= -half)
+        & (z.amin(1) <= half)
+        & (z.amax(1) >= -half)
+    )
     e = v[:, [1, 2, 0]] - v  # edges e0 = v1-v0, e1 = v2-v1, e2 = v0-v2
     ex, ey, ez = e[..., 0], e[..., 1], e[..., 2]
     n = torch.linalg.cross(e[:, 0], e[:, 1])
@@ -265,7 +276,7 @@ def voxelize_mesh(vertices: np.ndarray, faces: np.ndarray, res: int) -> torch.Te
         tri = tris[start:stop]
         owner, vox = _candidates(tri, res)
         for s in range(0, len(owner), _PAIR_CHUNK):
-            o, c = owner[s:s + _PAIR_CHUNK], vox[s:s + _PAIR_CHUNK]
+            o, c = owner[s : s + _PAIR_CHUNK], vox[s : s + _PAIR_CHUNK]
             hit = _tri_box_overlap(tri[o], c.to(torch.float64) + 0.5, 0.5)
             keys.append(torch.unique(linear_keys(c[hit], res)))
     return _from_keys(torch.unique(torch.cat(keys)), res)
@@ -305,8 +316,10 @@ def count_table(shapes: list[str], resolutions: list[int], progress: bool = True
     for res in resolutions:
         _check_res(res)
     cases = [(s, r) for s in shapes for r in resolutions]
-    rows = [{"shape": s, "res": r, "N": len(voxel_set(s, r))} for s, r in tqdm(cases, desc="voxel sets",
-                                                                               disable=not progress)]
+    rows = [
+        {"shape": s, "res": r, "N": len(voxel_set(s, r))}
+        for s, r in tqdm(cases, desc="voxel sets", disable=not progress)
+    ]
     df = pd.DataFrame(rows)
     df["grid_fraction"] = df["N"] / df["res"].astype("float64") ** 3
     return df

@@ -67,8 +67,9 @@ def _read_yaml(source: Path) -> dict[str, Any]:
     except FileNotFoundError:
         raise ParamsError(f"{source}: no such parameter file") from None
     except UnicodeDecodeError as exc:
-        raise ParamsError(f"{source}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); "
-                          "a parameter file is YAML text") from None
+        raise ParamsError(
+            f"{source}: not a UTF-8 text file (byte {exc.start}: {exc.reason}); a parameter file is YAML text"
+        ) from None
     except OSError as exc:
         raise ParamsError(f"{source}: cannot be read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
@@ -162,7 +163,11 @@ def type_problem(value: Any, default: Any) -> str | None:
         ok = isinstance(value, (list, tuple))
     else:
         ok = isinstance(value, expected)
-    return None if ok else f"expected {expected.__name__} like the default {default!r}, got {type(value).__name__} {value!r}"
+    return (
+        None
+        if ok
+        else f"expected {expected.__name__} like the default {default!r}, got {type(value).__name__} {value!r}"
+    )
 
 
 def validate(plan: SuitePlan) -> None:

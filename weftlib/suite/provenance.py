@@ -59,7 +59,8 @@ def natten_backends() -> dict[str, Any]:
     info["libnatten"] = bool(getattr(natten, "HAS_LIBNATTEN", False))
     info["cuda"] = torch.cuda.is_available()
     info["note"] = (
-        "CUTLASS kernels available" if info["libnatten"] and info["cuda"]
+        "CUTLASS kernels available"
+        if info["libnatten"] and info["cuda"]
         else "no libnatten/CUDA: only the Flex backend (dense attention with a mask) can run here"
     )
     return info
@@ -113,8 +114,9 @@ def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str,
     return {d.split("==")[0].strip(): d.split("==")[1].strip() for d in deps if "==" in d}
 
 
-def capabilities(env: dict[str, Any], appendix_ram_gib: float,
-                 notebooks: Sequence[str] | None = None) -> list[dict[str, str]]:
+def capabilities(
+    env: dict[str, Any], appendix_ram_gib: float, notebooks: Sequence[str] | None = None
+) -> list[dict[str, str]]:
     """Which notebook can run fully on this machine, and what is missing for the parts that cannot.
 
     `notebooks` (default: every notebook of `params/default.yaml`) is the list to judge, in order; the
@@ -129,20 +131,35 @@ def capabilities(env: dict[str, Any], appendix_ram_gib: float,
     ram_gib = env["machine"]["ram_bytes"] / 2**30
     needs = {
         "00_overview": (True, "full: reads this machine"),
-        "01_trace_natten": (True, "full: the trace needs no CUDA; natten's own call fails on CPU as it would"
-                            + ("" if not natten_native else " (here it runs: libnatten + CUDA present)")),
-        "02_export_attention": (True, "full: equality against natten's Flex backend, export and onnxruntime"
-                                + (" (plus natten's CUTLASS path)" if natten_native else "")),
-        "03_sparse_conv_memory": (ram_gib >= appendix_ram_gib,
-                                  f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB"),
-        "05_export_dit_block": (True, "full: export, onnxruntime and the device gate run on CPU; the DFC's word on "
-                                "its graphs comes through notebook 04"),
-        "04_gate_pairing": (dfc, "device gate runs anywhere; the DFC parse "
-                            + ("runs here" if dfc else f"needs the {image()} Docker image (Linux x86-64)")),
+        "01_trace_natten": (
+            True,
+            "full: the trace needs no CUDA; natten's own call fails on CPU as it would"
+            + ("" if not natten_native else " (here it runs: libnatten + CUDA present)"),
+        ),
+        "02_export_attention": (
+            True,
+            "full: equality against natten's Flex backend, export and onnxruntime"
+            + (" (plus natten's CUTLASS path)" if natten_native else ""),
+        ),
+        "03_sparse_conv_memory": (
+            ram_gib >= appendix_ram_gib,
+            f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB",
+        ),
+        "05_export_dit_block": (
+            True,
+            "full: export, onnxruntime and the device gate run on CPU; the DFC's word on "
+            "its graphs comes through notebook 04",
+        ),
+        "04_gate_pairing": (
+            dfc,
+            "device gate runs anywhere; the DFC parse "
+            + ("runs here" if dfc else f"needs the {image()} Docker image (Linux x86-64)"),
+        ),
     }
     names = list(notebook_names() if notebooks is None else notebooks)
     unknown = [n for n in names if n not in needs]
     if unknown:
-        raise ValueError(f"notebooks: no capability rule for {unknown}; say in provenance.capabilities what "
-                         "each needs to run fully")
+        raise ValueError(
+            f"notebooks: no capability rule for {unknown}; say in provenance.capabilities what each needs to run fully"
+        )
     return [{"notebook": n, "fully here": "yes" if needs[n][0] else "partly", "why": needs[n][1]} for n in names]

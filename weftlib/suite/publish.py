@@ -39,7 +39,8 @@ RFD_TITLE = re.compile(r"^# RFD \d{4}:")
 MAX_SVG_BYTES = 1_500_000
 ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
 ENV.filters["code"] = lambda text: markupsafe.Markup(
-    re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text))))
+    re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text)))
+)
 
 
 class PublishError(ValueError):
@@ -79,12 +80,13 @@ def render_html(notebook: Path, target: Path, note: str = "") -> Path:
     if note:
         shown = ENV.from_string('<div class="weft-run-note">{{ note }}</div>').render(note=note)
         title_end = body.find("</h1>")
-        body = body[:title_end + 5] + shown + body[title_end + 5:] if title_end >= 0 else body
+        body = body[: title_end + 5] + shown + body[title_end + 5 :] if title_end >= 0 else body
     target.write_text(body, encoding="utf-8")
     return target
 
 
 # ---- the answer table -------------------------------------------------------------------------------------
+
 
 def question_of(notebook: Path) -> tuple[str, str]:
     """(question, what was done) from a notebook's title cell: the title without its number, and the first
@@ -140,8 +142,18 @@ def answer_rows(run_dir: Path, results: list["NotebookResult"], run_note: str | 
         if nb.status != "passed":
             failed_before.append(nb.name)
         kind = "answered" if status == "answered" else "stand-in" if status.startswith("answered on") else "unanswered"
-        rows.append({"notebook": nb.name, "question": question, "answer": answer, "rests_on": rests_on,
-                     "rests_on_text": _rests_on_text(rests_on), "unmet": unmet, "status": status, "kind": kind})
+        rows.append(
+            {
+                "notebook": nb.name,
+                "question": question,
+                "answer": answer,
+                "rests_on": rests_on,
+                "rests_on_text": _rests_on_text(rests_on),
+                "unmet": unmet,
+                "status": status,
+                "kind": kind,
+            }
+        )
     return rows
 
 
@@ -149,8 +161,10 @@ def scope_line(plan_appendix: bool, params_file: str) -> str:
     """Whether this run is the full-size appendix, in words a reader cannot miss."""
     if plan_appendix:
         return f"Full-size appendix run ({Path(params_file).name})."
-    return (f"Small run ({Path(params_file).name}): NOT the full-size appendix. Each row's geometry says what it "
-            "ran at; `make appendix` runs params/appendix.yaml.")
+    return (
+        f"Small run ({Path(params_file).name}): NOT the full-size appendix. Each row's geometry says what it "
+        "ran at; `make appendix` runs params/appendix.yaml."
+    )
 
 
 # ---- the run index ----------------------------------------------------------------------------------------
@@ -213,12 +227,17 @@ def provenance_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
 
 def machine_line(env: dict[str, Any]) -> str:
     m = env["machine"]
-    return (f"{m['platform']}, {m['cpu_count']} CPUs, {m['ram_bytes'] / 2**30:.1f} GiB RAM, "
-            f"GPU: {m['gpu'] or 'none'}")
+    return f"{m['platform']}, {m['cpu_count']} CPUs, {m['ram_bytes'] / 2**30:.1f} GiB RAM, GPU: {m['gpu'] or 'none'}"
 
 
-def write_index(run_dir: Path, plan: "SuitePlan", results: list["NotebookResult"], started: datetime,
-                state: str | None = None, partial: bool = False) -> dict:
+def write_index(
+    run_dir: Path,
+    plan: "SuitePlan",
+    results: list["NotebookResult"],
+    started: datetime,
+    state: str | None = None,
+    partial: bool = False,
+) -> dict:
     """Write `summary.json` and `index.html` for a run, both opening with the answer table; return the summary."""
     passed = all(r.status == "passed" for r in results)
     state = state or ("passed" if passed else "failed")
@@ -241,20 +260,41 @@ def write_index(run_dir: Path, plan: "SuitePlan", results: list["NotebookResult"
         "notebooks": [jsonable(r) for r in results],
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
-    verdict = "Every notebook passed." if summary["passed"] else "FAILED: " + "; ".join(
-        r.describe_error() for r in results if r.status != "passed")
+    verdict = (
+        "Every notebook passed."
+        if summary["passed"]
+        else "FAILED: " + "; ".join(r.describe_error() for r in results if r.status != "passed")
+    )
     rows = []
     for r in results:
-        links = [(p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb")
-                 if p.exists()]
+        links = [
+            (p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb") if p.exists()
+        ]
         if (run_dir / r.name / "metrics.json").exists():
             links.append(("metrics", f"{r.name}/metrics.json"))
         given = ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults"
-        rows.append({"name": r.name, "status": r.status, "css": r.status.replace(" ", "-"),
-                     "duration": _duration(r.seconds), "given": given, "figures": r.headline_text,
-                     "error": r.describe_error() if r.error else "", "links": links})
-    page = _INDEX.render(style=_STYLE, appendix=plan.appendix, scope=summary["scope"], answers=answers,
-                         state=state, verdict=verdict, notebooks=rows, provenance=provenance_rows(summary))
+        rows.append(
+            {
+                "name": r.name,
+                "status": r.status,
+                "css": r.status.replace(" ", "-"),
+                "duration": _duration(r.seconds),
+                "given": given,
+                "figures": r.headline_text,
+                "error": r.describe_error() if r.error else "",
+                "links": links,
+            }
+        )
+    page = _INDEX.render(
+        style=_STYLE,
+        appendix=plan.appendix,
+        scope=summary["scope"],
+        answers=answers,
+        state=state,
+        verdict=verdict,
+        notebooks=rows,
+        provenance=provenance_rows(summary),
+    )
     (run_dir / "index.html").write_text(page, encoding="utf-8")
     return summary
 
@@ -348,7 +388,9 @@ _EXT = r"(onnx|py|json|yaml|yml|har|hef|html|ipynb|csv|png|svg|log|txt|md|qmd|sh
 _PATHLIKE = re.compile(
     r"^(\.{0,2}/)?[\w.-]+(/[\w.-]+)+/?(:\d+)?(\s|$)"  # a/b, ./a/b.onnx, dir/
     rf"|^[\w.-]+\.{_EXT}(:\d+)?\b"  # naf.py, naf.py:48 -> ..., model.onnx
-    rf"|\.{_EXT}$", re.IGNORECASE)
+    rf"|\.{_EXT}$",
+    re.IGNORECASE,
+)
 
 
 def looks_like_path(text: Any) -> bool:
@@ -375,9 +417,16 @@ def _record_tables(recorded: dict[str, Any], top: int = 5, most: int = 2) -> lis
     """The notebook's key tables: those recorded with `table=True` first, else the first short record tables
     (lists of same-keyed mappings, at most 8 columns); each cut to its top rows."""
     metrics, shown = recorded.get("metrics", {}), recorded.get("display", {})
+
     def is_table(v: Any) -> bool:
-        return (isinstance(v, list) and v and all(isinstance(r, dict) for r in v)
-                and len(v[0]) <= 8 and all(r.keys() == v[0].keys() for r in v))
+        return (
+            isinstance(v, list)
+            and v
+            and all(isinstance(r, dict) for r in v)
+            and len(v[0]) <= 8
+            and all(r.keys() == v[0].keys() for r in v)
+        )
+
     demoted = {k for k, s in shown.items() if s.get("not_headline")}
     flagged = [k for k, s in shown.items() if s.get("table") and k not in demoted and is_table(metrics.get(k))]
     keys = flagged or [k for k, v in metrics.items() if is_table(v) and k not in demoted][:most]
@@ -399,7 +448,7 @@ def _svg_block(svg: Path) -> str | None:
     text = re.sub(r"<!DOCTYPE[^>]*>\s*", "", text)
     text = re.sub(r"<!--.*?-->\s*", "", text, flags=re.S)
     lines = [ln.rstrip() for ln in text.replace("\r\n", "\n").split("\n") if ln.strip()]
-    return "```{=html}\n<div style=\"overflow-x:auto\">\n" + "\n".join(lines) + "\n</div>\n```"
+    return '```{=html}\n<div style="overflow-x:auto">\n' + "\n".join(lines) + "\n</div>\n```"
 
 
 def check_run(run_dir: Path) -> dict[str, Any]:
@@ -411,8 +460,10 @@ def check_run(run_dir: Path) -> dict[str, Any]:
         raise PublishError(f"{run_dir}: no such run folder")
     state = read_state(run_dir)
     if state.get("state") != "passed":
-        raise PublishError(f"{run_dir}: the run is {state.get('state')} ({state.get('reason', 'see state.json')}); "
-                           "only a fully passing run is published")
+        raise PublishError(
+            f"{run_dir}: the run is {state.get('state')} ({state.get('reason', 'see state.json')}); "
+            "only a fully passing run is published"
+        )
     if not summary_path.is_file():
         raise PublishError(f"{run_dir}: no summary.json")
     summary = json.loads(summary_path.read_text())
@@ -443,8 +494,10 @@ def provenance_line(summary: dict[str, Any]) -> str:
     env = summary["provenance"]
     git = env["git"]
     commit = (git["commit"] or "no git checkout")[:12] + (" (dirty tree)" if git.get("dirty") else "")
-    return (f"*Provenance:* suite commit {commit}; parameters {Path(summary['params_file']).name} "
-            f"(hash {summary['params_hash']}); machine {machine_line(env)}; run {summary['finished']}.")
+    return (
+        f"*Provenance:* suite commit {commit}; parameters {Path(summary['params_file']).name} "
+        f"(hash {summary['params_hash']}); machine {machine_line(env)}; run {summary['finished']}."
+    )
 
 
 def render_page(run_dir: Path, summary: dict[str, Any]) -> str:
@@ -452,13 +505,26 @@ def render_page(run_dir: Path, summary: dict[str, Any]) -> str:
     figures and top rows of key tables as pipe tables, figures as inline SVG, provenance)."""
     answers = summary["answers"]
     prov = provenance_line(summary)
-    out = ["---", 'title: "RFD 1129: measured answers (appendix)"', "---", "",
-           f"<!-- Generated by `python -m weftlib publish` from a run of {Path(summary['params_file']).name}; "
-           "regenerate rather than edit. -->", "",
-           summary["scope"], "", "## Answers", "",
-           pipe_table(["Question", "Answer", "Rests on", "Status"],
-                      [[a["question"] or a["notebook"], a["answer"] or "—", a["rests_on_text"], a["status"]]
-                       for a in answers]), "", prov, ""]
+    out = [
+        "---",
+        'title: "RFD 1129: measured answers (appendix)"',
+        "---",
+        "",
+        f"<!-- Generated by `python -m weftlib publish` from a run of {Path(summary['params_file']).name}; "
+        "regenerate rather than edit. -->",
+        "",
+        summary["scope"],
+        "",
+        "## Answers",
+        "",
+        pipe_table(
+            ["Question", "Answer", "Rests on", "Status"],
+            [[a["question"] or a["notebook"], a["answer"] or "—", a["rests_on_text"], a["status"]] for a in answers],
+        ),
+        "",
+        prov,
+        "",
+    ]
     for nb in summary["notebooks"]:
         recorded = load_metrics(run_dir, nb["name"])
         if recorded.get("metrics", {}).get("role") == OVERVIEW_ROLE:
@@ -473,7 +539,12 @@ def render_page(run_dir: Path, summary: dict[str, Any]) -> str:
             out += [f"**Answer.** {row['answer'] or '—'} *Status: {row['status']}.*", ""]
         figures = nb.get("headline_text") or []
         if figures:
-            out += ["**Headline figures**", "", pipe_table(["Figure", "Value"], [[h["label"], h["text"]] for h in figures]), ""]
+            out += [
+                "**Headline figures**",
+                "",
+                pipe_table(["Figure", "Value"], [[h["label"], h["text"]] for h in figures]),
+                "",
+            ]
         for label, table in _record_tables(recorded):
             out += [f"**{label[:1].upper() + label[1:]}**", "", table, ""]
         for svg in sorted((run_dir / nb["name"]).glob("*.svg")):
@@ -490,8 +561,10 @@ def headline_block(summary: dict[str, Any]) -> str:
     """The block a person pastes into DETAILS.md: headline figures per notebook with machine and commit."""
     env = summary["provenance"]
     commit = (env["git"]["commit"] or "no git checkout")[:12]
-    lines = [f"Measured by the RFD 1129 suite at commit {commit} ({Path(summary['params_file']).name}, "
-             f"hash {summary['params_hash']}) on {machine_line(env)}, {summary['finished'][:10]}:"]
+    lines = [
+        f"Measured by the RFD 1129 suite at commit {commit} ({Path(summary['params_file']).name}, "
+        f"hash {summary['params_hash']}) on {machine_line(env)}, {summary['finished'][:10]}:"
+    ]
     for nb in summary["notebooks"]:
         for h in nb.get("headline_text") or []:
             lines.append(f"- {nb['name']}: {h['label']}: {h['text']}")

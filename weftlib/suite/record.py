@@ -56,8 +56,17 @@ class Recorder:
         self.display: dict[str, dict[str, Any]] = {}
         _full_width_tables()
 
-    def record(self, key: str, value: Any, *, headline: bool = False, label: str | None = None,
-               unit: str | None = None, digits: int | None = None, table: bool = False) -> Any:
+    def record(
+        self,
+        key: str,
+        value: Any,
+        *,
+        headline: bool = False,
+        label: str | None = None,
+        unit: str | None = None,
+        digits: int | None = None,
+        table: bool = False,
+    ) -> Any:
         """Store `value` under `key` (shown in the run index when `headline`) and return it unchanged.
 
         A headline is read by people: `label` names it (default: the key in words), `unit` says what the
@@ -68,22 +77,32 @@ class Recorder:
         self.metrics[key] = jsonable(value)
         if headline and key not in self.headline:
             self.headline.append(key)
-        shown = {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits),
-                                             ("table", table or None)) if v is not None}
+        shown = {
+            k: v
+            for k, v in (("label", label), ("unit", unit), ("digits", digits), ("table", table or None))
+            if v is not None
+        }
         if shown:
             self.display[key] = shown
         self._write()
         return value
 
-    def describe(self, key: str, *, label: str | None = None, unit: str | None = None,
-                 digits: int | None = None, table: bool | None = None) -> None:
+    def describe(
+        self,
+        key: str,
+        *,
+        label: str | None = None,
+        unit: str | None = None,
+        digits: int | None = None,
+        table: bool | None = None,
+    ) -> None:
         """Say how an already recorded value reads (label, unit, digits, key table; see `record`) without
         re-recording it."""
         if key not in self.metrics:
             raise KeyError(f"describe: nothing recorded under {key!r}")
         self.display.setdefault(key, {}).update(
-            {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits), ("table", table))
-             if v is not None})
+            {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits), ("table", table)) if v is not None}
+        )
         self._write()
 
     def demote(self, key: str, reason: str) -> None:
@@ -153,7 +172,7 @@ def _full_width_tables() -> None:
 
 
 def answer_status(conclusion: dict[str, Any]) -> str:
-    """"answered", "answered on a stand-in", or "unanswered: <each unmet precondition>"."""
+    """ "answered", "answered on a stand-in", or "unanswered: <each unmet precondition>"."""
     if conclusion.get("unmet"):
         return "unanswered: " + "; ".join(conclusion["unmet"])
     if conclusion.get("rests_on", {}).get("sources") == "stand-in":
@@ -167,6 +186,7 @@ def load_metrics(run_dir: str | os.PathLike, name: str) -> dict[str, Any]:
     if not path.exists():
         return {"notebook": name, "headline": [], "metrics": {}}
     return json.loads(path.read_text())
+
 
 # ---- headline figures for people -------------------------------------------------------------------------
 
@@ -243,6 +263,11 @@ def headlines(recorded: dict[str, Any]) -> list[dict[str, str]]:
     for key in recorded.get("headline", []):
         how = shown.get(key, {})
         value = recorded.get("metrics", {}).get(key)
-        rows.append({"key": key, "label": how.get("label") or label_of(key),
-                     "text": format_value(value, how.get("unit"), how.get("digits", 3))})
+        rows.append(
+            {
+                "key": key,
+                "label": how.get("label") or label_of(key),
+                "text": format_value(value, how.get("unit"), how.get("digits", 3)),
+            }
+        )
     return rows

@@ -65,7 +65,7 @@ class NotebookResult:
             return f"{self.name}: {self.status}"
         err = self.error
         if err.get("exec_count") is not None:
-            where = f'cell In [{err["exec_count"]}]'
+            where = f"cell In [{err['exec_count']}]"
         elif err.get("cell") is not None:
             where = f"cell {err['cell']} (counting every cell from 0; it never got an In [N] number)"
         else:
@@ -90,12 +90,18 @@ class RunResult:
 
 # ---- the state file ----------------------------------------------------------------------------------------
 
+
 def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:
     """Write `state.json` atomically: the run's state, this runner's pid and host, and what it was doing."""
     if state not in STATES:
         raise ValueError(f"state must be one of {STATES}, got {state!r}")
-    payload = {"state": state, "pid": os.getpid(), "host": socket.gethostname(),
-               "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"), **detail}
+    payload = {
+        "state": state,
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        **detail,
+    }
     tmp = run_dir / f".{STATE_FILE}.tmp"
     tmp.write_text(json.dumps(payload, indent=2, default=str))
     tmp.replace(run_dir / STATE_FILE)
@@ -119,12 +125,16 @@ def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
         return {"state": "unknown", "reason": f"no {STATE_FILE} in {run_dir}: not a run folder of this suite"}
     state = json.loads(path.read_text())
     if state.get("state") == "running" and state.get("host") == socket.gethostname() and not _alive(state["pid"]):
-        state = {**state, "state": "interrupted",
-                 "reason": f"the runner (pid {state['pid']}) is gone: killed without a chance to say so"}
+        state = {
+            **state,
+            "state": "interrupted",
+            "reason": f"the runner (pid {state['pid']}) is gone: killed without a chance to say so",
+        }
     return state
 
 
 # ---- run folders, kernels, errors -------------------------------------------------------------------------
+
 
 def fresh_run_dir(out: str | Path | None) -> Path:
     """A new, empty run folder: `out` if given (must not hold files), else outputs/runs/<UTC time>."""
@@ -210,8 +220,11 @@ def _running_cell(executed: Path) -> int | None:
     import nbformat
 
     cells = nbformat.read(executed, as_version=4).cells
-    started = [i for i, c in enumerate(cells)
-               if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")]
+    started = [
+        i
+        for i, c in enumerate(cells)
+        if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")
+    ]
     return started[-1] if started else None
 
 
@@ -225,12 +238,16 @@ def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
         meta = cell.get("metadata", {}).get("papermill", {})
         if cell.cell_type == "code" and meta.get("duration") is not None:
             first = next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
-            out[str(i)] = {"seconds": round(float(meta["duration"]), 2), "exec_count": cell.get("execution_count"),
-                           "line": first[:100]}
+            out[str(i)] = {
+                "seconds": round(float(meta["duration"]), 2),
+                "exec_count": cell.get("execution_count"),
+                "line": first[:100],
+            }
     return out
 
 
 # ---- progress and the estimate of the time left ------------------------------------------------------------
+
 
 def _duration(seconds: float) -> str:
     seconds = max(0, int(round(seconds)))
@@ -262,8 +279,11 @@ def last_durations(plan: params_mod.SuitePlan, folders: tuple[Path, ...] | None 
     if not candidates:
         return {}
     _, where, summary = max(candidates, key=lambda c: c[0])
-    notebooks = {nb["name"]: {"seconds": nb.get("seconds", 0.0), "cells": nb.get("cell_seconds", {})}
-                 for nb in summary.get("notebooks", []) if nb.get("status") == "passed"}
+    notebooks = {
+        nb["name"]: {"seconds": nb.get("seconds", 0.0), "cells": nb.get("cell_seconds", {})}
+        for nb in summary.get("notebooks", [])
+        if nb.get("status") == "passed"
+    }
     return {"from": str(where), "notebooks": notebooks}
 
 
@@ -302,22 +322,29 @@ class Progress:
         self.nb_start = time.perf_counter()
         last = self.history.get(name, {}).get("seconds")
         total = self._left_after(index - 1)
-        hint = (f" (last run {_duration(last)}" + (f"; about {_duration(total)} left in the run" if total else "")
-                + ")") if last is not None else " (no earlier run of this plan to estimate from)"
+        hint = (
+            (f" (last run {_duration(last)}" + (f"; about {_duration(total)} left in the run" if total else "") + ")")
+            if last is not None
+            else " (no earlier run of this plan to estimate from)"
+        )
         self.log(f"[{index}/{len(self.plan.notebooks)}] {name}: running{hint}")
 
     def notebook_end(self, result: NotebookResult) -> None:
         after = self._left_after(self.index)
         eta = f"; about {_duration(after)} left in the run" if after and self.index < len(self.plan.notebooks) else ""
-        self.log(f"[{self.index}/{len(self.plan.notebooks)}] {result.name}: {result.status} "
-                 f"in {_duration(result.seconds)}{eta}")
+        self.log(
+            f"[{self.index}/{len(self.plan.notebooks)}] {result.name}: {result.status} "
+            f"in {_duration(result.seconds)}{eta}"
+        )
 
     def cell_started(self, index: int, cell: Any) -> None:
         self.cell_start = time.perf_counter()
         last = self.history.get(self.name, {}).get("cells", {}).get(str(index), {}).get("seconds")
         if last is not None and last >= LONG_STEP_S:
-            self.log(f"      {self.name} cell {index} ({_first_line(cell)}): running, took "
-                     f"{_duration(last)} last time{self._eta()}")
+            self.log(
+                f"      {self.name} cell {index} ({_first_line(cell)}): running, took "
+                f"{_duration(last)} last time{self._eta()}"
+            )
 
     def cell_finished(self, index: int, cell: Any) -> None:
         self.done_cells.add(str(index))
@@ -360,8 +387,9 @@ def _engine(progress: Progress | None) -> str:
     return "weft"
 
 
-def execute_one(nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, progress: Progress | bool | None
-                ) -> NotebookResult:
+def execute_one(
+    nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, progress: Progress | bool | None
+) -> NotebookResult:
     """Execute one notebook into the run folder and render its HTML, whatever the outcome.
 
     An interruption (Ctrl-C, SIGTERM) is re-raised after the executed notebook and its HTML are saved.
@@ -374,17 +402,30 @@ def execute_one(nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, p
     interrupted: BaseException | None = None
     try:
         papermill.execute_notebook(
-            str(nb.path), str(output), parameters={**nb.parameters, "run_dir": str(run_dir)},
+            str(nb.path),
+            str(output),
+            parameters={**nb.parameters, "run_dir": str(run_dir)},
             engine_name=_engine(progress if isinstance(progress, Progress) else None),
-            kernel_name=KERNEL_NAME, cwd=str(REPO_ROOT), execution_timeout=cell_timeout,
-            progress_bar=False, log_output=False, request_save_on_cell_execute=True,
-            kernel_manager_class=_ipc_kernel_manager(), shutdown_kernel="immediate",
+            kernel_name=KERNEL_NAME,
+            cwd=str(REPO_ROOT),
+            execution_timeout=cell_timeout,
+            progress_bar=False,
+            log_output=False,
+            request_save_on_cell_execute=True,
+            kernel_manager_class=_ipc_kernel_manager(),
+            shutdown_kernel="immediate",
         )
         result.status = "passed"
     except (KeyboardInterrupt, RunInterrupted) as exc:
         result.status = "interrupted"
-        result.error = {"cell": None, "exec_count": None, "ename": type(exc).__name__,
-                        "evalue": str(exc) or "Ctrl-C", "first_line": "", "line": ""}
+        result.error = {
+            "cell": None,
+            "exec_count": None,
+            "ename": type(exc).__name__,
+            "evalue": str(exc) or "Ctrl-C",
+            "first_line": "",
+            "line": "",
+        }
         interrupted = exc
     except Exception as exc:  # papermill raises PapermillExecutionError; a dead kernel raises others
         result.status = "failed"
@@ -397,8 +438,11 @@ def execute_one(nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, p
         result.cell_seconds = {k: v for k, v in cells.items()}
         result.long_steps = [{"cell": int(k), **v} for k, v in cells.items() if v["seconds"] >= LONG_STEP_S]
         given = ", ".join(f"{k} = {v!r}" for k, v in nb.parameters.items())
-        note = (f"Parameters given by this run: {given}; the others are the notebook's defaults." if given
-                else "This run used the notebook's default parameters.")
+        note = (
+            f"Parameters given by this run: {given}; the others are the notebook's defaults."
+            if given
+            else "This run used the notebook's default parameters."
+        )
         render_html(output, run_dir / f"{nb.name}.html", note=note)
     recorded = load_metrics(run_dir, nb.name)
     result.headline = {k: recorded["metrics"].get(k) for k in recorded.get("headline", [])}
@@ -445,8 +489,12 @@ def default_publish_dir(plan: params_mod.SuitePlan) -> Path:
 
 
 def run_suite(
-    plan: params_mod.SuitePlan, out: str | Path | None = None, appendix: str | Path | None = APPENDIX_DIR,
-    progress: bool | None = None, log: Callable[[str], None] = _say, partial: bool = False,
+    plan: params_mod.SuitePlan,
+    out: str | Path | None = None,
+    appendix: str | Path | None = APPENDIX_DIR,
+    progress: bool | None = None,
+    log: Callable[[str], None] = _say,
+    partial: bool = False,
     history: tuple[Path, ...] | None = None,
 ) -> RunResult:
     """Validate every parameter, execute the plan in order, write the index, publish if all passed.
@@ -459,8 +507,9 @@ def run_suite(
     params_mod.validate(plan)
     run_dir = fresh_run_dir(out)
     started = datetime.now(timezone.utc)
-    write_state(run_dir, "running", started=started.isoformat(timespec="seconds"), params_file=str(plan.source),
-                notebook=None)
+    write_state(
+        run_dir, "running", started=started.isoformat(timespec="seconds"), params_file=str(plan.source), notebook=None
+    )
     results: list[NotebookResult] = []
     outcome = RunResult(run_dir, results)
     watcher = Progress(plan, last_durations(plan, history), log)
@@ -470,8 +519,13 @@ def run_suite(
             log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
             with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):  # kernels inherit it: nobody is watching
                 for i, nb in enumerate(plan.notebooks, 1):
-                    write_state(run_dir, "running", started=started.isoformat(timespec="seconds"),
-                                params_file=str(plan.source), notebook=nb.name)
+                    write_state(
+                        run_dir,
+                        "running",
+                        started=started.isoformat(timespec="seconds"),
+                        params_file=str(plan.source),
+                        notebook=nb.name,
+                    )
                     watcher.notebook_start(i, nb.name)
                     try:
                         res = execute_one(nb, run_dir, plan.cell_timeout, watcher)
@@ -480,30 +534,51 @@ def run_suite(
                         raise
                     results.append(res)
                     watcher.notebook_end(res)
-        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters))
-                       for nb in plan.notebooks[len(results):])
+        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters)) for nb in plan.notebooks[len(results) :])
         outcome.state = "passed" if outcome.passed else "failed"
         write_index(run_dir, plan, results, started, state=outcome.state, partial=partial)
-        write_state(run_dir, outcome.state, started=started.isoformat(timespec="seconds"),
-                    params_file=str(plan.source), notebook=None,
-                    failed=[r.describe_error() for r in results if r.status == "failed"])
+        write_state(
+            run_dir,
+            outcome.state,
+            started=started.isoformat(timespec="seconds"),
+            params_file=str(plan.source),
+            notebook=None,
+            failed=[r.describe_error() for r in results if r.status == "failed"],
+        )
         if outcome.passed and appendix is not None:  # the copy carries the final state
             outcome.published = publish_appendix(run_dir, Path(appendix))
         return outcome
     except (KeyboardInterrupt, RunInterrupted) as exc:
         outcome.state = "interrupted"
-        reason = (str(exc) if isinstance(exc, RunInterrupted) else
-                  f"stopped by {_RECEIVED[0]}" if _RECEIVED else "stopped by Ctrl-C (SIGINT)")
+        reason = (
+            str(exc)
+            if isinstance(exc, RunInterrupted)
+            else f"stopped by {_RECEIVED[0]}"
+            if _RECEIVED
+            else "stopped by Ctrl-C (SIGINT)"
+        )
         current = results[-1].name if results else None
-        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters)) for nb in plan.notebooks[len(results):])
-        write_state(run_dir, "interrupted", started=started.isoformat(timespec="seconds"),
-                    params_file=str(plan.source), notebook=current, reason=reason)
+        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters)) for nb in plan.notebooks[len(results) :])
+        write_state(
+            run_dir,
+            "interrupted",
+            started=started.isoformat(timespec="seconds"),
+            params_file=str(plan.source),
+            notebook=current,
+            reason=reason,
+        )
         _quietly(lambda: write_index(run_dir, plan, results, started, state="interrupted", partial=partial))
-        raise RunInterrupted(f"{reason} during {current or 'start-up'}; run folder {run_dir} marked interrupted"
-                             ) from None
+        raise RunInterrupted(
+            f"{reason} during {current or 'start-up'}; run folder {run_dir} marked interrupted"
+        ) from None
     except BaseException as exc:
-        write_state(run_dir, "failed", started=started.isoformat(timespec="seconds"),
-                    params_file=str(plan.source), reason=f"runner error: {type(exc).__name__}: {exc}")
+        write_state(
+            run_dir,
+            "failed",
+            started=started.isoformat(timespec="seconds"),
+            params_file=str(plan.source),
+            reason=f"runner error: {type(exc).__name__}: {exc}",
+        )
         raise
 
 

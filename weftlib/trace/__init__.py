@@ -8,16 +8,43 @@
   be switched off (its weights' shapes).
 """
 
-from .scan import (ScanHit, normalize, requirement_name, static_scan, find_assignments, declared_dependencies)
-from .calls import (Frame, CallChain, TensorSpec, TargetEntry, ImportEvent, CallTrace, trace_calls, tracing_overhead,
-                    tracing_cost)
+from .scan import ScanHit, normalize, requirement_name, static_scan, find_assignments, declared_dependencies
+from .calls import (
+    Frame,
+    CallChain,
+    TensorSpec,
+    TargetEntry,
+    ImportEvent,
+    CallTrace,
+    trace_calls,
+    tracing_overhead,
+    tracing_cost,
+)
 from .dependencies import AuditRow, audit
 from .backends import Verdict, verdicts
 from .drawing import chain_tree, draw_chains, plot_call_chains
 
 __all__ = [
-    "ScanHit", "normalize", "requirement_name", "static_scan", "find_assignments", "declared_dependencies",
-    "Frame", "CallChain", "TensorSpec", "TargetEntry", "ImportEvent", "CallTrace", "trace_calls",
-    "tracing_overhead", "tracing_cost", "AuditRow", "audit", "Verdict", "verdicts", "chain_tree", "draw_chains",
+    "ScanHit",
+    "normalize",
+    "requirement_name",
+    "static_scan",
+    "find_assignments",
+    "declared_dependencies",
+    "Frame",
+    "CallChain",
+    "TensorSpec",
+    "TargetEntry",
+    "ImportEvent",
+    "CallTrace",
+    "trace_calls",
+    "tracing_overhead",
+    "tracing_cost",
+    "AuditRow",
+    "audit",
+    "Verdict",
+    "verdicts",
+    "chain_tree",
+    "draw_chains",
     "plot_call_chains",
 ]

@@ -206,8 +206,9 @@ class _Tracer:
         filename = code.co_filename
         in_target = filename.startswith(self.prefix)
         library = in_target or _is_plumbing(filename)
-        return Frame(filename, frame.f_lineno, code.co_qualname, frame.f_globals.get("__name__", "?"), in_target,
-                     library)
+        return Frame(
+            filename, frame.f_lineno, code.co_qualname, frame.f_globals.get("__name__", "?"), in_target, library
+        )
 
     def chain(self, frame: FrameType | None) -> CallChain:
         """The stack from `frame` up to (not including) the frame that called `trace_calls`."""
@@ -304,14 +305,18 @@ def trace_calls(fn: Callable[..., Any], *args: Any, target: str = "natten", **kw
         raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
     previous, previous_threads = sys.getprofile(), threading.getprofile()
     if previous is not None and not callable(previous):
-        raise RuntimeError(f"a C-level profiler ({type(previous).__name__}, e.g. cProfile) is active: sys.setprofile "
-                           "could not put it back after tracing, so stop it first")
+        raise RuntimeError(
+            f"a C-level profiler ({type(previous).__name__}, e.g. cProfile) is active: sys.setprofile "
+            "could not put it back after tracing, so stop it first"
+        )
     tracer = _Tracer(target)
     hook = own = tracer.make_hook()
     if callable(previous):
+
         def hook(frame: FrameType, event: str, arg: Any) -> None:  # keep the previous profiler fed
             own(frame, event, arg)
             previous(frame, event, arg)
+
     original_import = builtins.__import__
     modules_before = set(sys.modules)
     tracer.boundary = sys._getframe()
@@ -360,15 +365,20 @@ def tracing_overhead(fn: Callable[..., Any], *args: Any, target: str = "natten",
         raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
     runs: dict[str, list[float]] = {"plain": [], "empty_hook": [], "traced": []}
     for _ in range(repeats):
-        for name, run in (("plain", lambda: fn(*args)), ("empty_hook", lambda: _with_profile(_empty_hook, fn, *args)),
-                          ("traced", lambda: trace_calls(fn, *args, target=target))):
+        for name, run in (
+            ("plain", lambda: fn(*args)),
+            ("empty_hook", lambda: _with_profile(_empty_hook, fn, *args)),
+            ("traced", lambda: trace_calls(fn, *args, target=target)),
+        ):
             start = time.perf_counter()
             run()
             runs[name].append(time.perf_counter() - start)
     median = {name: statistics.median(times) for name, times in runs.items()}
-    return {**{f"{k}_s": v for k, v in median.items()},
-            "traced_over_plain": median["traced"] / median["plain"],
-            "traced_over_empty_hook": median["traced"] / median["empty_hook"]}
+    return {
+        **{f"{k}_s": v for k, v in median.items()},
+        "traced_over_plain": median["traced"] / median["plain"],
+        "traced_over_empty_hook": median["traced"] / median["empty_hook"],
+    }
 
 
 def _noop() -> None:
@@ -389,11 +399,13 @@ def _batch(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> Callabl
     def run() -> None:
         for _ in range(calls):
             _call_kept(fn, args)
+
     return run
 
 
-def tracing_cost(fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5,
-                 min_seconds: float = 0.05) -> dict[str, float]:
+def tracing_cost(
+    fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5, min_seconds: float = 0.05
+) -> dict[str, float]:
     """What tracing costs, split the way it behaves, so the claim holds whatever the workload:
 
     - `fixed_overhead_us`: one `trace_calls` around a call that does nothing, minus that call (setting up
@@ -425,16 +437,22 @@ def tracing_cost(fn: Callable[..., Any], *args: Any, target: str = "natten", rep
             start = time.perf_counter()
             run()
             fixed[name].append(time.perf_counter() - start)
-        for name, run in (("plain", work), ("empty_hook", lambda: _with_profile(_empty_hook, work)),
-                          ("traced", lambda: trace_calls(work, target=target))):
+        for name, run in (
+            ("plain", work),
+            ("empty_hook", lambda: _with_profile(_empty_hook, work)),
+            ("traced", lambda: trace_calls(work, target=target)),
+        ):
             start = time.perf_counter()
             run()
             runs[name].append(time.perf_counter() - start)
     median = {name: statistics.median(times) for name, times in runs.items()}
-    return {"calls": calls,
-            "plain_ms": median["plain"] * 1e3, "empty_hook_ms": median["empty_hook"] * 1e3,
-            "traced_ms": median["traced"] * 1e3,
-            "fixed_overhead_us": max(0.0, statistics.median(fixed["traced"]) - statistics.median(fixed["plain"])) * 1e6,
-            "overhead_us_per_call": (median["traced"] - median["plain"]) / calls * 1e6,
-            "traced_over_plain": median["traced"] / median["plain"],
-            "traced_over_empty_hook": median["traced"] / median["empty_hook"]}
+    return {
+        "calls": calls,
+        "plain_ms": median["plain"] * 1e3,
+        "empty_hook_ms": median["empty_hook"] * 1e3,
+        "traced_ms": median["traced"] * 1e3,
+        "fixed_overhead_us": max(0.0, statistics.median(fixed["traced"]) - statistics.median(fixed["plain"])) * 1e6,
+        "overhead_us_per_call": (median["traced"] - median["plain"]) / calls * 1e6,
+        "traced_over_plain": median["traced"] / median["plain"],
+        "traced_over_empty_hook": median["traced"] / median["empty_hook"],
+    }

@@ -75,8 +75,9 @@ def _try_flag(factory: Callable[..., Any], flag: str, value: Any, state_dict: Ma
     )
 
 
-def checkpoint_compatibility(factory: Callable[..., Any], flag: str, state_dict: Mapping[str, Any],
-                             values: Iterable[Any] = (True, False)) -> list[FlagResult]:
+def checkpoint_compatibility(
+    factory: Callable[..., Any], flag: str, state_dict: Mapping[str, Any], values: Iterable[Any] = (True, False)
+) -> list[FlagResult]:
     """For each value, build `factory(**{flag: value})` and report how `state_dict` fits it.
 
     The model is loaded strictly into a fresh instance per value, so one attempt cannot affect the next.

@@ -68,20 +68,29 @@ def _flag(declared: bool, imported: bool, host_imports: bool, through_hub: bool)
     return ""
 
 
-def _audit_row(host: Path, dist: str, modules: Sequence[str], events: list[Any],
-               declared: Mapping[str, list[str]]) -> AuditRow:
+def _audit_row(
+    host: Path, dist: str, modules: Sequence[str], events: list[Any], declared: Mapping[str, list[str]]
+) -> AuditRow:
     row_declared = tuple(declared.get(dist, ()))
-    hints = tuple(f"{h.kind} {h.path}:{h.line}" for h in static_scan(host, dist)
-                  if h.kind in ("install", "requirement") and f"{h.path}:{h.line}" not in row_declared)
+    hints = tuple(
+        f"{h.kind} {h.path}:{h.line}"
+        for h in static_scan(host, dist)
+        if h.kind in ("install", "requirement") and f"{h.path}:{h.line}" not in row_declared
+    )
     imports = tuple(f"{h.path}:{h.line}" for m in modules for h in static_scan(host, m) if h.kind == "import")
     first = events[0] if events else None
     chain = first.chain if isinstance(first, ImportEvent) else first
     hub = any(_through_hub(e.chain if isinstance(e, ImportEvent) else e) for e in events)
     imported = first is not None
     return AuditRow(
-        distribution=dist, declared=row_declared, install_hints=hints, host_imports=imports,
-        imported=imported, first_importer=first.importer if isinstance(first, ImportEvent) else "",
-        arrived_via=str(chain) if chain is not None else "", through_hub=hub,
+        distribution=dist,
+        declared=row_declared,
+        install_hints=hints,
+        host_imports=imports,
+        imported=imported,
+        first_importer=first.importer if isinstance(first, ImportEvent) else "",
+        arrived_via=str(chain) if chain is not None else "",
+        through_hub=hub,
         flag=_flag(bool(row_declared), imported, bool(imports), hub),
     )
 

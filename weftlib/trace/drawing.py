@@ -39,14 +39,33 @@ def draw_chains(chains: Sequence[CallChain], ax: Any, highlight: str = "") -> No
     for x, y, label in nodes:
         outside = re.search(r"\.py:\d+$", label) is not None
         colour = "mistyrose" if highlight and label.endswith(highlight) else ("white" if outside else "lavender")
-        texts.append(ax.text(x, -y, label, ha="center", va="center", fontsize=8,
-                             bbox={"boxstyle": "round", "fc": colour, "ec": "0.4"}))
+        texts.append(
+            ax.text(
+                x,
+                -y,
+                label,
+                ha="center",
+                va="center",
+                fontsize=8,
+                bbox={"boxstyle": "round", "fc": colour, "ec": "0.4"},
+            )
+        )
     for parent, child in edges:  # same row: straight on; lower rows: down from the parent, then right
         same_row = nodes[parent][1] == nodes[child][1]
-        ax.annotate("", xy=(0, 0.5), xycoords=texts[child], xytext=(1, 0.5) if same_row else (0.85, 0),
-                    textcoords=texts[parent],
-                    arrowprops={"arrowstyle": "->", "color": "0.45", "shrinkA": 0, "shrinkB": 2,
-                                "connectionstyle": "arc3" if same_row else "angle,angleA=-90,angleB=180,rad=0"})
+        ax.annotate(
+            "",
+            xy=(0, 0.5),
+            xycoords=texts[child],
+            xytext=(1, 0.5) if same_row else (0.85, 0),
+            textcoords=texts[parent],
+            arrowprops={
+                "arrowstyle": "->",
+                "color": "0.45",
+                "shrinkA": 0,
+                "shrinkB": 2,
+                "connectionstyle": "arc3" if same_row else "angle,angleA=-90,angleB=180,rad=0",
+            },
+        )
     ax.set_xlim(-0.6, depth - 0.4)
     ax.set_ylim(-rows + 0.4, 0.6)
     ax.axis("off")

@@ -28,6 +28,7 @@ INSTALL_COMMAND = re.compile(r"\b(pip3?|uv pip|conda|mamba|poetry|uv) (install|a
 
 # ----------------------------------------------------------------------------------------------- static scan
 
+
 @dataclass(frozen=True)
 class ScanHit:
     """One line a reader would find: kind is import, hub_load, hub_dependency, requirement, install or mention."""
@@ -108,8 +109,10 @@ def _python_hits(tree: ast.AST, rel: str, lines: list[str], name: str, hubconf: 
         elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == name:
             hits.append(ScanHit("import", rel, node.lineno, lines[node.lineno - 1].strip()))
         elif isinstance(node, ast.Call) and _dotted(node.func).endswith("hub.load"):
-            detail = (f"repo={_argument(node, 0, 'repo_or_dir')}, entry={_argument(node, 1, 'model')}, "
-                      f"source={_argument(node, 99, 'source') or 'github'}")
+            detail = (
+                f"repo={_argument(node, 0, 'repo_or_dir')}, entry={_argument(node, 1, 'model')}, "
+                f"source={_argument(node, 99, 'source') or 'github'}"
+            )
             hits.append(ScanHit("hub_load", rel, node.lineno, lines[node.lineno - 1].strip(), detail))
         elif hubconf and isinstance(node, ast.Assign) and any(_dotted(t) == "dependencies" for t in node.targets):
             try:
