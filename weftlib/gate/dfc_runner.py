@@ -69,6 +69,11 @@ def check_arch(arch: str) -> str:
     raise ValueError(f"arch: unknown hw arch {arch!r}; DFC 5.x targets {', '.join(DFC5_ARCHS)}")
 
 
+def _docker_run(model: Path, *options: str) -> list[str]:
+    """`docker run` in the DFC image with the model's folder mounted at /model as the working directory."""
+    return ["docker", "run", "--rm", "-v", f"{model.parent}:/model", *options, "-w", "/model", image()]
+
+
 def docker_command(onnx_path: str | os.PathLike, arch: str | None = None, out: str | None = None) -> str:
     """The exact `docker run` that parses `onnx_path` in the DFC image and writes the JSON result.
 
@@ -80,22 +85,8 @@ def docker_command(onnx_path: str | os.PathLike, arch: str | None = None, out: s
     model = Path(onnx_path).resolve()
     result = Path(out).name if out else f"{model.stem}.dfc.json"
     inner = ["python", "-m", "weftlib.gate", "dfc", f"/model/{model.name}", "--arch", arch, "--out", f"/model/{result}"]
-    outer = [
-        "docker",
-        "run",
-        "--rm",
-        "-v",
-        f"{model.parent}:/model",
-        "-v",
-        f"{REPO_WEFTLIB}:/weft/weftlib:ro",
-        "-e",
-        "PYTHONPATH=/weft",
-        "-w",
-        "/model",
-        image(),
-        *inner,
-    ]
-    return shlex.join(outer)
+    mounts = ["-v", f"{REPO_WEFTLIB}:/weft/weftlib:ro", "-e", "PYTHONPATH=/weft"]
+    return shlex.join([*_docker_run(model, *mounts), *inner])
 
 
 def cli_docker_command(onnx_path: str | os.PathLike, arch: str | None = None) -> str:
@@ -103,14 +94,7 @@ def cli_docker_command(onnx_path: str | os.PathLike, arch: str | None = None) ->
     arch = check_arch(arch or default_arch())
     model = Path(onnx_path).resolve()
     outer = [
-        "docker",
-        "run",
-        "--rm",
-        "-v",
-        f"{model.parent}:/model",
-        "-w",
-        "/model",
-        image(),
+        *_docker_run(model),
         "hailo",
         "parser",
         "onnx",

@@ -284,23 +284,28 @@ def _quiet() -> Iterator[None]:
         logger.setLevel(level)
 
 
+def _dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], opset: int, **names: Any) -> Any:
+    """torch's dynamo exporter as the suite calls it everywhere: at the lowest opset it implements (18) or
+    higher, weights inside the file, no optimizer pass (the suite folds constants itself)."""
+    return torch.onnx.export(
+        module,
+        args,
+        dynamo=True,
+        opset_version=max(opset, EXPORTER_OPSET),
+        external_data=False,
+        optimize=False,
+        verbose=False,
+        **names,
+    )
+
+
 def _trace(
     module: torch.nn.Module, args: tuple[torch.Tensor, ...], input_names: list[str], output_names: list[str], opset: int
 ) -> Any:
     """torch.export -> ONNX (an onnx_ir model); the exporter's chatter is kept out of the notebook."""
     try:
         with _quiet():
-            program = torch.onnx.export(
-                module,
-                args,
-                dynamo=True,
-                opset_version=max(opset, EXPORTER_OPSET),
-                input_names=input_names,
-                output_names=output_names,
-                external_data=False,
-                optimize=False,
-                verbose=False,
-            )
+            program = _dynamo_export(module, args, opset, input_names=input_names, output_names=output_names)
     except Exception as exc:
         raise ExportError(
             f"torch.onnx.export (dynamo) failed for {type(module).__name__}: {type(exc).__name__}: {str(exc)[:2000]}"
@@ -561,15 +566,7 @@ def attempt(
     try:
         with _quiet(), _quiet_fd(1), _quiet_fd(2), torch.no_grad():
             if dynamo:
-                torch.onnx.export(
-                    module.eval(),
-                    args,
-                    dynamo=True,
-                    opset_version=max(opset, EXPORTER_OPSET),
-                    external_data=False,
-                    optimize=False,
-                    verbose=False,
-                )
+                _dynamo_export(module.eval(), args, opset)
             else:
                 torch.onnx.export(module.eval(), args, io.BytesIO(), dynamo=False, opset_version=opset)
     except Exception as exc:  # the exporter's refusal is the result
