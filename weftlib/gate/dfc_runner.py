@@ -153,24 +153,15 @@ def run_dfc(
         )
     except Exception as exc:  # the parser's rejection, or a plain exception from inside it
         return _rejection(exc, arch, version, str(model), model.stem.replace("-", "_"))
+    about = dict(arch=arch, dfc_version=version, source=str(model))  # the same on every result below
     try:
         runner.save_har(str(har))
     except Exception as exc:
         return DfcResult(
-            "unrecognised",
-            reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}",
-            arch=arch,
-            dfc_version=version,
-            source=str(model),
+            "unrecognised", reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}", **about
         )
     if not har.is_file():
-        return DfcResult(
-            "unrecognised",
-            reason=f"translated, but no HAR was written at {har}: not a pass",
-            arch=arch,
-            dfc_version=version,
-            source=str(model),
-        )
+        return DfcResult("unrecognised", reason=f"translated, but no HAR was written at {har}: not a pass", **about)
     return DfcResult(
         "parsed",
         har=str(har),
