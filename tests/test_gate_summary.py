@@ -74,3 +74,19 @@ def test_collect_without_results_or_parser_is_not_run(tmp_path, monkeypatch):
     monkeypatch.setitem(sys.modules, "hailo_sdk_client", None)
     model = save(attention(), tmp_path / "a.onnx")
     assert collect_dfc([model], "", ARCH) == ({model: None}, "not run")
+
+
+def test_unmet_dfc_names_the_script_inside_the_run_folder(tmp_path):
+    """The published appendix is a copy of the run folder: its command must not name this machine's path."""
+    from weftlib.gate import conclusion
+
+    (tmp_path / "02").mkdir()
+    model = save(attention(), tmp_path / "02" / "a.onnx")
+    results = {model: device_gate(model, load_device_ops())}
+    pairings = {model: pair(results[model], None, model)}
+    script = tmp_path / "04_gate_pairing" / "dfc_pack" / "run_dfc.sh"
+    answer, rests_on, unmet = conclusion(results, pairings, "not run", script, run_dir=tmp_path)
+    assert rests_on["dfc"] == "not run" and len(unmet) == 1
+    assert "bash 04_gate_pairing/dfc_pack/run_dfc.sh (in the run folder)" in unmet[0]
+    assert str(tmp_path) not in unmet[0] and "1 graphs unjudged" in unmet[0]
+    assert str(script) in conclusion(results, pairings, "not run", script)[2][0]

@@ -287,9 +287,16 @@ def standing_table(
 
 
 def conclusion(
-    results: dict[Path, GateResult], pairings: dict[Path, Pairing], dfc_source: str, script: str | os.PathLike
+    results: dict[Path, GateResult],
+    pairings: dict[Path, Pairing],
+    dfc_source: str,
+    script: str | os.PathLike,
+    run_dir: str | os.PathLike | None = None,
 ) -> tuple[str, dict[str, str], list[str]]:
-    """Notebook 04's answer sentence, what it rests on, and its unmet preconditions, from measured values."""
+    """Notebook 04's answer sentence, what it rests on, and its unmet preconditions, from measured values.
+
+    With `run_dir`, the DFC script is named relative to it: the run folder is copied to the published
+    appendix, so the command stays right there and names no machine's path."""
     judged = [p for p in pairings.values() if p.judged]
     unjudged = len(pairings) - len(judged)
     outside = sorted({op for r in results.values() for op in r.failing_ops})
@@ -306,9 +313,16 @@ def conclusion(
     unmet = []
     if dfc_source == "not run":
         unmet.append(
-            f"DFC not run here: needs the {image()} image; run `bash {script}` and "
+            f"DFC not run here: needs the {image()} image; run `bash {_shown(script, run_dir)}` and "
             f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)"
         )
     elif unjudged:
         unmet.append(f"{unjudged} of {len(pairings)} graphs have no DFC verdict on their ops (see the pairing)")
     return answer, rests_on, unmet
+
+
+def _shown(path: str | os.PathLike, run_dir: str | os.PathLike | None) -> str:
+    """`path` relative to the run folder (as a reader of the run or of the appendix runs it), else as given."""
+    if run_dir is None:
+        return str(path)
+    return f"{os.path.relpath(path, run_dir)} (in the run folder)"
