@@ -163,3 +163,12 @@ def test_bad_yaml_and_missing_file(tmp_path):
     bad.write_text("- just a list\n")
     with pytest.raises(DeviceOpsError, match="file: expected a mapping"):
         load_device_ops(bad)
+
+
+def test_what_the_suite_writes_is_what_the_compiler_reads():
+    """The IR version and opset every export and probe carries sit inside the yaml's compiler limits."""
+    from weftlib.onnx_core.walk import WRITTEN_IR_VERSION, WRITTEN_OPSET
+
+    ops = load_device_ops()
+    assert WRITTEN_IR_VERSION <= ops.max_ir_version
+    assert ops.opsets[0] <= WRITTEN_OPSET <= ops.opsets[1]

@@ -30,6 +30,7 @@ from onnx import TensorProto, helper, numpy_helper
 from .allowlist import DEFAULT_PATH, DeviceOps, load_device_ops
 from .dfc_log import DfcResult, failure_cause, load_dfc_result
 from .dfc_runner import check_arch, default_arch, image
+from ..onnx_core.walk import WRITTEN_IR_VERSION, WRITTEN_OPSET
 from .evidence import UNJUDGED_STATUSES, evidence_table
 
 MANIFEST = "manifest.json"
@@ -37,7 +38,6 @@ SCRIPT = "run_dfc.sh"
 TOOL = "dfc_tool"
 PACK_KIND = "weftlib.gate/dfc-pack"
 C, H, W = 8, 8, 8  # the probe input [1, C, H, W]: small, image-shaped, H == W so a transpose keeps the shape
-OPSET, IR = 17, 10
 
 
 @dataclass(frozen=True)
@@ -454,8 +454,10 @@ def probe_model(op: str, variant: str = "") -> tuple[onnx.ModelProto, str]:
         [helper.make_tensor_value_info("y", TensorProto.FLOAT, None), *extra_out],
         initializer=[*weights, *inits],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)], producer_name="weftlib.gate")
-    model.ir_version = IR
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", WRITTEN_OPSET)], producer_name="weftlib.gate"
+    )
+    model.ir_version = WRITTEN_IR_VERSION
     model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
     for out in model.graph.output:  # shapes filled in by inference must be static
         if out.type.tensor_type.shape.dim.__len__() == 0:

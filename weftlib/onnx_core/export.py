@@ -35,10 +35,9 @@ import torch
 from onnx import numpy_helper
 
 from . import opset as onnx_opset
-from .walk import STANDARD_DOMAINS, constant_index, default_opset, index_model
+from .walk import WRITTEN_IR_VERSION, WRITTEN_OPSET, STANDARD_DOMAINS, constant_index, default_opset, index_model
 
-MAX_IR_VERSION = 10
-MIN_OPSET = 17
+MIN_OPSET = WRITTEN_OPSET
 EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 is reached by onnx_opset
 PROTOBUF_LIMIT_BYTES = 2**31 - 1
 SHAPE_PLUMBING = ("Shape", "Size", "Range", "ConstantOfShape")
@@ -393,8 +392,8 @@ def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
             f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form"
         )
     proto = _materialise_fills(proto)
-    if proto.ir_version > MAX_IR_VERSION:
-        proto.ir_version = MAX_IR_VERSION
+    if proto.ir_version > WRITTEN_IR_VERSION:
+        proto.ir_version = WRITTEN_IR_VERSION
     return proto
 
 

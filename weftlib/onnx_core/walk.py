@@ -15,6 +15,10 @@ import onnx
 from onnx import AttributeProto
 
 STANDARD_DOMAINS = ("", "ai.onnx")  # the default ONNX domain, as written in node.domain and opset_import
+# What every graph the suite writes carries (exports and probes alike): the DFC's bundled checker refuses
+# IR above 10, and opset 17 is the one the DFC parsed in practice (`params/device_ops.yaml` `compiler`).
+WRITTEN_IR_VERSION = 10
+WRITTEN_OPSET = 17
 
 
 def default_opset(model: onnx.ModelProto) -> int | None:
