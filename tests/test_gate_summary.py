@@ -87,6 +87,6 @@ def test_unmet_dfc_names_the_script_inside_the_run_folder(tmp_path):
     script = tmp_path / "04_gate_pairing" / "dfc_pack" / "run_dfc.sh"
     answer, rests_on, unmet = conclusion(results, pairings, "not run", script, run_dir=tmp_path)
     assert rests_on["dfc"] == "not run" and len(unmet) == 1
-    assert "bash 04_gate_pairing/dfc_pack/run_dfc.sh (in the run folder)" in unmet[0]
+    assert "run `bash 04_gate_pairing/dfc_pack/run_dfc.sh` in the run folder and rerun 04" in unmet[0]
     assert str(tmp_path) not in unmet[0] and "1 graphs unjudged" in unmet[0]
     assert str(script) in conclusion(results, pairings, "not run", script)[2][0]

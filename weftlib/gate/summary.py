@@ -313,7 +313,7 @@ def conclusion(
     unmet = []
     if dfc_source == "not run":
         unmet.append(
-            f"DFC not run here: needs the {image()} image; run `bash {_shown(script, run_dir)}` and "
+            f"DFC not run here: needs the {image()} image; run `bash {_shown(script, run_dir)}`{' in the run folder' if run_dir is not None else ''} and "
             f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)"
         )
     elif unjudged:
@@ -323,6 +323,4 @@ def conclusion(
 
 def _shown(path: str | os.PathLike, run_dir: str | os.PathLike | None) -> str:
     """`path` relative to the run folder (as a reader of the run or of the appendix runs it), else as given."""
-    if run_dir is None:
-        return str(path)
-    return f"{os.path.relpath(path, run_dir)} (in the run folder)"
+    return str(path) if run_dir is None else os.path.relpath(path, run_dir)
