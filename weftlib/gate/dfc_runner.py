@@ -14,7 +14,7 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Sequence
+from typing import Sequence
 
 from .dfc_log import DfcError, DfcResult, read_dfc_log
 
@@ -49,15 +49,6 @@ def image() -> str:
 def default_arch() -> str:
     """The hw arch a parse targets unless told otherwise: the allowlist's target arch."""
     return target()[1]
-
-
-def __getattr__(name: str) -> Any:
-    """`IMAGE` and `DFC_VERSION`, kept as module attributes for callers, derived from the target."""
-    if name == "IMAGE":
-        return image()
-    if name == "DFC_VERSION":
-        return target()[0]
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def check_arch(arch: str) -> str:
@@ -162,15 +153,7 @@ def run_dfc(
         )
     if not har.is_file():
         return DfcResult("unrecognised", reason=f"translated, but no HAR was written at {har}: not a pass", **about)
-    return DfcResult(
-        "parsed",
-        har=str(har),
-        model=model.stem,
-        reason="translation completed, HAR saved",
-        arch=arch,
-        dfc_version=version,
-        source=str(model),
-    )
+    return DfcResult("parsed", har=str(har), model=model.stem, reason="translation completed, HAR saved", **about)
 
 
 def _rejection(exc: Exception, arch: str, version: str | None, source: str, model: str | None = None) -> DfcResult:

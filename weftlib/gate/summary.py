@@ -312,15 +312,13 @@ def conclusion(
     rests_on = {"dfc": "run" if dfc_source != "not run" and judged else "not run", "sources": "stand-in"}
     unmet = []
     if dfc_source == "not run":
+        command = (  # the run folder is what the appendix copies: name the script inside it
+            f"`bash {script}`" if run_dir is None else f"`bash {os.path.relpath(script, run_dir)}` in the run folder"
+        )
         unmet.append(
-            f"DFC not run here: needs the {image()} image; run `bash {_shown(script, run_dir)}`{' in the run folder' if run_dir is not None else ''} and "
+            f"DFC not run here: needs the {image()} image; run {command} and "
             f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)"
         )
     elif unjudged:
         unmet.append(f"{unjudged} of {len(pairings)} graphs have no DFC verdict on their ops (see the pairing)")
     return answer, rests_on, unmet
-
-
-def _shown(path: str | os.PathLike, run_dir: str | os.PathLike | None) -> str:
-    """`path` relative to the run folder (as a reader of the run or of the appendix runs it), else as given."""
-    return str(path) if run_dir is None else os.path.relpath(path, run_dir)

@@ -101,19 +101,20 @@ def peak_model(
     if method == conv.AUTO:
         method = conv.choose_method(n, k3)
         chunk_rows = chunk_rows or conv.auto_chunk_rows(method, k3, cin, e, n)
-    out = n * cout * e
-    if method == "compact":
+    out = features_bytes(n, cout, e)
+    if method == "compact":  # transposed table + its bool mask + 3 int64 index columns + gathered rows, product
         rows = min(n, chunk_rows or conv.auto_chunk_rows("compact", k3, cout, e, n) or n)
-        return out + rows * (k3 * 9 + 3 * 8 + (cin + cout) * e)
+        return out + table_bytes(rows, k3) + rows * k3 + table_bytes(rows, 3) + features_bytes(rows, cin + cout, e)
     if method == "im2col":
         if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
-            return out + n * k3 * (cin * e + 8)
+            return out + gathered_bytes(n, k3, cin, e) + table_bytes(n, k3)
         # features padded with a zero row + the reused buffer and its index + one chunk's bool mask
-        return out + (n + 1) * cin * e + chunk_rows * k3 * (cin * e + 8 + 1)
+        chunk = gathered_bytes(chunk_rows, k3, cin, e) + table_bytes(chunk_rows, k3) + chunk_rows * k3
+        return out + features_bytes(n + 1, cin, e) + chunk
     if method == "accumulate":
-        return out + n * cin * e + n * 8
+        return out + features_bytes(n, cin, e) + table_bytes(n, 1)
     if method == "scatter":
-        return out + n * (cin + cout) * e + n * 16
+        return out + features_bytes(n, cin + cout, e) + table_bytes(n, 2)
     return grid_bytes(res, cin + cout, e) + 2 * out
 
 

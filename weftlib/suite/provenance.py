@@ -110,8 +110,10 @@ def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str,
     """The `==` pins of pyproject.toml, so a notebook can show that it ran on what the project declares."""
     import tomllib
 
-    deps = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
-    return {d.split("==")[0].strip(): d.split("==")[1].strip() for d in deps if "==" in d}
+    from packaging.requirements import Requirement
+
+    deps = [Requirement(d) for d in tomllib.loads(pyproject.read_text())["project"]["dependencies"]]
+    return {r.name: s.version for r in deps for s in r.specifier if s.operator == "=="}
 
 
 def capabilities(
