@@ -3,8 +3,8 @@
 same run (sgemm GFLOP/s and copy GB/s) and spconv's time on the same voxels when spconv is installed.
 The logic is `weftlib.sparse.memory.benchmark_against_limits`; this only parses flags and prints.
 
-    .venv/bin/python scripts/bench_sparse.py                         # auto and chunked im2col
-    .venv/bin/python scripts/bench_sparse.py --methods auto grouped im2col accumulate --json out.json
+    .venv/bin/python scripts/bench_sparse.py                         # auto (given the rulebook) and chunked im2col
+    .venv/bin/python scripts/bench_sparse.py --methods auto compact im2col accumulate --json out.json
 """
 
 from __future__ import annotations

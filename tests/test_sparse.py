@@ -305,11 +305,59 @@ def test_compact_handles_voxels_that_are_not_their_own_neighbour_and_empty_taps(
     assert (out[::7] == 0).all()
 
 
-def test_auto_picks_chunked_im2col_for_real_sets_and_one_gemm_for_small_sets():
+@pytest.mark.parametrize("chunk_rows", [1, 5, 64, 4096])
+def test_rulebook_pairs_are_exactly_the_tables_neighbours(chunk_rows):
+    coords = random_coords(12, 300, seed=2)
+    nbr = sparse.kernel_map(coords)
+    book = sparse.rulebook(nbr, chunk_rows)
+    assert book.pairs == int((nbr >= 0).sum()) and book.table is nbr and book.chunk_rows == chunk_rows
+    seen = set()
+    for c, start in enumerate(range(0, len(nbr), chunk_rows)):
+        p0, p1 = book.chunk_starts[c], book.chunk_starts[c + 1]
+        tap_of = torch.repeat_interleave(torch.arange(27), book.tap_ends[c].diff(prepend=torch.zeros(1)).long())
+        stop = min(len(nbr), start + chunk_rows)
+        bounds = torch.cat([book.bag_starts[start:stop].long(), torch.tensor([p1 - p0])])
+        for i in range(start, stop):
+            for p in book.bags[p0:p1][bounds[i - start] : bounds[i - start + 1]].tolist():
+                o = int(tap_of[p])
+                assert nbr[i, o] == book.sources[p0 + p], (i, o)
+                seen.add((i, o))
+    assert seen == {(i, o) for i, o in (nbr >= 0).nonzero().tolist()}
+
+
+@pytest.mark.parametrize("chunk_rows", [1, 3, 64, 1000, None])
+def test_auto_with_a_rulebook_equals_dense_conv3d_across_chunk_boundaries(chunk_rows):
+    coords = voxels.voxel_set("sphere", 32)
+    feats, weight, bias = layer(len(coords), 5, 7, 3, seed=12)
+    book = sparse.rulebook(sparse.kernel_map(coords), chunk_rows)
+    out = sparse.submanifold_conv3d(feats, book, weight, bias)  # auto: compact, given a rulebook
+    ref = sparse.reference_conv3d(feats, coords, weight, 32, bias)
+    assert (out.double() - ref).abs().max().item() <= 1e-4
+    for method in ("im2col", "accumulate"):  # the named methods read the table the rulebook carries
+        other = sparse.submanifold_conv3d(feats, book, weight, bias, method=method)
+        assert (other.double() - ref).abs().max().item() <= 1e-4
+
+
+def test_rulebook_refuses_bad_input_and_mismatched_chunks():
+    nbr = sparse.kernel_map(voxels.voxel_set("sphere", 8))
+    feats, weight, _ = layer(len(nbr), 2, 2, 3, seed=1)
+    with pytest.raises(ValueError, match="int64"):
+        sparse.rulebook(nbr.int())
+    with pytest.raises(ValueError, match="chunk_rows"):
+        sparse.rulebook(nbr, 0)
+    with pytest.raises(ValueError, match="differs from the rulebook"):
+        sparse.submanifold_conv3d(feats, sparse.rulebook(nbr, 16), weight, chunk_rows=32)
+    with pytest.raises(ValueError, match="nbr must be"):
+        sparse.submanifold_conv3d(feats[:-1], sparse.rulebook(nbr), weight)
+
+
+def test_auto_picks_compact_given_a_rulebook_and_chunked_im2col_given_a_table():
     assert sparse.choose_method(10**6, 27) == "im2col" and sparse.choose_method(10**6, 27, tracing=True) == "im2col"
+    assert sparse.choose_method(10**6, 27, has_rulebook=True) == "compact"
+    assert sparse.choose_method(10**6, 27, tracing=True, has_rulebook=True) == "im2col"
     assert sparse.auto_chunk_rows("im2col", 27, 64, 4, sparse.SMALL_ROWS - 1) is None
     rows = sparse.auto_chunk_rows("im2col", 27, 64, 4, 10**6)
-    assert 256 <= rows <= 65536 and sparse.auto_chunk_rows("compact", 27, 64, 4, 10**6) >= rows
+    assert 256 <= rows <= 65536 and sparse.auto_chunk_rows("compact", 27, 64, 4, 10**6) == rows
     assert sparse.l2_cache_bytes() >= 1 << 16
 
 
@@ -345,3 +393,12 @@ def test_auto_under_the_exporter_exports_the_static_im2col_form(tmp_path):
     )
     assert report.parity_ok and report.ops.get("Gather", 0) == 1 and report.ops.get("MatMul", 0) == 1
     assert not {"TopK", "Loop", "ScatterND", "Unique"} & set(report.ops), report.ops
+
+
+@pytest.mark.parametrize("dtype, tol", [(torch.float16, 2e-3), (torch.bfloat16, 2e-2), (torch.float64, 1e-12)])
+def test_compact_keeps_the_feature_dtype(dtype, tol):
+    coords = voxels.voxel_set("sphere", 16)
+    feats, weight, _ = layer(len(coords), 8, 8, 3, seed=3)
+    out = sparse.submanifold_conv3d(feats.to(dtype), sparse.rulebook(sparse.kernel_map(coords)), weight.to(dtype))
+    ref = sparse.reference_conv3d(feats.to(dtype).double(), coords, weight.to(dtype).double(), 16)
+    assert out.dtype == dtype and (out.double() - ref).abs().max().item() <= tol

@@ -133,3 +133,14 @@ def test_compact_peak_is_within_its_model():
     n = len(voxels.voxel_set("sphere", 64))
     row = memory.measured_row("compact", "sphere", 64, 32, n, "float32", threads=1)
     assert 0.8 <= row["measured_over_model"] <= 1.25, row
+
+
+def test_time_methods_hands_the_rulebook_to_auto_and_compact_only():
+    coords = voxels.voxel_set("sphere", 16)
+    df = memory.time_methods(
+        coords, sparse.kernel_map(coords), 16, 8, ["auto", "compact", "im2col"], repeats=1, progress=False
+    )
+    assert df.set_index("method")["given"].to_dict() == {"auto": "rulebook", "compact": "rulebook", "im2col": "table"}
+    assert df.attrs["rulebook_seconds"] > 0 and df["over_fastest"].min() == 1.0
+    only_table = memory.time_methods(coords, sparse.kernel_map(coords), 16, 8, ["im2col"], repeats=1, progress=False)
+    assert only_table.attrs["rulebook_seconds"] is None

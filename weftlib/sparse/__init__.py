@@ -1,7 +1,8 @@
 """03: submanifold sparse convolution at the 1024 grid: densify or scatter, and at what memory.
 
 `submanifold_conv3d` (in `conv`) is the one public entry; `method` picks the formulation (`auto` by default,
-the fastest exact path for the shapes). Around it: `voxels` (the voxel sets and counts), `memory` (the peak
+the fastest exact path for the shapes; `rulebook` turns a neighbour table into the pair form `pairs.Rulebook`
+that lets it multiply only the taps that have a neighbour). Around it: `voxels` (the voxel sets and counts), `memory` (the peak
 model and its measurement) and `device_layout` (the two device-half routes with rank-4 inputs).
 """
 
@@ -15,6 +16,7 @@ from .conv import (
     kernel_map_bytes,
     dense_bytes,
     submanifold_conv3d,
+    rulebook,
     SMALL_ROWS,
     CHUNK_L2_MULTIPLE,
     l2_cache_bytes,
@@ -28,6 +30,7 @@ from .conv import (
     inventory_table,
     export_dense,
 )
+from .pairs import Rulebook
 
 __all__ = [
     "METHODS",
@@ -39,6 +42,8 @@ __all__ = [
     "kernel_map_bytes",
     "dense_bytes",
     "submanifold_conv3d",
+    "rulebook",
+    "Rulebook",
     "SMALL_ROWS",
     "CHUNK_L2_MULTIPLE",
     "l2_cache_bytes",

@@ -6,10 +6,11 @@ A submanifold convolution computes outputs only at occupied voxels and reads inp
 `[N, k^3 Cin]`, one MatMul), `"accumulate"` (per offset: gather, then MatMul + Add fused in place, which exports
 as Gemm) or `"scatter"` (per offset:
 gather the valid pairs, MatMul, ScatterND-add: the rulebook pattern of spconv-style libraries).
-`"compact"` is a host path, not an export form: per chunk of voxels and per tap, only the rows that have that
-neighbour are gathered (contiguous GEMM rows), multiplied and added to their cache-resident output.
-`method="auto"` (the default) picks the fastest exact path measured (`choose_method`) and sizes its chunks
-from the shapes and the CPU's L2 cache (`auto_chunk_rows`).
+`"compact"` is a host path, not an export form: it multiplies only the (voxel, offset) pairs that exist, from a
+`Rulebook` (`pairs`): the kernel map in pair form, built once per voxel set by `rulebook` and reused by every
+layer, as spconv reuses its rulebook. `method="auto"` (the default) picks the fastest exact path measured
+for what it is given (`choose_method`) and sizes its chunks from the shapes and the CPU's L2 cache
+(`auto_chunk_rows`).
 
 Offset order (shared by `kernel_map`, the weight layout and every method): offset `o` of a `k^3` kernel is
 `(a, b, c)` with `o = a*k^2 + b*k + c`, neighbour `coord + (a - k//2, b - k//2, c - k//2)`; this is the
@@ -25,6 +26,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from . import pairs
+from .pairs import Rulebook
 from .voxels import linear_keys
 
 if TYPE_CHECKING:
@@ -183,7 +186,7 @@ def dense_bytes(res: int, cin: int, cout: int, dtype: torch.dtype) -> int:
 # ----------------------------------------------------------------------------------------------- one entry
 def submanifold_conv3d(
     feats: torch.Tensor,
-    nbr: torch.Tensor,
+    nbr: torch.Tensor | Rulebook,
     weight: torch.Tensor,
     bias: torch.Tensor | None = None,
     method: str = AUTO,
@@ -193,32 +196,54 @@ def submanifold_conv3d(
     budget_bytes: int = DEFAULT_DENSE_BUDGET,
     chunk_rows: int | None = None,
 ) -> torch.Tensor:
-    """Submanifold convolution of `feats` [N, Cin] on the voxel set whose neighbour table is `nbr` [N, k^3].
+    """Submanifold convolution of `feats` [N, Cin] on the voxel set whose kernel map is `nbr`: the neighbour
+    table [N, k^3] (`kernel_map`) or its pair form (`rulebook(table)`, which carries the table too).
 
     `weight` is in Conv3d layout [Cout, Cin, k, k, k]. `"auto"` (the default) runs `choose_method`'s pick
-    with chunks sized by `auto_chunk_rows`; the named methods stay for the memory study and the exports.
-    `"dense"` also needs `coords` and `res` and refuses (DenseBudgetError naming the bytes) when its grids
-    exceed `budget_bytes`; `"im2col"` processes `chunk_rows` rows at a time when given (bounding its buffer to
-    chunk_rows * k^3 * Cin); `"compact"` works on chunks of `chunk_rows` voxels (auto-sized when None).
+    with chunks sized by `auto_chunk_rows`: `"compact"` for a rulebook, chunked `"im2col"` for a table. The
+    named methods stay for the memory study and the exports. `"dense"` also needs `coords` and `res` and
+    refuses (DenseBudgetError naming the bytes) when its grids exceed `budget_bytes`; `"im2col"` processes
+    `chunk_rows` rows at a time when given (bounding its buffer to chunk_rows * k^3 * Cin); `"compact"` given
+    a table builds its rulebook first, in chunks of `chunk_rows` voxels (auto-sized when None).
     """
-    _check_conv_args(feats, nbr, weight, bias, method, chunk_rows)
+    book = nbr if isinstance(nbr, Rulebook) else None
+    table = book.table if book is not None else nbr
+    _check_conv_args(feats, table, weight, bias, method, chunk_rows)
+    if book is not None and method in (AUTO, "compact") and chunk_rows not in (None, book.chunk_rows):
+        raise ValueError(f"chunk_rows={chunk_rows} differs from the rulebook's chunks of {book.chunk_rows} voxels")
     if method == AUTO:
         tracing = _is_tracing(feats)
-        method = choose_method(feats.shape[0], nbr.shape[1], tracing=tracing)
-        if chunk_rows is None and not tracing:  # an export gets the one-gather, one-MatMul form
-            chunk_rows = auto_chunk_rows(method, nbr.shape[1], feats.shape[1], feats.element_size(), feats.shape[0])
+        method = choose_method(feats.shape[0], table.shape[1], tracing=tracing, has_rulebook=book is not None)
+        if chunk_rows is None and not tracing and method == "im2col":  # an export gets the one-MatMul form
+            chunk_rows = auto_chunk_rows(method, table.shape[1], feats.shape[1], feats.element_size(), feats.shape[0])
     if method == "dense":
         _check_dense_args(feats, weight, coords, res, budget_bytes)
         out = _dense(feats, coords, weight, res)
     elif method == "im2col":
-        out = _im2col(feats, nbr, weight, chunk_rows)
+        out = _im2col(feats, table, weight, chunk_rows)
     elif method == "accumulate":
-        out = _accumulate(feats, nbr, weight)
+        out = _accumulate(feats, table, weight)
     elif method == "compact":
-        out = _compact(feats, nbr, weight, chunk_rows)
+        book = book or rulebook(table, chunk_rows, feats.shape[1], feats.element_size())
+        out = pairs.conv(feats, book, _flat_weight(weight).contiguous())
     else:
-        out = _scatter(feats, nbr, weight)
+        out = _scatter(feats, table, weight)
     return out if bias is None else out.add_(bias)
+
+
+def rulebook(nbr: torch.Tensor, chunk_rows: int | None = None, channels: int = 64, itemsize: int = 4) -> Rulebook:
+    """The pair form of neighbour table `nbr` (`pairs.Rulebook`), in chunks of `chunk_rows` voxels, sized by
+    `auto_chunk_rows` for layers of `channels` x `itemsize` bytes when None. Build it once per voxel set:
+    every layer on that set then multiplies only the taps that have a neighbour."""
+    if nbr.ndim != 2 or nbr.dtype != torch.int64:
+        raise ValueError(
+            f"nbr must be an int64 [N, k^3] table (as kernel_map returns), got {nbr.dtype} {tuple(nbr.shape)}"
+        )
+    if chunk_rows is not None and (not isinstance(chunk_rows, int) or chunk_rows < 1):
+        raise ValueError(f"chunk_rows must be a positive int or None, got {chunk_rows!r}")
+    n, taps = nbr.shape
+    rows = chunk_rows or auto_chunk_rows("compact", taps, channels, itemsize, n) or max(n, 1)
+    return pairs.build(nbr, rows)
 
 
 # ----------------------------------------------------------------------------------------------- auto
@@ -254,32 +279,33 @@ def l2_cache_bytes() -> int:
     return _L2_FALLBACK
 
 
-def choose_method(n: int, taps: int, tracing: bool = False) -> str:
-    """The fastest exact path measured here: 'im2col' (chunked by `auto_chunk_rows` for real voxel sets, one
-    unchunked GEMM for small ones and under an exporter, where it is the static-shape form).
+def choose_method(n: int, taps: int, tracing: bool = False, has_rulebook: bool = False) -> str:
+    """The fastest exact path measured here for what the caller holds.
 
-    'compact' multiplies only the taps that have a neighbour (0.53 of the FLOPs at the 1024 bunny) but pays
-    a scatter-add per tap; on this 2-core machine it measured slower than chunked im2col (1024 bunny, C = 64,
-    fp32, 2 threads, quiet machine: 15.4 s against 5.5 s with 4096-row chunks), so auto keeps im2col.
-    `taps` (k^3) stays in the signature for kernels where the choice would differ."""
-    del n, taps, tracing
-    return "im2col"
+    With a rulebook (`rulebook`), 'compact': it multiplies only the taps that have a neighbour (0.53 of the
+    FLOPs at the 1024 bunny), and at the 1024 bunny (C = 64, fp32, 2 threads, quiet machine) one layer took
+    3.2 s against 4.7 s for chunked im2col. With only the table, 'im2col', chunked by `auto_chunk_rows` for
+    real voxel sets (one unchunked GEMM for small ones and under an exporter, where it is the static-shape
+    form): building the rulebook inside one call (1.8 s there) would cost more than it saves. `n` and `taps`
+    stay in the signature for kernels where the choice would differ."""
+    del n, taps
+    return "compact" if has_rulebook and not tracing else "im2col"
 
 
 def auto_chunk_rows(method: str, taps: int, channels: int, itemsize: int, n: int) -> int | None:
     """Rows per chunk from the shapes and the L2 cache; None (no chunking) for small sets.
 
-    'im2col': its gathered buffer (rows x taps x Cin, `channels` = Cin) is CHUNK_L2_MULTIPLE L2 caches (at
-    the 1024 bunny, C = 64, 2 threads: 4096-row chunks 5.50 s, 1213-row chunks 5.85 s, unchunked about 3x
-    slower): the MatMul reads back from the outer caches what the gather just wrote, and the per-call cost
-    of the ops stays small against the work. 'compact': its chunk output (rows x Cout, `channels` = Cout), which every tap adds into, fills
-    half that.
+    The chunk's gathered rows (at most rows x taps x Cin: im2col's buffer, the most a rulebook chunk can
+    gather) are CHUNK_L2_MULTIPLE L2 caches: the MatMul reads back from the outer caches what the gather
+    just wrote, and the per-call cost of the ops stays small against the work. At the 1024 bunny, C = 64,
+    2 threads: im2col 4096-row chunks 5.50 s, 1213-row chunks 5.85 s, unchunked about 3x slower; compact
+    4096-row chunks 3.23 s, 2048-row chunks 3.36 s. `method` stays for paths whose buffer would differ.
     """
+    del method
     if n < SMALL_ROWS:
         return None
     budget = CHUNK_L2_MULTIPLE * l2_cache_bytes()
-    per_row = taps * channels * itemsize if method == "im2col" else 2 * channels * itemsize
-    return max(256, min(65536, budget // max(per_row, 1)))
+    return max(256, min(65536, budget // max(taps * channels * itemsize, 1)))
 
 
 # ----------------------------------------------------------------------------------------------- methods
@@ -349,39 +375,6 @@ def _scatter(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor) -> to
         dst = torch.nonzero(nbr[:, o] >= 0).squeeze(1)
         src = nbr[:, o].index_select(0, dst)
         out.index_add_(0, dst, feats.index_select(0, src) @ w[o])
-    return out
-
-
-def _compact(feats: torch.Tensor, nbr: torch.Tensor, weight: torch.Tensor, chunk_rows: int | None) -> torch.Tensor:
-    """Only the (voxel, tap) pairs that have a neighbour, in chunks of consecutive voxels.
-
-    Per chunk the table is transposed once; the centre tap (every voxel is its own neighbour) writes the
-    chunk's output by one GEMM, then per other tap the rows that have that neighbour are gathered into one
-    contiguous [rows, Cin] buffer, multiplied by that tap's weight and added to their output rows. The
-    chunk's output, its gathered rows and their neighbours (a few slabs of the grid) stay in cache, so the
-    add is a cache-local scatter, unlike the global `"scatter"` method. Extra memory beyond the output is one
-    chunk's transposed table, mask, indices and buffers (`memory.peak_model`).
-    """
-    n, cin = feats.shape
-    k3, cout = nbr.shape[1], weight.shape[0]
-    w = _flat_weight(weight)  # [k^3, Cin, Cout]
-    out = feats.new_empty((n, cout))
-    rows = chunk_rows or auto_chunk_rows("compact", k3, cout, feats.element_size(), n) or max(n, 1)
-    centre = k3 // 2  # offset (0, 0, 0)
-    for start in range(0, n, rows):
-        part_t = nbr[start : start + rows].t().contiguous()  # [k^3, m]: each tap's column is contiguous
-        valid = part_t >= 0
-        chunk = out[start : start + rows]
-        if bool(valid[centre].all()):
-            torch.mm(feats.index_select(0, part_t[centre]), w[centre], out=chunk)
-            taps = [o for o in range(k3) if o != centre]
-        else:  # a caller-made table where a voxel is not its own neighbour
-            chunk.zero_()
-            taps = list(range(k3))
-        for o in taps:
-            dst = valid[o].nonzero().squeeze(1)
-            if dst.numel():
-                chunk.index_add_(0, dst, feats.index_select(0, part_t[o].index_select(0, dst)) @ w[o])
     return out
 
 

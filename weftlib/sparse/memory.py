@@ -17,7 +17,7 @@ import torch
 
 from weftlib import measure
 
-from . import conv, voxels
+from . import conv, pairs, voxels
 
 if TYPE_CHECKING:  # pandas is imported where tables are built: measuring subprocesses start faster without it
     import pandas as pd
@@ -83,6 +83,8 @@ def peak_model(
     dtype: str = "float16",
     kernel_size: int = 3,
     chunk_rows: int | None = None,
+    rulebook: bool = False,
+    chunk_pairs: int | None = None,
 ) -> int:
     """Bytes `conv.submanifold_conv3d(method)` allocates beyond its inputs at its peak.
 
@@ -90,21 +92,23 @@ def peak_model(
     padded with a zero row) + its int64 gather index;
     accumulate: output + one offset's gathered rows (+ an int64 index column); the product is added in place;
     scatter: output + one offset's gathered rows + their product + the compacted destination/source indices;
-    compact: output + one chunk's transposed table, its mask, the rows and sources of one tap, their gathered
-      features and product (`conv.auto_chunk_rows` when no chunk is given);
+    compact (a rulebook given): output + the gathered rows and products of the fullest chunk's pairs
+      (`chunk_pairs`, `pairs.most_chunk_pairs`; at most rows x k^3 when not given) + one chunk's summed
+      output (`conv.auto_chunk_rows` rows when no chunk is given);
     dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included);
-    auto: the method and chunking `conv.submanifold_conv3d` picks for these shapes.
+    auto: the method and chunking `conv.submanifold_conv3d` picks for these shapes, given a table or, with
+      `rulebook=True`, a rulebook.
     """
     if method not in conv.METHODS + (conv.AUTO,):
         raise ValueError(f"method must be one of {conv.METHODS + (conv.AUTO,)}, got {method!r}")
     e, k3 = _itemsize(dtype), kernel_size**3
     if method == conv.AUTO:
-        method = conv.choose_method(n, k3)
+        method = conv.choose_method(n, k3, has_rulebook=rulebook)
         chunk_rows = chunk_rows or conv.auto_chunk_rows(method, k3, cin, e, n)
     out = features_bytes(n, cout, e)
-    if method == "compact":  # transposed table + its bool mask + 3 int64 index columns + gathered rows, product
-        rows = min(n, chunk_rows or conv.auto_chunk_rows("compact", k3, cout, e, n) or n)
-        return out + table_bytes(rows, k3) + rows * k3 + table_bytes(rows, 3) + features_bytes(rows, cin + cout, e)
+    if method == "compact":
+        rows = min(n, chunk_rows or conv.auto_chunk_rows("compact", k3, cin, e, n) or n)
+        return out + features_bytes(chunk_pairs or rows * k3, cin + cout, e) + features_bytes(rows, cout, e)
     if method == "im2col":
         if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
             return out + gathered_bytes(n, k3, cin, e) + table_bytes(n, k3)
@@ -192,18 +196,51 @@ def conv_workload(
     budget_bytes: int = conv.DEFAULT_DENSE_BUDGET,
     seed: int = 0,
 ) -> Callable[[], torch.Tensor]:
-    """Measurement target: build one layer's inputs here (not counted) and return its forward as `run`."""
+    """Measurement target: build one layer's inputs here (not counted) and return its forward as `run`.
+
+    The kernel map is an input: the table, or for 'auto' and 'compact' its pair form (`conv.rulebook`), which a
+    network builds once per voxel set and reuses in every layer (`rulebook_workload` measures the build)."""
     _rss_tracks_tensors()
     torch.set_num_threads(threads)
     _warm_up(method, channels, dtype)
     coords, nbr, feats, weight = _inputs(shape, res, channels, dtype, seed)
+    kernel: Any = nbr
+    if _given_rulebook(method):
+        kernel, chunk_rows = conv.rulebook(nbr, chunk_rows, channels, feats.element_size()), None
 
     def run() -> torch.Tensor:
         return conv.submanifold_conv3d(
-            feats, nbr, weight, method=method, coords=coords, res=res, budget_bytes=budget_bytes, chunk_rows=chunk_rows
+            feats,
+            kernel,
+            weight,
+            method=method,
+            coords=coords,
+            res=res,
+            budget_bytes=budget_bytes,
+            chunk_rows=chunk_rows,
         )
 
     return run
+
+
+def _given_rulebook(method: str) -> bool:
+    """Whether a measured layer of `method` is handed the rulebook (the fast path's input) or the table."""
+    return method in (conv.AUTO, "compact")
+
+
+def _most_chunk_pairs(shape: str, res: int, channels: int, dtype: str, chunk_rows: int | None) -> int:
+    """The fullest rulebook chunk of (shape, res), chunked as `conv.rulebook` chunks it for this layer."""
+    nbr = conv.kernel_map(voxels.voxel_set(shape, res))
+    rows = chunk_rows or conv.auto_chunk_rows("compact", nbr.shape[1], channels, _itemsize(dtype), len(nbr))
+    return pairs.most_chunk_pairs(nbr, rows or max(len(nbr), 1))
+
+
+def rulebook_workload(shape: str, res: int, channels: int = 64, threads: int = 1) -> Callable[[], Any]:
+    """Measurement target for `conv.rulebook` on a given table (what the compact path's input costs once)."""
+    _rss_tracks_tensors()
+    torch.set_num_threads(threads)
+    nbr = conv.kernel_map(voxels.voxel_set(shape, res))
+    return lambda: conv.rulebook(nbr, channels=channels)
 
 
 def kernel_map_workload(shape: str, res: int, threads: int = 1) -> Callable[[], torch.Tensor]:
@@ -225,8 +262,14 @@ def measured_row(
     dtype: str = "float32",
     threads: int = 1,
     chunk_rows: int | None = None,
+    chunk_pairs: int | None = None,
 ) -> dict[str, Any]:
-    """One model-versus-measured row: a fresh subprocess runs one forward of `method` at (shape, res)."""
+    """One model-versus-measured row: a fresh subprocess runs one forward of `method` at (shape, res).
+
+    A method handed a rulebook needs its fullest chunk's pair count for the model (`chunk_pairs`); it is
+    counted here from the voxel set's table when not given."""
+    if _given_rulebook(method) and chunk_pairs is None:
+        chunk_pairs = _most_chunk_pairs(shape, res, channels, dtype, chunk_rows)
     got = measure.peak_rss_subprocess(
         TARGET,
         {
@@ -240,7 +283,17 @@ def measured_row(
             "budget_bytes": 1 << 62,
         },
     )
-    model = peak_model(method, res, n, channels, channels, dtype, chunk_rows=chunk_rows)
+    model = peak_model(
+        method,
+        res,
+        n,
+        channels,
+        channels,
+        dtype,
+        chunk_rows=chunk_rows,
+        rulebook=_given_rulebook(method),
+        chunk_pairs=chunk_pairs,
+    )
     return {
         "shape": shape,
         "res": res,
@@ -310,24 +363,43 @@ def time_methods(
     seed: int = 0,
     progress: bool = True,
 ) -> pd.DataFrame:
-    """Median forward seconds per method on one voxel set, measured in this process in the same sweep."""
+    """Median forward seconds per method on one voxel set, measured in this process in the same sweep.
+
+    'auto' and 'compact' are handed the rulebook (column `given`), built once before the sweep; its build
+    time is `df.attrs["rulebook_seconds"]` (median of `repeats`), paid once per voxel set, not per layer."""
     import pandas as pd
     from weftlib.console import progress as tqdm
 
+    methods = list(methods)
     gen = torch.Generator().manual_seed(seed)
     feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
     weight = (torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5).to(DTYPES[dtype])
+    book, book_s = None, None
+    if any(_given_rulebook(m) for m in methods):
+        book = conv.rulebook(nbr, channels=channels, itemsize=feats.element_size())
+        book_s = measure.median_seconds(
+            lambda: conv.rulebook(nbr, channels=channels, itemsize=feats.element_size()), repeats
+        )
     rows = []
-    for method in tqdm(list(methods), desc="time per method", disable=not progress):
+    for method in tqdm(methods, desc="time per method", disable=not progress):
+        given = book if _given_rulebook(method) else nbr
 
-        def run(m: str = method) -> torch.Tensor:
+        def run(m: str = method, kernel: Any = given) -> torch.Tensor:
             return conv.submanifold_conv3d(
-                feats, nbr, weight, method=m, coords=coords, res=res, chunk_rows=chunk_rows if m == "im2col" else None
+                feats,
+                kernel,
+                weight,
+                method=m,
+                coords=coords,
+                res=res,
+                chunk_rows=chunk_rows if m == "im2col" else None,
             )
 
-        rows.append({"method": method, "seconds": measure.median_seconds(run, repeats=repeats, warmup=1)})
+        seconds = measure.median_seconds(run, repeats=repeats, warmup=1)
+        rows.append({"method": method, "given": "rulebook" if given is book else "table", "seconds": seconds})
     df = pd.DataFrame(rows)
     df["over_fastest"] = df["seconds"] / df["seconds"].min()
+    df.attrs["rulebook_seconds"] = book_s
     return df
 
 
@@ -341,15 +413,20 @@ def benchmark(
     repeats: int = 3,
     chunk_rows: int | None = None,
     n: int | None = None,
+    chunk_pairs: int | None = None,
 ) -> dict[str, Any]:
     """Forward time and peak of one layer, each repeat in a fresh process: median seconds, worst peak.
 
-    `n` is the voxel count of (shape, res) when the caller already knows it (it is counted otherwise).
+    `n` (the voxel count) and `chunk_pairs` (`measured_row`) are counted here when the caller does not know them.
     """
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     n = len(voxels.voxel_set(shape, res)) if n is None else n
-    runs = [measured_row(method, shape, res, channels, n, dtype, threads, chunk_rows) for _ in range(repeats)]
+    if _given_rulebook(method) and chunk_pairs is None:
+        chunk_pairs = _most_chunk_pairs(shape, res, channels, dtype, chunk_rows)
+    runs = [
+        measured_row(method, shape, res, channels, n, dtype, threads, chunk_rows, chunk_pairs) for _ in range(repeats)
+    ]
     worst = max(r["measured_bytes"] for r in runs)
     return {
         "shape": shape,
@@ -428,14 +505,14 @@ def spconv_seconds(
         gen = torch.Generator().manual_seed(seed)
         feats = torch.randn((len(coords), channels), generator=gen)
         weight = torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5
-        conv = spconv.SubMConv3d(channels, channels, 3, bias=False, indice_key="subm")
+        layer = spconv.SubMConv3d(channels, channels, 3, bias=False, indice_key="subm")
         with torch.no_grad():
-            conv.weight.copy_(weight.permute(0, 2, 3, 4, 1))  # spconv 2 keeps [Cout, k, k, k, Cin]
+            layer.weight.copy_(weight.permute(0, 2, 3, 4, 1))  # spconv 2 keeps [Cout, k, k, k, Cin]
             indices = torch.cat([torch.zeros((len(coords), 1), dtype=torch.int32), coords.to(torch.int32)], 1)
-            first = conv(spconv.SparseConvTensor(feats, indices, [res] * 3, 1))  # builds the rulebook
+            first = layer(spconv.SparseConvTensor(feats, indices, [res] * 3, 1))  # builds the rulebook
 
             def run() -> torch.Tensor:
-                return conv(first.replace_feature(feats)).features
+                return layer(first.replace_feature(feats)).features
 
             seconds = measure.median_seconds(run, repeats=repeats, warmup=0)
             ours = conv.submanifold_conv3d(feats, conv.kernel_map(coords), weight)
@@ -448,6 +525,20 @@ def spconv_seconds(
         "max_abs_diff_vs_ours": diff,
         "version": getattr(spconv, "__version__", None) or _version("spconv"),
     }
+
+
+def rulebook_seconds(
+    nbr: torch.Tensor, channels: int, itemsize: int, threads: int = 2, repeats: int = 3
+) -> dict[str, Any]:
+    """Median seconds of building the rulebook from a given table (once per voxel set, not per layer)."""
+    before = torch.get_num_threads()
+    torch.set_num_threads(threads)
+    try:
+        book = conv.rulebook(nbr, channels=channels, itemsize=itemsize)
+        seconds = measure.median_seconds(lambda: conv.rulebook(nbr, channels=channels, itemsize=itemsize), repeats)
+    finally:
+        torch.set_num_threads(before)
+    return {"seconds": seconds, "chunk_rows": book.chunk_rows, "pairs": book.pairs, "bytes": book.nbytes}
 
 
 def _version(name: str) -> str | None:
@@ -480,12 +571,26 @@ def benchmark_against_limits(
     coords = voxels.voxel_set(shape, res)
     nbr = conv.kernel_map(coords)
     work = conv_work(nbr, channels, channels, dtype)
+    itemsize = _itemsize(dtype)
+    book = rulebook_seconds(nbr, channels, itemsize, threads, repeats)
+    most = pairs.most_chunk_pairs(nbr, book["chunk_rows"])
     del nbr
     rows = []
     for method in tqdm(list(methods), desc="methods", disable=not progress):
+        rows_for = (chunk_rows or {}).get(method)
+        given = _given_rulebook(method) and rows_for in (None, book["chunk_rows"])
         rows.append(
             benchmark(
-                shape, res, channels, method, dtype, threads, repeats, (chunk_rows or {}).get(method), n=len(coords)
+                shape,
+                res,
+                channels,
+                method,
+                dtype,
+                threads,
+                repeats,
+                rows_for,
+                n=len(coords),
+                chunk_pairs=most if given else None,
             )
         )
     run_spconv = bool(spconv_threads) and dtype == "float32"
@@ -500,6 +605,7 @@ def benchmark_against_limits(
         row["of_sgemm"] = row["useful_gflops"] / limits["sgemm_gflops"]
     return {
         "work": work,
+        "rulebook": book,
         "limits": limits,
         "limits_before": before,
         "limits_after": after,
@@ -526,6 +632,14 @@ def format_benchmark(result: dict[str, Any]) -> str:
         f"{'method':<11}{'chunk':>7}{'median s':>10}{'of limit':>10}{'GFLOP/s':>9}{'of sgemm':>10}"
         f"{'peak GiB':>10}{'peak/model':>12}",
     ]
+    book = result.get("rulebook")
+    if book:
+        lines.insert(
+            1,
+            f"'auto' and 'compact' are handed the rulebook (`sparse.rulebook`, {book['pairs']:,} pairs in "
+            f"{book['chunk_rows']}-voxel chunks, {book['bytes'] / 2**20:.0f} MiB), built once per voxel set in "
+            f"{book['seconds']:.2f} s; the other methods the table",
+        )
     for r in rows:
         lines.append(
             f"{r['method']:<11}{str(r['chunk_rows'] or 'auto'):>7}{r['median_seconds']:>10.2f}"
