@@ -361,6 +361,57 @@ def test_eager_bands_equal_natten_at_every_band_size(name: str, method: str, bud
     assert err <= TOL, f"banded {method} differs from natten by {err:.3g} on {name} (budget {budget})"
 
 
+@pytest.mark.parametrize("tile", [1, 3, 8])
+@pytest.mark.parametrize("budget", [1, 60_000])
+@pytest.mark.parametrize("name", ["k3-d3-rect", "k4-even-d2", "k7-d32-peraxis", "k12x6-d24", "k10-full-axis", "k13-d2"])
+def test_eager_matmul_tiles_equal_natten_and_the_traced_path(name: str, budget: int, tile: int, monkeypatch) -> None:
+    """`_matmul_banded` (one-hot selection of each query tile's scores) at tiles of 1, 3 and 8 group
+    positions and bands of one or several row groups: tile and band edges fall inside and across the
+    clamped borders, on sizes that are not multiples of the dilation (groups of two lengths). It equals
+    natten and the whole-map form that is traced for export (windows of k and v by one-hot MatMul)."""
+    from weftlib.attention import formulations
+
+    (q, k, v, kernel, dilation), ref = _case(name)
+    traced_form = attention.na2d(q, k, v, kernel, dilation, method="matmul")  # default budget: whole map
+    monkeypatch.setattr(formulations, "BAND_BYTES", budget)
+    monkeypatch.setattr(formulations, "MATMUL_TILE", tile)
+    out = attention.na2d(q, k, v, kernel, dilation, method="matmul")
+    err, gap = (out - ref).abs().max().item(), (out - traced_form).abs().max().item()
+    assert err <= TOL, f"tiled matmul differs from natten by {err:.3g} on {name} (tile {tile}, budget {budget})"
+    assert gap <= TOL, f"tiled matmul differs from the traced form by {gap:.3g} on {name}"
+
+
+def test_eager_matmul_selects_by_matmul_only(monkeypatch) -> None:
+    """The eager tiled path stays the 'matmul' formulation: every aten op it runs is recorded, and none
+    indexes k or v by a table (Gather-type) or masks scores; the selection runs as batched MatMuls."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from weftlib.attention import formulations
+
+    class Ops(TorchDispatchMode):
+        def __init__(self) -> None:
+            super().__init__()
+            self.names: set[str] = set()
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.names.add(func.overloadpacket.__name__)
+            return func(*args, **(kwargs or {}))
+
+    (q, k, v, kernel, dilation), ref = _case("k7-d32-peraxis")
+    monkeypatch.setattr(formulations, "BAND_BYTES", 1)
+    monkeypatch.setattr(formulations, "MATMUL_TILE", 3)
+    with Ops() as ops:
+        out = attention.na2d(q, k, v, kernel, dilation, method="matmul")
+    assert (out - ref).abs().max().item() <= TOL
+    gathers = {"index", "index_select", "gather", "take", "take_along_dim", "embedding", "index_put", "scatter"}
+    masks = {"where", "masked_fill", "masked_select"}
+    assert not ops.names & (gathers | masks), sorted(ops.names & (gathers | masks))
+    assert "bmm" in ops.names, sorted(ops.names)
+    with Ops() as control:  # the recorder does see a Gather-type op where one runs: 'gather' (banded)
+        attention.na2d(q, k, v, kernel, dilation, method="gather")
+    assert "index_select" in control.names, sorted(control.names)
+
+
 def test_band_rows_respects_the_budget() -> None:
     from weftlib.attention import formulations
 
