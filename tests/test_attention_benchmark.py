@@ -91,8 +91,9 @@ def test_naf_geometry_limits_its_formulations_and_refuses_unknown_ones():
 
 
 def test_naf_geometry_exports_only_lowres_and_keeps_full_resolution_rows_in_torch(tmp_path):
-    g = benchmark.naf_geometry(size=24, low=6, dim=8, v_dim=16, kernel=3, methods=["shift", "lowres"])
+    g = benchmark.naf_geometry(size=24, low=6, dim=8, v_dim=16, kernel=3, methods=["shift", "lowres"], repeats=1)
     assert g.export_methods == ("lowres",) and g.repeats == 1
+    assert benchmark.naf_geometry().repeats is None  # by default the sweep's repeats: medians at 512^2 too
     rows = benchmark.measure_geometry(g, folder=tmp_path, repeats=3, natten_repeats=2, memory=False)
     assert {r["repeats"] for r in rows if r["backend"] != "natten" and r["seconds"]} == {1}  # the geometry's
     status = {(r["method"], r["backend"]): r["status"] for r in rows}

@@ -93,14 +93,14 @@ def naf_geometry(
     v_dim: int = 256,
     kernel: int = 9,
     methods: Iterable[str] | None = None,
-    repeats: int | None = 1,
+    repeats: int | None = None,
 ) -> Geometry:
     """NAF's call: queries at `size`^2, k/v nearest-resized from `low`^2, dilation = size / low.
 
     `methods` limits the formulations timed there (default: all). Full-resolution ones run in torch only,
-    in bounded query bands; only 'lowres' is exported at this size. `repeats` (default 1 timed call after
-    the call that gives the output) bounds the time there: the slowest, shift, takes about 10 s a call at 512^2
-    on 2 cores; every row records how many calls its median is of."""
+    in bounded query bands; only 'lowres' is exported at this size. `repeats` (default: the sweep's) is the
+    number of timed calls after the call that gives the output; the slowest formulation there, shift, takes
+    about 10 s a call on 2 cores; every row records how many calls its median is of."""
     if size % low:
         raise ValueError(f"size {size} must be a multiple of low {low}")
     chosen = tuple(methods) if methods else None
