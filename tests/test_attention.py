@@ -140,6 +140,7 @@ def test_halo_tiles_hold_every_neighbor_exactly_once() -> None:
 def test_onehot_tiles_select_the_table() -> None:
     for size, kernel, dil in ((13, 3, 3), (29, 5, 3), (40, 4, 1)):
         starts, span, onehot = index_math.onehot_tiles(size, kernel, dil)
+        onehot = torch.from_numpy(onehot)
         x = torch.arange(size, dtype=torch.float32)
         tiles = torch.stack([x[s : s + span] for s in starts])
         picked = (onehot @ tiles[..., None]).reshape(-1, kernel)[:size]
@@ -418,3 +419,39 @@ def test_band_rows_respects_the_budget() -> None:
     assert formulations.band_rows(512, 10, 1000) == 100
     assert formulations.band_rows(512, 10**9, 1000) == 1  # never zero rows
     assert formulations.band_rows(8, 1, 1000) == 8  # never more than the map
+
+
+def test_constants_cached_while_an_exporter_traces_stay_plain_arrays(tmp_path):
+    """A cached tensor made inside a trace is that trace's FakeTensor; the next export at the same shape then
+    crawled (5.5 min instead of 4 s in 02's appendix run). The caches must hold numpy, whoever filled them."""
+    from weftlib.attention import formulations
+    from weftlib.onnx_core import export as onnx_export
+
+    for cached in (index_math.neighbor_index, index_math.neighbor_mask, index_math.onehot_tiles):
+        cached.cache_clear()
+    for cached in (index_math.halo_plan, formulations._mask_bias):
+        cached.cache_clear()
+    size, kernel, dil = (11, 13), (3, 3), (2, 1)
+    q, k, v = (torch.randn(1, *size, 2, 4) for _ in range(3))
+
+    class Call(torch.nn.Module):
+        def __init__(self, method: str) -> None:
+            super().__init__()
+            self.method = method
+
+        def forward(self, q, k, v):
+            return attention.na2d(q, k, v, kernel, dil, method=self.method)
+
+    for method in ("masked", "gather", "matmul"):
+        onnx_export.export(
+            Call(method), (q, k, v), tmp_path / f"{method}.onnx", input_names=["q", "k", "v"], output_names=["o"]
+        )
+    filled = [
+        index_math.onehot_tiles(size[0], kernel[0], dil[0]),
+        index_math.halo_plan(size, kernel, dil),
+        index_math.neighbor_mask(size, kernel, dil),
+        formulations._mask_bias(size, kernel, dil),
+    ]
+    assert index_math.onehot_tiles.cache_info().hits >= 1 and formulations._mask_bias.cache_info().hits >= 1
+    leaves = [x for f in filled for x in (f.values() if isinstance(f, dict) else f if isinstance(f, tuple) else [f])]
+    assert not any(isinstance(x, torch.Tensor) for x in leaves), [type(x).__name__ for x in leaves]

@@ -115,3 +115,14 @@ def test_against_limits_divides_by_the_data_movement_bound():
     (row,) = benchmark.against_limits(rows, [g], limits)
     assert row["bound_seconds"] == pytest.approx(g.gathered_bytes() / 10e9)
     assert row["over_bound"] == pytest.approx(21.74 / row["bound_seconds"]) and row["peak_GiB"] == 1.0
+
+
+def test_against_limits_skips_rows_that_did_not_run_whether_none_or_nan():
+    g = benchmark.naf_geometry()
+    rows = [
+        {"geometry": g.name, "method": "gather", "backend": "torch", "seconds": float("nan"), "peak_bytes": None},
+        {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": None, "peak_bytes": None},
+        {"geometry": g.name, "method": "matmul", "backend": "torch", "seconds": 3.0, "peak_bytes": 2**30},
+    ]
+    out = benchmark.against_limits(rows, [g], {"sgemm_gflops": 100.0, "copy_gbps": 10.0})
+    assert [r["method"] for r in out] == ["matmul"] and out[0]["peak_GiB"] == 1.0

@@ -13,6 +13,8 @@ Why it is built this way:
 
 from __future__ import annotations
 
+import math
+
 import dataclasses
 import resource
 import statistics
@@ -466,7 +468,7 @@ def against_limits(
     out = []
     for r in rows:
         geom = by_name.get(r["geometry"])
-        if geom is None or r["seconds"] is None:
+        if geom is None or r["seconds"] is None or math.isnan(r["seconds"]):  # not run (None, or NaN via pandas)
             continue
         bound = measure.limit_seconds(geom.attention_flops(), geom.gathered_bytes(), limits)
         out.append(

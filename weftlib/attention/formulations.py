@@ -58,10 +58,11 @@ def band_rows(rows: int, bytes_per_row: int, budget: int | None = None) -> int:
 
 
 @lru_cache(maxsize=2)  # up to 512 MiB each
-def _mask_bias(shape: Pair, kernel: Pair, dilation: Pair) -> Tensor:
-    """The additive mask as a ready constant, so the exported graph holds it as one initializer."""
-    allowed = index_math.neighbor_mask(shape, kernel, dilation).numpy()
-    return torch.from_numpy(np.where(allowed, np.float32(0.0), np.float32(-np.inf)))
+def _mask_bias(shape: Pair, kernel: Pair, dilation: Pair) -> np.ndarray:
+    """The additive mask as a ready constant, so the exported graph holds it as one initializer (numpy, like
+    every cached constant here: see `index_math`)."""
+    allowed = index_math.neighbor_mask(shape, kernel, dilation)
+    return np.where(allowed, np.float32(0.0), np.float32(-np.inf))
 
 
 def masked(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale: float) -> Tensor:
@@ -77,7 +78,7 @@ def masked(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
             f"({b * heads * n * n * q.element_size() / 2**30:.2f} GiB), above its limit of "
             f"{MASKED_MAX_SCORES} elements; use 'shift' or 'gather' for maps this large"
         )
-    bias = _mask_bias((h, w), kernel, dilation).to(device=q.device, dtype=q.dtype)
+    bias = torch.from_numpy(_mask_bias((h, w), kernel, dilation)).to(device=q.device, dtype=q.dtype)
     qf, kf, vf = (t.reshape(b, n, heads, t.shape[-1]).transpose(1, 2) for t in (q, k, v))
     probs = torch.softmax(torch.matmul(qf, kf.transpose(-1, -2)) * scale + bias, dim=-1)
     out = torch.matmul(probs, vf)  # [B, heads, HW, Dv]
@@ -113,14 +114,14 @@ def gather(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
         q = torch.nn.functional.pad(q, (0, 0, 0, 0, 0, pw - w, 0, ph - h))
     order = (0, 3, 6, 1, 4, 7, 2, 5, 8)  # [b,nr,tr,dh,nc,tc,dw,heads,x] <-> [b,dh,dw,nr,nc,heads,tr,tc,x]
     q_tiles = q.reshape(b, nr, tr, dh, nc, tc, dw, heads, d).permute(order).reshape(b, groups, heads, tr * tc, d)
-    index = plan["index"].to(q.device)
+    index = torch.from_numpy(plan["index"]).to(q.device)
     k_halo, v_halo = (
         torch.index_select(t.reshape(b, h * w, heads, t.shape[-1]), 1, index)
         .reshape(b, groups, slots, heads, t.shape[-1])
         .transpose(2, 3)
         for t in (k, v)
     )
-    bias = plan["bias"].to(device=q.device, dtype=q.dtype)
+    bias = torch.from_numpy(plan["bias"]).to(device=q.device, dtype=q.dtype)
     scores = torch.matmul(q_tiles, k_halo.transpose(-1, -2)) * scale + bias
     out = torch.matmul(torch.softmax(scores, dim=-1), v_halo)  # [b, groups, heads, tr * tc, dv]
     out = out.reshape(b, dh, dw, nr, nc, heads, tr, tc, dv).permute(order).reshape(b, ph, pw, heads, dv)
@@ -143,8 +144,8 @@ def _gather_banded(q: Tensor, k: Tensor, v: Tensor, plan: dict, dilation: Pair, 
     q_view = q.reshape(b, nr, tr, dh, nc, tc, dw, heads, d).permute(order)
     out_view = out.reshape(b, nr, tr, dh, nc, tc, dw, heads, dv).permute(order)
     k_flat, v_flat = (t.reshape(b, h * w, heads, t.shape[-1]) for t in (k, v))
-    index = plan["index"].to(q.device).view(dh, dw, nr * nc * slots)
-    bias = plan["bias"].to(device=q.device, dtype=q.dtype).view(dh, dw, nr * nc, 1, tr * tc, slots)
+    index = torch.from_numpy(plan["index"]).to(q.device).view(dh, dw, nr * nc * slots)
+    bias = torch.from_numpy(plan["bias"]).to(device=q.device, dtype=q.dtype).view(dh, dw, nr * nc, 1, tr * tc, slots)
     per_col_group = nr * nc * slots * heads * (d + 2 * dv + tr * tc) * 4 * b
     step = band_rows(dw, per_col_group)
     for gh in range(dh):
@@ -170,7 +171,7 @@ def _gather_banded(q: Tensor, k: Tensor, v: Tensor, plan: dict, dilation: Pair, 
 def _select_axis(x: Tensor, size: int, kernel: int, dilation: int) -> Tensor:
     """x `[B, size, R]` -> `[B, size, kernel, R]`: each row's neighbors, by tiled constant one-hot MatMul."""
     starts, span, onehot = index_math.onehot_tiles(size, kernel, dilation)
-    onehot = onehot.to(device=x.device, dtype=x.dtype)
+    onehot = torch.from_numpy(onehot).to(device=x.device, dtype=x.dtype)
     tiles = [x.narrow(1, s, span) for s in starts]
     stacked = tiles[0].unsqueeze(1) if len(tiles) == 1 else torch.stack(tiles, 1)  # [B, n, span, R]
     picked = torch.matmul(onehot, stacked)  # [B, n, tile * kernel, R]
@@ -201,7 +202,7 @@ def matmul(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
 
 
 @lru_cache(maxsize=64)
-def _group_onehot(length: int, kernel: int, p0: int, p1: int) -> tuple[int, int, Tensor]:
+def _group_onehot(length: int, kernel: int, p0: int, p1: int) -> tuple[int, int, np.ndarray]:
     """Inside one dilation group of `length` tokens: `(lo, span, onehot)` where row `i * kernel + a` of
     onehot `[(p1 - p0) * kernel, span]` picks neighbor `a` of group position `p0 + i` from positions
     `lo .. lo + span` (natten's clamped window)."""
@@ -210,7 +211,7 @@ def _group_onehot(length: int, kernel: int, p0: int, p1: int) -> tuple[int, int,
     onehot = np.zeros(((p1 - p0) * kernel, span), dtype=np.float32)
     for i, st in enumerate(starts):
         onehot[np.arange(kernel) + i * kernel, st - lo + np.arange(kernel)] = 1.0
-    return lo, span, torch.from_numpy(onehot)
+    return lo, span, onehot
 
 
 MATMUL_TILE = 8  # query tile side in group positions; at NAF 512^2 (one call each) 4: 11.1 s, 8: 3.6 s, 16: 5.4 s
@@ -239,8 +240,8 @@ def _tile_onehot(rows: tuple[int, int, int], cols: tuple[int, int, int], kernel:
     r0, sr, sel_r = _group_onehot(rows[0], kernel[0], rows[1], rows[2])
     c0, sc, sel_c = _group_onehot(cols[0], kernel[1], cols[1], cols[2])
     tr, tc = rows[2] - rows[1], cols[2] - cols[1]
-    onehot = sel_r.view(tr, 1, kernel[0], 1, sr, 1) * sel_c.view(1, tc, 1, kernel[1], 1, sc)
-    return (r0, sr), (c0, sc), onehot.reshape(tr * tc, kernel[0] * kernel[1], sr * sc)
+    onehot = sel_r.reshape(tr, 1, kernel[0], 1, sr, 1) * sel_c.reshape(1, tc, 1, kernel[1], 1, sc)
+    return (r0, sr), (c0, sc), torch.from_numpy(onehot.reshape(tr * tc, kernel[0] * kernel[1], sr * sc))
 
 
 def _matmul_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale: float) -> Tensor:

@@ -2,8 +2,11 @@
 
 Every exportable formulation in `weftlib.attention` is built from these tables, so the ONNX graphs hold
 them as constants (index tables, one-hot matrices, slice bounds) and never compute an index at run time.
-They are built with Python and numpy, never torch ops, so an exporter tracing a first call records them
-as plain constants.
+They are built with Python and numpy, never torch ops, and the cached ones are kept and returned as numpy
+arrays: the caller makes the tensor (`torch.from_numpy`, no copy) where it uses it. A tensor cached from a
+call made while an exporter traces is a FakeTensor of that trace; handed to the next trace, it made one
+export (02's matmul device layout at 128², after the benchmark had exported the same shape) take 5.5 min
+instead of 4 s.
 
 natten 0.21's rule per axis (its Flex mask and C++ reference say the same): with dilation `d` the axis
 splits into `d` interleaved groups (`i mod d`); group `g` holds `ceil((size - g) / d)` tokens, so groups
@@ -18,7 +21,6 @@ from __future__ import annotations
 from functools import lru_cache
 
 import numpy as np
-import torch
 
 Runs = tuple[tuple[int, int], ...]
 
@@ -60,21 +62,21 @@ def shift_runs(size: int, kernel: int, dilation: int) -> tuple[Runs, ...]:
 
 
 @lru_cache(maxsize=4)  # HW x kh*kw int64 each
-def neighbor_index(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int]) -> torch.Tensor:
+def neighbor_index(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int]) -> np.ndarray:
     """`[H*W, kh*kw]` int64 table of flat key indices per flat query (row-major window order)."""
     rows = np.array(axis_table(shape[0], kernel[0], dilation[0]), dtype=np.int64)
     cols = np.array(axis_table(shape[1], kernel[1], dilation[1]), dtype=np.int64)
     flat = rows[:, None, :, None] * shape[1] + cols[None, :, None, :]  # [H, W, kh, kw]
-    return torch.from_numpy(flat.reshape(shape[0] * shape[1], kernel[0] * kernel[1]))
+    return flat.reshape(shape[0] * shape[1], kernel[0] * kernel[1])
 
 
 @lru_cache(maxsize=2)  # (HW)^2 booleans each
-def neighbor_mask(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int]) -> torch.Tensor:
+def neighbor_mask(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[int, int]) -> np.ndarray:
     """`[H*W, H*W]` boolean: True where the key (column) is in the query's (row) neighborhood."""
-    index = neighbor_index(shape, kernel, dilation).numpy()
+    index = neighbor_index(shape, kernel, dilation)
     mask = np.zeros((index.shape[0], index.shape[0]), dtype=bool)
     np.put_along_axis(mask, index, True, axis=1)
-    return torch.from_numpy(mask)
+    return mask
 
 
 def default_tile(size: int, kernel: int, dilation: int) -> int:
@@ -85,7 +87,7 @@ def default_tile(size: int, kernel: int, dilation: int) -> int:
 @lru_cache(maxsize=64)
 def onehot_tiles(
     size: int, kernel: int, dilation: int, tile: int | None = None
-) -> tuple[tuple[int, ...], int, torch.Tensor]:
+) -> tuple[tuple[int, ...], int, np.ndarray]:
     """Banded selection as small one-hot MatMuls: `(starts, span, onehot)`.
 
     Queries are cut into `n = ceil(size / tile)` tiles of `tile` rows. Tile `t` reads the `span` input rows
@@ -110,7 +112,7 @@ def onehot_tiles(
         t, r = divmod(i, tile)
         for a, j in enumerate(row):
             onehot[t, r * kernel + a, j - starts[t]] = 1.0
-    return starts, span, torch.from_numpy(onehot)
+    return starts, span, onehot
 
 
 @lru_cache(maxsize=64)
@@ -167,8 +169,8 @@ def halo_plan(shape: tuple[int, int], kernel: tuple[int, int], dilation: tuple[i
         "padded": (pr, pc),
         "tiles": (nr, nc),
         "tile": (ok_r.shape[2], ok_c.shape[2]),
-        "index": torch.from_numpy(np.ascontiguousarray(index.reshape(-1))),
-        "bias": torch.from_numpy(bias),
+        "index": np.ascontiguousarray(index.reshape(-1)),
+        "bias": bias,
         "slots": sr * sc,
         "groups": groups,
     }
