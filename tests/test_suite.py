@@ -145,6 +145,22 @@ def test_eta_comes_from_the_last_run_of_the_same_plan(tiny_suite, tmp_path):
     assert runner.last_durations(other, (tmp_path / "runs",)) == {}
 
 
+def test_a_long_step_is_announced_only_where_the_same_cell_ran_last_time(tiny_suite):
+    import nbformat
+
+    nb_dir, write = tiny_suite
+    plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
+    history = {"notebooks": {"10_ok": {"seconds": 90.0, "cells": {"3": {"seconds": 80.0, "line": "slow = work()"}}}}}
+    lines: list[str] = []
+    progress = runner.Progress(plan, history, lines.append)
+    progress.notebook_start(1, "10_ok")
+    progress.cell_started(3, nbformat.v4.new_code_cell("# the slow step\nslow = work()"))
+    assert "took 1 min 20 s last time" in lines[-1]
+    lines.clear()
+    progress.cell_started(3, nbformat.v4.new_code_cell("fast = other()"))  # a cell was inserted above it
+    assert lines == []
+
+
 def test_state_says_interrupted_when_the_runner_is_gone(tmp_path):
     run_dir = tmp_path / "r"
     run_dir.mkdir()

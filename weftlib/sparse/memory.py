@@ -10,6 +10,7 @@ and is reported, not modelled. At 1024 the dense case is only ever computed from
 
 from __future__ import annotations
 
+import logging
 import statistics
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
@@ -501,6 +502,9 @@ def spconv_seconds(
         return None
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
+    fx_log = logging.getLogger("torch.fx._symbolic_trace")  # spconv 2.3.8 calls torch.fx.is_fx_tracing(), which
+    fx_level = fx_log.level  # torch 2.13 answers with a deprecation line on stderr at every layer call
+    fx_log.setLevel(logging.ERROR)
     try:
         gen = torch.Generator().manual_seed(seed)
         feats = torch.randn((len(coords), channels), generator=gen)
@@ -519,6 +523,7 @@ def spconv_seconds(
             diff = float((run() - ours).abs().max())
     finally:
         torch.set_num_threads(before)
+        fx_log.setLevel(fx_level)
     return {
         "seconds": seconds,
         "threads": threads,

@@ -237,11 +237,10 @@ def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
     for i, cell in enumerate(nbformat.read(executed, as_version=4).cells):
         meta = cell.get("metadata", {}).get("papermill", {})
         if cell.cell_type == "code" and meta.get("duration") is not None:
-            first = next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
             out[str(i)] = {
                 "seconds": round(float(meta["duration"]), 2),
                 "exec_count": cell.get("execution_count"),
-                "line": first[:100],
+                "line": _code_line(cell)[:100],
             }
     return out
 
@@ -339,7 +338,10 @@ class Progress:
 
     def cell_started(self, index: int, cell: Any) -> None:
         self.cell_start = time.perf_counter()
-        last = self.history.get(self.name, {}).get("cells", {}).get(str(index), {}).get("seconds")
+        entry = self.history.get(self.name, {}).get("cells", {}).get(str(index), {})
+        if entry.get("line", _code_line(cell)[:100]) != _code_line(cell)[:100]:
+            entry = {}  # the notebook changed since that run: this index is another cell now
+        last = entry.get("seconds")
         if last is not None and last >= LONG_STEP_S:
             self.log(
                 f"      {self.name} cell {index} ({_first_line(cell)}): running, took "
@@ -353,8 +355,13 @@ class Progress:
             self.log(f"      {self.name} cell {index} ({_first_line(cell)}): done in {_duration(took)}{self._eta()}")
 
 
+def _code_line(cell: Any) -> str:
+    """A cell's first line of code (comments and blank lines skipped): how durations name their cell."""
+    return next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
+
+
 def _first_line(cell: Any) -> str:
-    line = next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
+    line = _code_line(cell)
     return line if len(line) <= 60 else line[:57] + "..."
 
 
