@@ -427,9 +427,13 @@ def test_constants_cached_while_an_exporter_traces_stay_plain_arrays(tmp_path):
     from weftlib.attention import formulations
     from weftlib.onnx_core import export as onnx_export
 
-    for cached in (index_math.neighbor_index, index_math.neighbor_mask, index_math.onehot_tiles):
-        cached.cache_clear()
-    for cached in (index_math.halo_plan, formulations._mask_bias):
+    for cached in (
+        index_math.neighbor_index,
+        index_math.neighbor_mask,
+        index_math.onehot_tiles,
+        index_math.halo_plan,
+        formulations._mask_bias,
+    ):
         cached.cache_clear()
     size, kernel, dil = (11, 13), (3, 3), (2, 1)
     q, k, v = (torch.randn(1, *size, 2, 4) for _ in range(3))

@@ -13,9 +13,8 @@ Why it is built this way:
 
 from __future__ import annotations
 
-import math
-
 import dataclasses
+import math
 import resource
 import statistics
 import tempfile

@@ -153,6 +153,10 @@ def _check_conv_args(
         raise ValueError(f"weight dtype {weight.dtype} differs from feats dtype {feats.dtype}")
     if bias is not None and bias.shape != (weight.shape[0],):
         raise ValueError(f"bias must be [Cout] = [{weight.shape[0]}], got {tuple(bias.shape)}")
+    _check_chunk_rows(chunk_rows)
+
+
+def _check_chunk_rows(chunk_rows: int | None) -> None:
     if chunk_rows is not None and (not isinstance(chunk_rows, int) or chunk_rows < 1):
         raise ValueError(f"chunk_rows must be a positive int or None, got {chunk_rows!r}")
 
@@ -239,11 +243,14 @@ def rulebook(nbr: torch.Tensor, chunk_rows: int | None = None, channels: int = 6
         raise ValueError(
             f"nbr must be an int64 [N, k^3] table (as kernel_map returns), got {nbr.dtype} {tuple(nbr.shape)}"
         )
-    if chunk_rows is not None and (not isinstance(chunk_rows, int) or chunk_rows < 1):
-        raise ValueError(f"chunk_rows must be a positive int or None, got {chunk_rows!r}")
+    _check_chunk_rows(chunk_rows)
     n, taps = nbr.shape
-    rows = chunk_rows or auto_chunk_rows("compact", taps, channels, itemsize, n) or max(n, 1)
-    return pairs.build(nbr, rows)
+    return pairs.build(nbr, chunk_rows or rulebook_rows(n, taps, channels, itemsize))
+
+
+def rulebook_rows(n: int, taps: int, channels: int, itemsize: int) -> int:
+    """Voxels per rulebook chunk when the caller gives none: `auto_chunk_rows`, or all of a small set."""
+    return auto_chunk_rows("compact", taps, channels, itemsize, n) or max(n, 1)
 
 
 # ----------------------------------------------------------------------------------------------- auto

@@ -108,7 +108,7 @@ def peak_model(
         chunk_rows = chunk_rows or conv.auto_chunk_rows(method, k3, cin, e, n)
     out = features_bytes(n, cout, e)
     if method == "compact":
-        rows = min(n, chunk_rows or conv.auto_chunk_rows("compact", k3, cin, e, n) or n)
+        rows = min(n, chunk_rows or conv.rulebook_rows(n, k3, cin, e))
         return out + features_bytes(chunk_pairs or rows * k3, cin + cout, e) + features_bytes(rows, cout, e)
     if method == "im2col":
         if chunk_rows is None or chunk_rows >= n:  # buffer + its int64 index (or the mask, whichever is larger)
@@ -200,7 +200,7 @@ def conv_workload(
     """Measurement target: build one layer's inputs here (not counted) and return its forward as `run`.
 
     The kernel map is an input: the table, or for 'auto' and 'compact' its pair form (`conv.rulebook`), which a
-    network builds once per voxel set and reuses in every layer (`rulebook_workload` measures the build)."""
+    network builds once per voxel set and reuses in every layer (`rulebook_seconds` times the build)."""
     _rss_tracks_tensors()
     torch.set_num_threads(threads)
     _warm_up(method, channels, dtype)
@@ -232,16 +232,9 @@ def _given_rulebook(method: str) -> bool:
 def _most_chunk_pairs(shape: str, res: int, channels: int, dtype: str, chunk_rows: int | None) -> int:
     """The fullest rulebook chunk of (shape, res), chunked as `conv.rulebook` chunks it for this layer."""
     nbr = conv.kernel_map(voxels.voxel_set(shape, res))
-    rows = chunk_rows or conv.auto_chunk_rows("compact", nbr.shape[1], channels, _itemsize(dtype), len(nbr))
-    return pairs.most_chunk_pairs(nbr, rows or max(len(nbr), 1))
-
-
-def rulebook_workload(shape: str, res: int, channels: int = 64, threads: int = 1) -> Callable[[], Any]:
-    """Measurement target for `conv.rulebook` on a given table (what the compact path's input costs once)."""
-    _rss_tracks_tensors()
-    torch.set_num_threads(threads)
-    nbr = conv.kernel_map(voxels.voxel_set(shape, res))
-    return lambda: conv.rulebook(nbr, channels=channels)
+    return pairs.most_chunk_pairs(
+        nbr, chunk_rows or conv.rulebook_rows(len(nbr), nbr.shape[1], channels, _itemsize(dtype))
+    )
 
 
 def kernel_map_workload(shape: str, res: int, threads: int = 1) -> Callable[[], torch.Tensor]:
@@ -377,10 +370,7 @@ def time_methods(
     weight = (torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5).to(DTYPES[dtype])
     book, book_s = None, None
     if any(_given_rulebook(m) for m in methods):
-        book = conv.rulebook(nbr, channels=channels, itemsize=feats.element_size())
-        book_s = measure.median_seconds(
-            lambda: conv.rulebook(nbr, channels=channels, itemsize=feats.element_size()), repeats
-        )
+        book, book_s = _timed_rulebook(nbr, channels, feats.element_size(), repeats)
     rows = []
     for method in tqdm(methods, desc="time per method", disable=not progress):
         given = book if _given_rulebook(method) else nbr
@@ -539,11 +529,23 @@ def rulebook_seconds(
     before = torch.get_num_threads()
     torch.set_num_threads(threads)
     try:
-        book = conv.rulebook(nbr, channels=channels, itemsize=itemsize)
-        seconds = measure.median_seconds(lambda: conv.rulebook(nbr, channels=channels, itemsize=itemsize), repeats)
+        book, seconds = _timed_rulebook(nbr, channels, itemsize, repeats)
     finally:
         torch.set_num_threads(before)
-    return {"seconds": seconds, "chunk_rows": book.chunk_rows, "pairs": book.pairs, "bytes": book.nbytes}
+    return {
+        "seconds": seconds,
+        "chunk_rows": book.chunk_rows,
+        "pairs": book.pairs,
+        "max_chunk_pairs": book.max_chunk_pairs,
+        "bytes": book.nbytes,
+    }
+
+
+def _timed_rulebook(nbr: torch.Tensor, channels: int, itemsize: int, repeats: int) -> tuple[pairs.Rulebook, float]:
+    """The rulebook of `nbr` and the median seconds of building it (the first build is the warm-up)."""
+    book = conv.rulebook(nbr, channels=channels, itemsize=itemsize)
+    seconds = measure.median_seconds(lambda: conv.rulebook(nbr, channels=channels, itemsize=itemsize), repeats, 0)
+    return book, seconds
 
 
 def _version(name: str) -> str | None:
@@ -578,7 +580,6 @@ def benchmark_against_limits(
     work = conv_work(nbr, channels, channels, dtype)
     itemsize = _itemsize(dtype)
     book = rulebook_seconds(nbr, channels, itemsize, threads, repeats)
-    most = pairs.most_chunk_pairs(nbr, book["chunk_rows"])
     del nbr
     rows = []
     for method in tqdm(list(methods), desc="methods", disable=not progress):
@@ -595,7 +596,7 @@ def benchmark_against_limits(
                 repeats,
                 rows_for,
                 n=len(coords),
-                chunk_pairs=most if given else None,
+                chunk_pairs=book["max_chunk_pairs"] if given else None,
             )
         )
     run_spconv = bool(spconv_threads) and dtype == "float32"
@@ -626,9 +627,20 @@ def format_benchmark(result: dict[str, Any]) -> str:
     """The compact, self-explaining summary the benchmark script prints."""
     w, lim, rows = result["work"], result["limits"], result["rows"]
     r0 = rows[0] if rows else {}
+    book = result.get("rulebook")
+    given = (
+        [
+            f"'auto' and 'compact' are handed the rulebook (`sparse.rulebook`, {book['pairs']:,} pairs in "
+            f"{book['chunk_rows']}-voxel chunks, {book['bytes'] / 2**20:.0f} MiB), built once per voxel set in "
+            f"{book['seconds']:.2f} s; the other methods the table"
+        ]
+        if book
+        else []
+    )
     lines = [
         f"one submanifold conv layer: {r0.get('shape')} {r0.get('res')}, N = {w['N']:,}, C = {r0.get('C')}, "
         f"{r0.get('dtype')}, {r0.get('threads')} threads, kernel map given; median of {r0.get('repeats')} fresh processes",
+        *given,
         f"machine now: sgemm {lim['sgemm_gflops']:.0f} GFLOP/s, copy {lim['copy_gbps']:.1f} GB/s, "
         f"load average {lim['load_average']:.2f} (mean of before and after)",
         f"work: {w['flops_occupied'] / 1e12:.3f} TFLOP on taps with a neighbour "
@@ -637,14 +649,6 @@ def format_benchmark(result: dict[str, Any]) -> str:
         f"{'method':<11}{'chunk':>7}{'median s':>10}{'of limit':>10}{'GFLOP/s':>9}{'of sgemm':>10}"
         f"{'peak GiB':>10}{'peak/model':>12}",
     ]
-    book = result.get("rulebook")
-    if book:
-        lines.insert(
-            1,
-            f"'auto' and 'compact' are handed the rulebook (`sparse.rulebook`, {book['pairs']:,} pairs in "
-            f"{book['chunk_rows']}-voxel chunks, {book['bytes'] / 2**20:.0f} MiB), built once per voxel set in "
-            f"{book['seconds']:.2f} s; the other methods the table",
-        )
     for r in rows:
         lines.append(
             f"{r['method']:<11}{str(r['chunk_rows'] or 'auto'):>7}{r['median_seconds']:>10.2f}"

@@ -339,7 +339,8 @@ class Progress:
     def cell_started(self, index: int, cell: Any) -> None:
         self.cell_start = time.perf_counter()
         entry = self.history.get(self.name, {}).get("cells", {}).get(str(index), {})
-        if entry.get("line", _code_line(cell)[:100]) != _code_line(cell)[:100]:
+        line = _code_line(cell)[:100]
+        if entry.get("line", line) != line:
             entry = {}  # the notebook changed since that run: this index is another cell now
         last = entry.get("seconds")
         if last is not None and last >= LONG_STEP_S:
