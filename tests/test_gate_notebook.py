@@ -51,7 +51,10 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
     first = execute(run)
     assert first.status == "passed", first.describe_error()
     m = load_metrics(run, "04_gate_pairing")["metrics"]
-    assert m["graphs_found"] == 3 and m["unreadable_graphs"] == ["dit"]
+    assert m["graphs_found"] == 3 and m["predictions"] == {"pass": 1, "fail": 2, "unjudged": 0}
+    assert "input_rank_1" in m["refused_rules"]  # the dit graph's rank-1 timestep
+    assert m["public_record"]["disagreed"] == 0 and m["public_record"]["on_target"] >= 25
+    assert m["public_record_held"] == [] and m["contradicted_entries"] == []
     # before the DFC ran, that is an unmet precondition with the script, not a neutral row
     (unmet,) = m["conclusion"]["unmet"]
     assert unmet.startswith("DFC not run here") and "run_dfc.sh" in unmet and "3 graphs unjudged" in unmet
@@ -70,11 +73,11 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
     }
     assert m["graphs_unjudged"] == 1
     standing = {row["graph"]: row["rests on"] for row in m["standing"]}
-    assert standing == {"attn.onnx": "DFC", "head.onnx": "DFC", "dit.onnx": "allowlist only"}
+    assert standing == {"attn.onnx": "DFC", "head.onnx": "DFC", "dit.onnx": "prediction only"}
     conclusion = m["conclusion"]
     assert conclusion["rests_on"]["dfc"] == "run"
     assert conclusion["unmet"] == ["1 of 3 graphs have no DFC verdict on their ops (see the pairing)"]
-    assert "ops outside DEVICE_OPS: TopK" in conclusion["answer"]
+    assert "refused ops TopK" in conclusion["answer"] and "input_rank_1" in conclusion["answer"]
 
 
 def test_04_fails_naming_a_notebook_whose_outputs_are_missing(tmp_path):

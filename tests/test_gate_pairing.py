@@ -63,10 +63,35 @@ def test_pass_but_rejected_means_too_generous_and_resolves_the_node(tmp_path, op
 
 
 def test_fail_but_parsed_means_too_strict(tmp_path, ops):
-    gate, result = run(tmp_path, ops, with_op("HardSwish", "/act/HardSwish"), "hs", success("hs"))
-    assert not gate.passed and gate.failing_ops == ("HardSwish",)
+    gate, result = run(tmp_path, ops, topk_head(), "head", success("head"))
+    assert gate.verdict == "fail" and gate.failing_ops == ("TopK",)
     assert (result.gate, result.dfc, result.verdict) == ("FAIL", "parses", P.TOO_STRICT)
-    assert [(e.action, e.op) for e in result.edits] == [("move in", "HardSwish")]
+    assert [(e.action, e.op) for e in result.edits] == [("move in", "op:TopK")]
+
+
+def test_an_unjudged_prediction_the_dfc_answered_adds_evidence(tmp_path, ops):
+    gate, result = run(tmp_path, ops, with_op("HardSwish", "/act/HardSwish"), "hs", success("hs"))
+    assert gate.verdict == "unjudged" and gate.unjudged_ops == ("HardSwish",)
+    assert (result.gate, result.dfc, result.verdict) == ("UNJUDGED", "parses", P.OBSERVED_NOW)
+    assert [(e.action, e.op) for e in result.edits] == [("add evidence", "op:HardSwish")]
+    assert result.judged
+    text = rejection("UnsupportedOperationError in op /act/HardSwish: HardSwish operation is unsupported", model="hs")
+    _, refused = run(tmp_path, ops, with_op("HardSwish", "/act/HardSwish"), "hs", text)
+    assert refused.verdict == P.OBSERVED_NOW and [(e.action, e.op) for e in refused.edits] == [
+        ("add evidence", "HardSwish")
+    ]
+
+
+def test_a_graph_the_gate_cannot_read_is_not_paired(tmp_path, ops, capsys):
+    data = attention().SerializeToString()
+    cut = tmp_path / "attn.onnx"
+    cut.write_bytes(data[: len(data) // 2])
+    with pytest.raises(ValueError, match="nothing to pair"):
+        pair(device_gate(cut, ops), read_dfc_log(success("attn")), cut)
+    log = tmp_path / "attn.log"
+    log.write_text(success("attn"))
+    assert main(["pair", str(cut), "--dfc", str(log)]) == 2
+    assert "cannot be paired" in capsys.readouterr().err
 
 
 def test_both_reject_on_the_same_op(tmp_path, ops):
@@ -168,7 +193,7 @@ def test_b_failure_before_any_operator_leaves_the_ops_unjudged(tmp_path, ops):
     assert (result.cause, result.verdict, result.agreement) == (
         "before operators",
         P.UNJUDGED_INPUTS,
-        "same cause (input regime)",
+        "same cause (an input the parser refuses)",
     )
     assert result.verdict not in (P.BOTH_REJECT, P.HELD) and not result.judged
     assert result.edits == ()  # never "move an op out" on a failure that read no operator
@@ -243,3 +268,17 @@ def test_cli_bad_paths_are_clear_errors(tmp_path, capsys):
     assert "does not exist" in capsys.readouterr().err
     assert main(["device", str(tmp_path)]) == 2
     assert "is a directory" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "field, value", [("model", 5), ("end_nodes", "x"), ("end_nodes", [1]), ("reason", ["a"]), ("errors", [{"cls": 1}])]
+)
+def test_a_result_with_a_field_of_the_wrong_type_is_refused_cleanly(tmp_path, capsys, field, value):
+    import json
+
+    path = save(attention(), tmp_path / "attn.onnx")
+    body = {"kind": "weftlib.gate/dfc-result", "verdict": "parsed", "model": "attn", field: value}
+    result = tmp_path / "attn.dfc.json"
+    result.write_text(json.dumps(body))
+    assert main(["pair", str(path), "--dfc", str(result)]) == 2
+    assert capsys.readouterr().err.startswith("error: ")

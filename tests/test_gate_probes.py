@@ -20,13 +20,13 @@ from weftlib.gate.__main__ import main
 from weftlib.gate.dfc_runner import image, target
 from weftlib.gate.allowlist import DEFAULT_PATH, parse_device_ops
 from weftlib.gate.probes import (
-    BUILDERS,
     MANIFEST,
+    OP_BUILDERS,
     SCRIPT,
     evidence_diff,
-    ops_to_probe,
-    probe_model,
+    op_probe,
     read_pack,
+    to_probe,
     write_dfc_pack,
     write_probes,
 )
@@ -73,32 +73,55 @@ def install_dfc(monkeypatch, verdicts: dict[str, str]) -> None:
     monkeypatch.setitem(sys.modules, "hailo_sdk_client", client)
 
 
+EXTRA = ["Cast", "InstanceNormalization", "HardSwish", "Add"]  # as an export's op list would name them
+
+
 @pytest.fixture(scope="module")
 def pack(tmp_path_factory):
-    return write_probes(tmp_path_factory.mktemp("probes"), load_device_ops(), extra=["Cast"])
+    return write_probes(tmp_path_factory.mktemp("probes") / "pack", load_device_ops(), extra=EXTRA)
 
 
-def test_every_unjudged_op_is_probed_or_named(pack):
+def test_every_unjudged_op_and_rule_is_probed_or_named(pack):
     ops = load_device_ops()
-    wanted = ops_to_probe(ops, ["Cast"])
-    probed = {p.op for p in pack.probes}
-    assert probed | set(pack.unbuilt) >= set(wanted)  # nothing dropped silently
-    assert {"Add", "ReduceSum", "Resize", "ReduceL2", "Reshape", "Concat", "Gather", "ReduceMax", "Cast"} <= probed
-    assert "MatMul" not in wanted  # observed on the target: not asked again
-    gather = {p.variant: p.condition_met for p in pack.probes if p.op == "Gather"}
-    assert gather == {"condition met": True, "condition broken": False}
+    wanted = to_probe(ops, EXTRA)
+    probed = {("op:" if p.subject == "op" else "") + p.name for p in pack.probes}
+    assert probed | set(pack.unbuilt) == set(wanted)  # nothing dropped silently, nothing asked twice
+    assert {"op:Mod", "op:InstanceNormalization", "op:Flatten", "op:Unsqueeze"} <= probed
+    assert {"input_rank_5", "lone_transpose_0213", "head_split_sliced", "rotate_half_partial"} <= probed
+    assert {"input_rank_1", "rotate_half", "image_to_tokens"} <= probed  # predictions that rest on an inference
+    assert "NOT" not in pack.unbuilt and "op:HardSwish" in pack.unbuilt
+    assert not {"op:Add", "op:Cast", "op:MatMul", "head_split_glued"} & set(wanted)  # observed: not asked again
 
 
-def test_each_probe_is_the_op_between_two_convs_named_and_checker_clean(pack):
+def test_op_probes_sit_between_two_convs_and_rule_probes_exhibit_their_rule(pack):
     for probe in pack.probes:
         model = onnx.load(str(pack.folder / probe.file))
         onnx.checker.check_model(model, full_check=True)
         nodes = model.graph.node
-        assert (nodes[0].op_type, nodes[-1].op_type) == ("Conv", "Conv"), probe.file
-        assert all(n.name for n in nodes)
-        assert any(n.name == f"probe/{probe.op}" for n in nodes), probe.file
-        (x,) = model.graph.input
-        assert len(x.type.tensor_type.shape.dim) == 4  # image-shaped: the parser can read it
+        assert all(n.name for n in nodes) and model.graph.input, probe.file
+        assert probe.nodes and set(probe.nodes) <= {n.name for n in nodes} | {i.name for i in model.graph.input}
+        if probe.subject == "op":
+            assert (nodes[0].op_type, nodes[-1].op_type) == ("Conv", "Conv"), probe.file
+            assert len(model.graph.input[0].type.tensor_type.shape.dim) == 4
+
+
+def test_probes_out_refuses_a_folder_it_did_not_write_and_replaces_its_own(tmp_path):
+    ops = load_device_ops()
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "manifest.json").write_text('{"mine": true}')
+    (theirs / "run_dfc.sh").write_text("echo the user's own\n")
+    with pytest.raises(ValueError, match="not empty and not a probe pack"):
+        write_probes(theirs, ops)
+    assert (theirs / "run_dfc.sh").read_text() == "echo the user's own\n" and len(list(theirs.iterdir())) == 2
+    assert main(["probes", "--out", str(theirs)]) == 2
+    ours = tmp_path / "ours"
+    first = write_probes(ours, ops)
+    stale = ours / f"{first.probes[0].stem}.dfc.json"
+    stale.write_text("{}")  # a result of the older pack
+    write_probes(ours, ops)
+    assert not stale.exists() and read_pack(ours)["probes"]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]  # no build or old folder left behind
 
 
 def test_manifest_and_script_are_relative_and_copyable(pack):
@@ -122,7 +145,7 @@ def test_the_packed_tool_runs_alone_with_the_double(pack, tmp_path):
         "    def save_har(self, p): Path(p).write_bytes(b'x')\n"
         "c.ClientRunner = R; sys.modules['hailo_sdk_client'] = c\n"
         "from weftlib.gate.dfc_runner import main\n"
-        f"sys.exit(main([{str(pack.folder / 'probe_Add.onnx')!r}, '--out', {str(tmp_path / 'r.json')!r}]))\n"
+        f"sys.exit(main([{str(pack.folder / pack.probes[0].file)!r}, '--out', {str(tmp_path / 'r.json')!r}]))\n"
     )
     env = {"PYTHONPATH": str(pack.folder / "dfc_tool"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
@@ -140,32 +163,41 @@ def run_pack(folder: Path, names: list[str], monkeypatch, verdicts: dict[str, st
 
 def test_evidence_turns_probe_results_into_the_yaml_diff(pack, monkeypatch, capsys):
     verdicts = {
-        "probe_Reshape": "reject probe/Reshape",
-        "probe_ReduceSum": "input layers",
-        "probe_Resize": "inconclusive",
-        "probe_Concat": "reject probe/pre_Conv",
+        "probe_Mod": "reject probe/Mod",
+        "probe_rule_input_rank_5": "input layers",
+        "probe_Unsqueeze": "inconclusive",
+        "probe_rule_head_split_sliced": "reject probe/pre/MatMul",
     }
     run_pack(pack.folder, [p.file for p in pack.probes], monkeypatch, verdicts)
     # a result about another model in a probe's place is refused, not counted
-    (pack.folder / "probe_Pad.dfc.json").write_text(
-        (pack.folder / "probe_Add.dfc.json").read_text().replace('"probe_Add"', '"full"')
+    (pack.folder / "probe_Flatten.dfc.json").write_text(
+        (pack.folder / "probe_Mod.dfc.json").read_text().replace('"probe_Mod"', '"full"')
     )
     diff, rows = evidence_diff(pack.folder)
-    found = {(r["op"], r["variant"]): r["finding"] for r in rows}
-    assert found[("Add", "")] == "parsed" and found[("Reshape", "")] == "rejected"
-    assert found[("ReduceSum", "")].startswith("unjudged: before operators")
-    assert found[("Resize", "")].startswith("unjudged: inconclusive")
-    assert found[("Concat", "")].startswith("unjudged: the DFC rejected ['Conv'] around the op")
-    assert found[("Pad", "")].startswith("refused")
-    added = [line for line in diff.splitlines() if line.startswith("+      - ")]
-    assert any('seen: "parsed"' in line and "probe_Add.onnx" in line for line in added)
-    assert any('seen: "rejected"' in line and "probe_Reshape.onnx" in line for line in added)
-    assert not any(f"probe_{op}.onnx" in line for line in added for op in ("ReduceSum", "Resize", "Pad", "Concat"))
-    assert any("condition_met: true" in line and "probe_Gather_met" in line for line in added)
-    # the diff applies, and the file it gives still loads: the edit is ready to commit
-    new_text = apply_unified(DEFAULT_PATH.read_text(), diff)
-    ops = parse_device_ops(yaml.safe_load(new_text), "patched")
-    assert any(e.source.startswith("weftlib.gate probes: probe probe_Add.onnx") for e in ops.entries["Add"].evidence)
+    found = {r["subject"]: r["finding"] for r in rows}
+    assert found["op Mod"] == "rejected" and found["lone_transpose_0213"] == "parsed"
+    assert found["input_rank_5"].startswith("unjudged: before operators")
+    assert found["op Unsqueeze"].startswith("unjudged: inconclusive")
+    assert found["head_split_sliced"].startswith("unjudged: the DFC rejected ['probe/pre/MatMul'], not the nodes")
+    assert found["op Flatten"].startswith("refused")
+    added = [line[1:] for line in diff.splitlines() if line.startswith("+") and not line.startswith("+++")]
+    removed = [line for line in diff.splitlines() if line.startswith("-") and not line.startswith("---")]
+    # only the evidence lists that gained an item change; every comment and every other line stays as it was
+    assert removed and all("evidence" in line for line in removed)
+    assert all(
+        line in apply_unified(DEFAULT_PATH.read_text(), diff)
+        for line in DEFAULT_PATH.read_text().splitlines()
+        if line.lstrip().startswith("#")
+    )
+    assert any('"rejected"' in line and "probe_Mod.onnx" in line for line in added)
+    assert any('"parsed"' in line and "probe_rule_lone_transpose_0213.onnx" in line for line in added)
+    assert not any(f"probe_{s}.onnx" in line for line in added for s in ("rule_input_rank_5", "Unsqueeze", "Flatten"))
+    # the diff applies, the file it gives still loads, and the new observations move the predictions
+    ops = parse_device_ops(yaml.safe_load(apply_unified(DEFAULT_PATH.read_text(), diff)), "patched")
+    from weftlib.gate.standing import op_standing, rule_standing
+
+    assert rule_standing("lone_transpose_0213", ops).prediction == "parse"  # a 5.3.0 parse now decides
+    assert op_standing("Mod", ops).prediction == "refused"
     assert main(["evidence", str(pack.folder)]) == 0
     assert '+      - {seen: "parsed"' in capsys.readouterr().out
 
@@ -206,35 +238,31 @@ def test_pack_of_exported_graphs_and_bad_folders(tmp_path):
 
 
 def test_probes_cli_writes_the_pack(tmp_path, capsys):
-    assert main(["probes", "--out", str(tmp_path / "p"), "--extra", "Cast", "GridSample"]) == 0
+    assert main(["probes", "--out", str(tmp_path / "p"), "--extra", "Cast", "GridSample", "HardSwish"]) == 0
     out = capsys.readouterr().out
-    assert "run_dfc.sh" in out and "probe_Cast.onnx" in out and "NOT PROBED GridSample: no probe builder" in out
+    assert "run_dfc.sh" in out and "probe_rule_input_rank_5.onnx" in out and "NOT PROBED op:HardSwish" in out
+    assert "GridSample" not in out  # refused on the target already: nothing to ask
     assert (tmp_path / "p" / MANIFEST).is_file()
 
 
-def test_probe_builders_cover_the_suites_export_ops():
-    """Every op the device gate allowlists in the suite's attention and conv exports has a probe builder."""
-    for op in (
-        "MatMul",
-        "Softmax",
-        "Transpose",
-        "Reshape",
-        "Add",
-        "Mul",
-        "Div",
-        "Sub",
-        "ReduceSum",
-        "Slice",
-        "Pad",
-        "Concat",
-        "Conv",
-        "Resize",
-        "Gather",
-        "Erf",
-        "LayerNormalization",
-        "Unsqueeze",
-        "Squeeze",
-    ):
-        assert any(o == op for o, _ in BUILDERS), op
-    model, note = probe_model("Softmax", "condition broken")
-    assert note == "over axis 1"
+def test_op_builders_cover_the_ops_the_suites_exports_leave_unjudged():
+    for op in ("Unsqueeze", "Flatten", "Mod", "InstanceNormalization", "Constant", "ConstantOfShape", "Resize"):
+        assert op in OP_BUILDERS, op
+    model, note = op_probe("Flatten")
+    assert note == "then a Reshape back to rank 4" and model.graph.node[1].op_type == "Flatten"
+
+
+def test_evidence_refuses_a_malformed_pack_without_a_traceback(tmp_path, capsys):
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / MANIFEST).write_text(json.dumps({"kind": "weftlib.gate/dfc-pack", "probes": [{"subject": "op"}]}))
+    assert main(["evidence", str(bad)]) == 2
+    assert "malformed" in capsys.readouterr().err
+    (bad / MANIFEST).write_text(json.dumps({"kind": "weftlib.gate/dfc-pack", "probes": ["x"]}))
+    assert main(["evidence", str(bad)]) == 2
+    (bad / MANIFEST).write_text(json.dumps(["not", "a", "manifest"]))
+    assert main(["evidence", str(bad)]) == 2
+    entry = {"subject": "op", "name": "Mod", "file": "../../etc/passwd", "why": "x", "nodes": []}
+    (bad / MANIFEST).write_text(json.dumps({"kind": "weftlib.gate/dfc-pack", "probes": [entry]}))
+    assert main(["evidence", str(bad)]) == 2
+    assert "not a graph of the pack folder" in capsys.readouterr().err

@@ -111,7 +111,15 @@ def test_without_the_client_the_cli_prints_the_docker_command(tmp_path, monkeypa
     assert info.value.command == docker_command(model, ARCH)
     assert main(["dfc", str(model), "--arch", ARCH, "--out", str(tmp_path / "r.json")]) == 2
     err = capsys.readouterr().err
-    assert docker_command(model, ARCH) in err and f"hailo parser onnx /model/attn.onnx --hw-arch {ARCH}" in err
+    assert docker_command(model, ARCH, out=str(tmp_path / "r.json")) in err  # the printed line honours --out
+    assert "--out /model/r.json" in err and f"hailo parser onnx /model/attn.onnx --hw-arch {ARCH}" in err
+    elsewhere = tmp_path / "results" / "r.json"
+    elsewhere.parent.mkdir()
+    assert main(["dfc", str(model), "--arch", ARCH, "--out", str(elsewhere)]) == 2
+    err = capsys.readouterr().err
+    assert f"-v {elsewhere.parent}:/out" in err and "--out /out/r.json" in err
+    assert main(["dfc", str(model), "--arch", ARCH, "--out", str(tmp_path / "no" / "such" / "r.json")]) == 2
+    assert "cannot write" in capsys.readouterr().err
     assert not (tmp_path / "r.json").exists()
 
 

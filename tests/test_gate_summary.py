@@ -48,24 +48,23 @@ def test_models_results_and_tables(tmp_path, monkeypatch):
     results = {m: device_gate(m, ops) for m in models}
     table = gate_table(results, tmp_path)
     assert list(table["model"]) == ["02/sub/attn.onnx", "03/head.onnx", "03/sel.onnx"]
-    assert list(table["gate"]) == ["PASS", "FAIL", "FAIL"]
+    assert list(table["gate"]) == ["PASS", "FAIL", "UNJUDGED"]
+    assert list(table["refused"]) == ["", "op TopK", ""]
     pairings = {m: pair(results[m], dfc[m], m) for m in models}
     assert list(pairing_table(pairings, tmp_path)["verdict"]) == ["allowlist held", "both reject", "DFC not run"]
 
     counts, status = op_matrix(results, ops, tmp_path)
-    assert counts.loc["03/sel.onnx", "Gather"] == 1 and status.loc["03/sel.onnx", "Gather"] == "condition broken"
-    assert status.loc["03/head.onnx", "TopK"] == "blocker" and status.loc["03/sel.onnx", "ArgMax"] == "unlisted"
-    assert status.loc["02/sub/attn.onnx", "TopK"] == "" and status.loc["02/sub/attn.onnx", "MatMul"] == "allowed"
+    assert counts.loc["03/sel.onnx", "Gather"] == 1 and status.loc["03/sel.onnx", "Gather"] == "unjudged"
+    assert status.loc["03/head.onnx", "TopK"] == "refused" and status.loc["03/sel.onnx", "ArgMax"] == "unjudged"
+    assert status.loc["02/sub/attn.onnx", "TopK"] == "" and status.loc["02/sub/attn.onnx", "MatMul"] == "parse"
     assert int(counts.to_numpy().sum()) == sum(r.nodes for r in results.values())
     fig = plot_op_matrix(counts, status)
     assert len(fig.axes[0].texts) == int((counts > 0).to_numpy().sum())
 
-    edits = edits_table(pairings, evidence_table(ops), tmp_path)
-    assert [(r["action"], r["op"]) for _, r in edits.iterrows()] == [
-        ("review", "Concat"),
-        ("review", "Reshape"),
-        ("review", "ReduceMax"),
-    ]
+    assert edits_table(pairings, evidence_table(ops), tmp_path).empty  # the committed listing agrees with itself
+    moved = [{**r, "listed": "device_ops"} if r["name"] == "TopK" else r for r in evidence_table(ops)]
+    edits = edits_table(pairings, moved, tmp_path)
+    assert [(r["action"], r["op"]) for _, r in edits.iterrows()] == [("move out", "TopK")]
 
 
 def test_collect_without_results_or_parser_is_not_run(tmp_path, monkeypatch):

@@ -8,24 +8,29 @@ one DFC session into evidence for `params/device_ops.yaml`.
 """
 
 from .allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
-from .device import ConditionFailure, GateResult, OpUse, device_gate
+from .device import EXIT_CODES, GateResult, OpUse, device_gate
+from .predict import Finding, Prediction, predict
 from .dfc_log import DfcError, DfcResult, load_dfc_result, read_dfc_log
 from .dfc_runner import DfcUnavailable, check_arch, cli_docker_command, dfc_available, docker_command, run_dfc
-from .evidence import check_recorded_verdicts, evidence_table
+from .evidence import contradictions, evidence_table, unjudged
 from .pairing import PAIR_VERDICTS, Edit, Pairing, pair
 from .probes import DfcPack, ProbePack, evidence_diff, write_dfc_pack, write_probes
+from .public_record import backtest, held
 from .summary import (
+    backtest_counts,
     collect_dfc,
     commands_table,
     conclusion,
     edits_table,
     find_models,
+    findings_table,
     gate_all,
     gate_table,
     missing_outputs,
     op_matrix,
     pack_models,
     pairing_table,
+    plot_backtest,
     plot_op_matrix,
     standing_table,
 )
@@ -35,7 +40,10 @@ __all__ = [
     "DeviceOpsError",
     "load_device_ops",
     "parse_device_ops",
-    "ConditionFailure",
+    "EXIT_CODES",
+    "Finding",
+    "Prediction",
+    "predict",
     "GateResult",
     "OpUse",
     "device_gate",
@@ -49,12 +57,18 @@ __all__ = [
     "dfc_available",
     "docker_command",
     "run_dfc",
-    "check_recorded_verdicts",
+    "contradictions",
+    "unjudged",
     "evidence_table",
     "PAIR_VERDICTS",
     "Edit",
     "Pairing",
     "pair",
+    "backtest",
+    "backtest_counts",
+    "held",
+    "findings_table",
+    "plot_backtest",
     "collect_dfc",
     "commands_table",
     "edits_table",

@@ -1,25 +1,31 @@
-"""`python -m weftlib.gate {device,dfc,pair}`: a thin shell over weftlib.gate.
+"""`python -m weftlib.gate {device,dfc,pair,probes,evidence}`: a thin shell over weftlib.gate.
 
-device MODEL.onnx                              exit 0 PASS, 1 FAIL (prints the ops outside DEVICE_OPS)
+device MODEL.onnx [--json]                     the prediction: exit 0 pass, 1 fail, 3 unjudged
 dfc MODEL.onnx [--arch ARCH] --out R.json      exit 0 parsed, 1 rejected/unrecognised,
                                                2 no DFC here (prints the docker command) or an arch it refuses
 pair MODEL.onnx --dfc R.json|LOG [--matched-by-hand]
                                                exit 0 when the allowlist held, 1 otherwise, 2 when the
                                                result is about another model (or names none) or a path is bad
-probes --out DIR                               one small graph per unjudged op, a manifest and the DFC script
+probes --out DIR                               one small graph per unjudged op and rule, a manifest, the DFC script
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
+
+Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed result or pack,
+an unwritable --out), never a traceback.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 from typing import Sequence
 
 from . import (
-    DfcUnavailable,
+    EXIT_CODES,
     DeviceOpsError,
+    DfcUnavailable,
     check_arch,
     cli_docker_command,
     device_gate,
@@ -28,8 +34,12 @@ from . import (
     pair,
     run_dfc,
 )
-from .dfc_runner import default_arch
+from .dfc_runner import default_arch, docker_command
 from .pairing import HELD, REFUSED, UNMATCHED
+
+
+class BadInput(ValueError):
+    """Input the command cannot work on; the message says which and why (exit 2)."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -37,9 +47,10 @@ def _parser() -> argparse.ArgumentParser:
         prog="python -m weftlib.gate", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     sub = ap.add_subparsers(dest="command", required=True)
-    device = sub.add_parser("device", help="check every op against DEVICE_OPS")
+    device = sub.add_parser("device", help="predict the DFC's parse, node by node")
     device.add_argument("model")
     device.add_argument("--ops", default=None, help="allowlist file (default params/device_ops.yaml)")
+    device.add_argument("--json", action="store_true", help="print the verdict and findings as JSON")
     dfc = sub.add_parser("dfc", help="run the DFC parser (or print how to run it in its image)")
     dfc.add_argument("model")
     dfc.add_argument("--arch", default=None, help="hw arch (default: the target arch of params/device_ops.yaml)")
@@ -55,7 +66,7 @@ def _parser() -> argparse.ArgumentParser:
         action="store_true",
         help="the result names no model: state that it is about MODEL (shown as matched by hand)",
     )
-    probes = sub.add_parser("probes", help="write the probe pack: one small graph per op the DFC has not judged")
+    probes = sub.add_parser("probes", help="write the probe pack: one small graph per unjudged op and rule")
     probes.add_argument("--out", required=True)
     probes.add_argument("--ops", default=None)
     probes.add_argument("--extra", nargs="*", default=(), help="more ops to probe (e.g. every op an export uses)")
@@ -67,25 +78,30 @@ def _parser() -> argparse.ArgumentParser:
 
 def _device(args: argparse.Namespace) -> int:
     _existing_file(args.model, "MODEL")
-    result = device_gate(args.model, load_device_ops(args.ops))
+    ops = load_device_ops(args.ops)
+    result = device_gate(args.model, ops)
+    if not result.read:
+        print(f"error: {'; '.join(result.problems)}", file=sys.stderr)
+        return 2
+    if args.json:
+        cited = ops.cited(*(f.evidence for f in result.findings))
+        print(json.dumps({**result.as_json(), "sources": cited}, indent=2))
+        return EXIT_CODES[result.verdict]
     print(
-        f"{'PASS' if result.passed else 'FAIL'}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, "
-        f"opset {result.opset})"
+        f"{result.verdict.upper()}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, opset {result.opset})"
     )
-    print(
-        f"  readable by the DFC's parser: {'yes' if result.readable else 'no (input regime)'}; "
-        f"ops inside DEVICE_OPS: {'yes' if result.ops_passed else 'no'}"
-    )
-    for op, use in result.outside.items():
-        print(f"  outside DEVICE_OPS: {op} x{use.count}  e.g. {', '.join(use.nodes[:3])}")
+    for f in result.findings:
+        rule = f.rule if f.rule != "op" else f"op {f.op}"
+        print(f"  {f.prediction:8s} {f.node} [{f.op}] by {rule}: {f.detail or f.evidence}")
     for problem in result.problems:
-        print(f"  {problem}")
-    return 0 if result.passed else 1
+        print(f"  problem: {problem}")
+    return EXIT_CODES[result.verdict]
 
 
 def _dfc(args: argparse.Namespace) -> int:
     _existing_file(args.model, "MODEL")
     args.arch = args.arch or default_arch()
+    out = _writable(args.out, "--out") if args.out else None
     try:
         check_arch(args.arch)
         result = run_dfc(
@@ -95,11 +111,15 @@ def _dfc(args: argparse.Namespace) -> int:
         print(f"refused: {exc}", file=sys.stderr)
         return 2
     except DfcUnavailable as exc:
-        print(exc, file=sys.stderr)
+        print(
+            f"the DFC parser is not available here ({exc.reason}); run it in its image:\n"
+            f"{docker_command(args.model, args.arch, out=str(out) if out else None)}",
+            file=sys.stderr,
+        )
         print(f"or, with the DFC's own CLI:\n{cli_docker_command(args.model, args.arch)}", file=sys.stderr)
         return 2
-    if args.out:
-        Path(args.out).write_text(result.to_json())
+    if out is not None:
+        out.write_text(result.to_json())
     print(f"{result.verdict}: {result.reason}")
     for error in result.errors:
         print(f"  {error.cls} in op {error.node}: {error.message}")
@@ -111,6 +131,8 @@ def _pair(args: argparse.Namespace) -> int:
     if args.dfc:
         _existing_file(args.dfc, "--dfc")
     gate = device_gate(args.model, load_device_ops(args.ops))
+    if not gate.read:
+        raise BadInput(f"MODEL: {'; '.join(gate.problems)}: a graph the gate cannot read cannot be paired")
     dfc = load_dfc_result(args.dfc) if args.dfc else None
     result = pair(gate, dfc, args.model, by_hand=args.matched_by_hand)
     if result.verdict in (REFUSED, UNMATCHED):
@@ -130,20 +152,35 @@ def _existing_file(path: str, what: str) -> None:
     """A clear error for a path that is not a readable file (a folder, a typo), instead of a traceback."""
     p = Path(path)
     if p.is_dir():
-        raise ValueError(f"{what}: {path} is a directory; give a file")
+        raise BadInput(f"{what}: {path} is a directory; give a file")
     if not p.is_file():
-        raise FileNotFoundError(f"{what}: {path} does not exist")
+        raise BadInput(f"{what}: {path} does not exist")
+
+
+def _writable(path: str, what: str) -> Path:
+    """`path` as a file this process can create or replace, else a clear error before any work is done."""
+    p = Path(path)
+    parent = p.parent if str(p.parent) else Path(".")
+    if p.is_dir():
+        raise BadInput(f"{what}: {path} is a directory; give a file path")
+    if not parent.is_dir() or not os.access(parent, os.W_OK) or (p.exists() and not os.access(p, os.W_OK)):
+        raise BadInput(f"{what}: cannot write {path} (no such folder, or not writable)")
+    return p
 
 
 def _probes(args: argparse.Namespace) -> int:
     from .probes import write_probes
 
-    pack = write_probes(args.out, load_device_ops(args.ops), extra=args.extra)
+    out = Path(args.out)
+    parent = out.parent if str(out.parent) else Path(".")
+    if parent.exists() and not os.access(parent, os.W_OK):
+        raise BadInput(f"--out: cannot write into {parent} (not writable)")
+    pack = write_probes(out, load_device_ops(args.ops), extra=args.extra)
     print(f"{len(pack.probes)} probes in {pack.folder}; run the DFC over all of them with:\n  bash {pack.script}")
     for probe in pack.probes:
-        print(f"  {probe.file}  {probe.op}{' (' + probe.variant + ')' if probe.variant else ''}: {probe.why}")
-    for op, why in pack.unbuilt.items():
-        print(f"  NOT PROBED {op}: {why}")
+        print(f"  {probe.file}  {probe.label}: {probe.why}")
+    for subject, why in pack.unbuilt.items():
+        print(f"  NOT PROBED {subject}: {why}")
     return 0
 
 
@@ -152,18 +189,19 @@ def _evidence(args: argparse.Namespace) -> int:
 
     diff, rows = evidence_diff(args.folder, args.ops)
     for row in rows:
-        print(f"{row['op']}: {row['finding']}")
+        print(f"{row['subject']}: {row['finding']}")
     print(diff or "no change: no probe result changes params/device_ops.yaml")
     return 0
+
+
+COMMANDS = {"device": _device, "dfc": _dfc, "pair": _pair, "probes": _probes, "evidence": _evidence}
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return {"device": _device, "dfc": _dfc, "pair": _pair, "probes": _probes, "evidence": _evidence}[args.command](
-            args
-        )
-    except (DeviceOpsError, OSError, ValueError) as exc:
+        return COMMANDS[args.command](args)
+    except (DeviceOpsError, BadInput, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -82,7 +82,17 @@ class DfcResult:
             data["errors"] = tuple(DfcError(**e) for e in data.get("errors", ()))
         except TypeError as exc:
             raise ValueError(f"{where}: malformed `errors` entry: {exc}") from exc
-        data["end_nodes"] = tuple(data.get("end_nodes", ()))
+        if not all(isinstance(e.node, (str, type(None))) and isinstance(e.message, str) for e in data["errors"]):
+            raise ValueError(f"{where}: an `errors` entry has a node or message that is not text")
+        ends = data.get("end_nodes", ())
+        if not isinstance(ends, (list, tuple)) or not all(isinstance(n, str) for n in ends):
+            raise ValueError(f"{where}: `end_nodes` must be a list of node names, got {ends!r}")
+        data["end_nodes"] = tuple(ends)
+        for key in ("har", "model", "exception", "last_frame", "later_failure", "arch", "dfc_version", "source"):
+            if data.get(key) is not None and not isinstance(data[key], str):
+                raise ValueError(f"{where}: `{key}` must be text or null, got {data[key]!r}")
+        if not isinstance(data.get("reason", ""), str):
+            raise ValueError(f"{where}: `reason` must be text")
         return cls(**data)
 
 

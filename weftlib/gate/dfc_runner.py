@@ -69,14 +69,21 @@ def docker_command(onnx_path: str | os.PathLike, arch: str | None = None, out: s
     """The exact `docker run` that parses `onnx_path` in the DFC image and writes the JSON result.
 
     The model's folder is mounted at /model and this checkout's weftlib read-only at /weft, so the image
-    needs nothing but the DFC; the result lands next to the model as `<stem>.dfc.json` unless `out` is given.
-    `arch` defaults to the target's.
+    needs nothing but the DFC; the result lands next to the model as `<stem>.dfc.json`, or at `out` (its
+    folder mounted at /out when it is another one). `arch` defaults to the target's.
     """
     arch = check_arch(arch or default_arch())
     model = Path(onnx_path).resolve()
-    result = Path(out).name if out else f"{model.stem}.dfc.json"
-    inner = ["python", "-m", "weftlib.gate", "dfc", f"/model/{model.name}", "--arch", arch, "--out", f"/model/{result}"]
     mounts = ["-v", f"{REPO_WEFTLIB}:/weft/weftlib:ro", "-e", "PYTHONPATH=/weft"]
+    result = f"/model/{model.stem}.dfc.json"
+    if out:
+        target = Path(out).resolve()
+        if target.parent == model.parent:
+            result = f"/model/{target.name}"
+        else:
+            mounts += ["-v", f"{target.parent}:/out"]
+            result = f"/out/{target.name}"
+    inner = ["python", "-m", "weftlib.gate", "dfc", f"/model/{model.name}", "--arch", arch, "--out", result]
     return shlex.join([*_docker_run(model, *mounts), *inner])
 
 
@@ -194,15 +201,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     pandas or PyYAML. Exit 0 parsed, 1 rejected or unrecognised, 2 no DFC here or a bad argument.
     """
     import argparse
+    import json
     import sys
 
     ap = argparse.ArgumentParser(prog="python -m weftlib.gate.dfc_runner")
     ap.add_argument("model")
     ap.add_argument("--arch", default=None, help="hw arch (default: the allowlist's target arch)")
     ap.add_argument("--out", required=True)
+    ap.add_argument("--start-node-names", nargs="*", default=None)
+    ap.add_argument("--end-node-names", nargs="*", default=None)
+    ap.add_argument("--net-input-shapes", default=None, help="JSON: input name -> shape")
     args = ap.parse_args(argv)
     try:
-        result = run_dfc(args.model, args.arch)
+        shapes = json.loads(args.net_input_shapes) if args.net_input_shapes else None
+        result = run_dfc(
+            args.model,
+            args.arch,
+            start_node_names=args.start_node_names,
+            end_node_names=args.end_node_names,
+            net_input_shapes=shapes,
+        )
     except (ValueError, FileNotFoundError, DfcUnavailable) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

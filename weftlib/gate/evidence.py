@@ -1,125 +1,68 @@
-"""Check the allowlist against its own recorded evidence and against the recorded whole-graph verdicts.
+"""The listing against its own evidence: what each op entry and each graph rule predicts, and on what.
 
-An entry is only as good as what was seen: an allowlisted op the DFC rejected on the target (or a blocker
-it parsed) is a contradiction the allowlist has to answer for. Evidence from another compiler version or
-arch (Hailo-8 parts need DFC 3.x) is shown but not weighed, because DFC 5.x on the target arch may differ.
+An entry is only as good as what was seen: an op listed in DEVICE_OPS whose evidence predicts a refusal (or
+a blocker whose evidence predicts a parse) is a contradiction the listing has to answer for; an unjudged
+entry is one a probe (`weftlib.gate.probes`) can turn into an observation.
 """
 
 from __future__ import annotations
 
-from .allowlist import OBSERVED, DeviceOps, Evidence, OpEntry, RecordedVerdict
-
-# Standings that are not an on-target observation: a probe (weftlib.gate.probes) can turn each into one.
-UNJUDGED_STATUSES = ("assumed", "documented", "documented otherwise", "contested", "off-target only")
+from .allowlist import DeviceOps, Evidence
+from .standing import PARSE, REFUSED, UNJUDGED, Standing, op_standing, reach, rule_standing
 
 
-def target_match(dfc: str, arch: str, ops: DeviceOps) -> str:
-    """ "on" (same DFC major and arch as the target), "off" (known to differ) or "unknown"."""
-    major = ops.target_dfc.split(".")[0]
-    dfc_known, arch_known = dfc != "unknown", arch != "unknown"
-    if (dfc_known and dfc.split(".")[0] != major) or (arch_known and arch != ops.target_arch):
-        return "off"
-    return "on" if dfc_known and arch_known else "unknown"
-
-
-def _direction(entry: OpEntry, ev: Evidence) -> str:
-    """ "for", "against" or "condition" (the observation is about the condition, not the op)."""
-    if entry.condition is not None and ev.condition_met is False:
-        return "condition"
-    agrees = (ev.seen in ("parsed", "documented")) == (entry.listed == "device_ops")
-    return "for" if agrees else "against"
-
-
-def op_evidence(entry: OpEntry, ops: DeviceOps) -> dict[str, object]:
-    """One row of the evidence table: what was seen for this op and whether it backs its listing.
-
-    An on-target observation decides; a vendor table ("documented") decides only where nothing was observed
-    on the target, and where the two disagree both are shown (`documented` column) and the observation wins.
-    """
-    seen = [e for e in entry.evidence if e.seen in OBSERVED]
-    weighed = [e for e in seen if target_match(e.dfc, e.arch, ops) != "off"]
-    off = [e for e in seen if target_match(e.dfc, e.arch, ops) == "off"]
-    docs = [e for e in entry.evidence if e.seen == "documented" and target_match(e.dfc, e.arch, ops) != "off"]
-    directions = [_direction(entry, e) for e in weighed]
-    n_for, n_against = directions.count("for"), directions.count("against")
-    doc_agrees = entry.listed == "device_ops" if docs else None
-    if weighed and n_against == 0:
-        status = "supported"
-    elif weighed:
-        status = "contested" if n_for else "contradicted"
-    elif docs:
-        status = "documented" if doc_agrees else "documented otherwise"
-    elif seen:
-        status = "off-target only"
-    else:
-        status = "assumed"
+def _row(kind: str, name: str, listed: str, standing: Standing, items: tuple[Evidence, ...], ops: DeviceOps) -> dict:
+    where = [reach(e, ops.target_dfc, ops.target_arch) for e in items if e.seen not in ("assumed",)]
     return {
-        "op": entry.op,
-        "listed": entry.listed,
-        "condition": entry.condition or "",
-        "status": status,
-        "for": n_for,
-        "against": n_against,
-        "condition_cases": directions.count("condition"),
-        "documented": (
-            ""
-            if not docs
-            else "vendor table lists it"
-            + ("" if doc_agrees else "; listed as a blocker here")
-            + (" (an observation decides)" if weighed and bool(n_for) != bool(doc_agrees) else "")
-        ),
-        "off_target": "; ".join(f"{e.seen} ({e.dfc}, {e.arch})" for e in off),
-        "sources": "; ".join(sorted({e.source for e in seen + docs})),
+        "kind": kind,
+        "name": name,
+        "listed": listed,
+        "prediction": standing.prediction,
+        "basis": standing.basis,
+        "inferred": standing.inferred,
+        "on_target": where.count("target"),
+        "other_5x": where.count("sibling"),
+        "off_target": where.count("off"),
+        "retracted": sum(bool(e.retracted) for e in items),
+        "sources": standing.sources,
     }
 
 
 def evidence_table(ops: DeviceOps) -> list[dict[str, object]]:
-    """Every DEVICE_OPS and KNOWN_BLOCKERS entry checked against its evidence."""
-    return [op_evidence(entry, ops) for entry in ops.entries.values()]
+    """One row per op entry and per graph rule: its listing, its prediction, the basis and where from.
+
+    A `by_pattern` op's own prediction is "by pattern": its nodes are judged by the rules that cover them."""
+    rows = []
+    for op, entry in ops.entries.items():
+        standing = op_standing(op, ops)
+        if entry.by_pattern:
+            standing = Standing("by pattern", "judged by the graph rules that cover its nodes", (), standing.shown)
+        rows.append(_row("op", op, entry.listed, standing, entry.evidence, ops))
+    for name, rule in ops.rules.items():
+        rows.append(_row("rule", name, "graph_rules", rule_standing(name, ops), rule.evidence, ops))
+    return rows
 
 
-def _verdict_row(verdict: RecordedVerdict, op: str, ops: DeviceOps, statuses: dict[str, str]) -> dict:
-    listed = ops.status(op)
-    rejected = verdict.verdict == "rejected"
-    if rejected:
-        agrees = listed != "allowed" or ops.condition(op) is not None
-    else:
-        agrees = listed == "allowed"
-    where = target_match(verdict.dfc, verdict.arch, ops)
-    if agrees:
-        finding = "agrees" + (" (conditional entry)" if rejected and listed == "allowed" else "")
-    elif where == "off":
-        finding = "differs, but another DFC/arch: not weighed"
-    elif rejected:
-        finding = "allowlisted, yet the DFC named it in a rejected graph"
-    else:
-        finding = f"{listed} here, yet the graph parsed: the allowlist is too strict"
-    explained = agrees or where == "off" or statuses.get(op) == "contested"
-    return {
-        "graph": verdict.graph,
-        "dfc": verdict.dfc,
-        "arch": verdict.arch,
-        "verdict": verdict.verdict,
-        "op": op,
-        "listed": listed,
-        "target": where,
-        "agrees": agrees,
-        "explained": explained,
-        "finding": finding,
-        "source": verdict.source,
-    }
-
-
-def check_recorded_verdicts(ops: DeviceOps) -> list[dict[str, object]]:
-    """One row per (recorded graph, op it names): does the allowlist agree with what the DFC did?
-
-    A disagreement is `explained` when it comes from another DFC/arch or when the op's own evidence already
-    records both outcomes (status "contested"); an unexplained one means the allowlist ignores evidence.
-    """
-    statuses = {row["op"]: row["status"] for row in evidence_table(ops)}
+def contradictions(ops: DeviceOps) -> list[dict[str, object]]:
+    """Op entries whose listing says the opposite of their evidence: an allowed op predicted refused, or a
+    known blocker predicted to parse. (Unjudged entries are not contradictions: they wait for a probe.)"""
     return [
-        _verdict_row(v, op, ops, statuses)
-        for v in ops.verdicts
-        if v.verdict != "unjudged"
-        for op in (v.blocked_by if v.verdict == "rejected" else v.contains)
+        row
+        for row in evidence_table(ops)
+        if row["kind"] == "op"
+        and (
+            (row["listed"] == "device_ops" and row["prediction"] == REFUSED)
+            or (row["listed"] == "known_blockers" and row["prediction"] == PARSE)
+        )
     ]
+
+
+def unjudged(ops: DeviceOps) -> dict[str, str]:
+    """name -> why, for every op entry and rule the record leaves unjudged or rests on an inference: each
+    wants a probe."""
+    out = {}
+    for row in evidence_table(ops):
+        if row["prediction"] == UNJUDGED or row["inferred"]:
+            key = row["name"] if row["kind"] == "rule" else f"op:{row['name']}"
+            out[key] = f"{row['prediction']}: {row['basis']}" + (" (inferred)" if row["inferred"] else "")
+    return dict(sorted(out.items()))

@@ -1,11 +1,13 @@
 """Pairing the device gate with the DFC: their disagreement is the finding, and says which entry to move.
 
-| device gate | DFC        | verdict                  | edit                              |
-|-------------|------------|--------------------------|-----------------------------------|
-| PASS        | parses     | allowlist held           | none                              |
-| PASS        | rejects Y  | DEVICE_OPS too generous  | move Y out                        |
-| FAIL on X   | parses     | DEVICE_OPS too strict    | move X in (or relax its condition)|
-| FAIL on X   | rejects Y  | both reject              | move out any Y the gate allowed   |
+| device gate  | DFC        | verdict                  | edit                                        |
+|--------------|------------|--------------------------|---------------------------------------------|
+| PASS         | parses     | allowlist held           | none                                        |
+| PASS         | rejects Y  | DEVICE_OPS too generous  | move Y out                                  |
+| FAIL on X    | parses     | DEVICE_OPS too strict    | move X in (or add the parse to its rule)    |
+| FAIL on X    | rejects Y  | both reject              | move out any Y the gate allowed             |
+| UNJUDGED     | parses     | now observed             | add the parse to each unjudged op and rule  |
+| UNJUDGED     | rejects Y  | now observed             | add the refusal of Y; Y's rule or op entry  |
 plus "DFC not run" and "DFC unrecognised" (never counted as a pass).
 
 The pairing compares causes, not verdicts (RFD 1154 details: a predicted rejection met a rejection for another
@@ -31,6 +33,7 @@ HELD = "allowlist held"
 TOO_GENEROUS = "DEVICE_OPS too generous"
 TOO_STRICT = "DEVICE_OPS too strict"
 BOTH_REJECT = "both reject"
+OBSERVED_NOW = "unjudged prediction, now observed"
 NOT_RUN = "DFC not run"
 UNRECOGNISED = "DFC unrecognised"
 UNJUDGED_INPUTS = "ops unjudged: the DFC stopped before reading any operator"
@@ -42,6 +45,7 @@ PAIR_VERDICTS = (
     TOO_GENEROUS,
     TOO_STRICT,
     BOTH_REJECT,
+    OBSERVED_NOW,
     NOT_RUN,
     UNRECOGNISED,
     UNJUDGED_INPUTS,
@@ -56,7 +60,7 @@ UNJUDGED = (NOT_RUN, UNRECOGNISED, UNJUDGED_INPUTS, UNJUDGED_INCONCLUSIVE, REFUS
 class Edit:
     """A change to `params/device_ops.yaml` that a pairing implies."""
 
-    action: str  # "move out", "move in", "relax condition", "review"
+    action: str  # "move out", "move in", "add evidence", "review"
     op: str
     reason: str
 
@@ -98,7 +102,11 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
         raise TypeError(f"gate: expected a GateResult from device_gate, got {type(gate).__name__}")
     if dfc is not None and not isinstance(dfc, DfcResult):
         raise TypeError(f"dfc: expected a DfcResult or None, got {type(dfc).__name__}")
-    gate_word = "PASS" if gate.passed else ("FAIL (inputs)" if not gate.readable else "FAIL")
+    if not gate.read:
+        raise ValueError(f"{onnx_path}: the gate could not read it ({'; '.join(gate.problems)}): nothing to pair")
+    gate_word = {"pass": "PASS", "unjudged": "UNJUDGED"}.get(
+        gate.verdict, "FAIL (inputs)" if not gate.readable else "FAIL"
+    )
     base = dict(model=gate.name, gate=gate_word, gate_ops=gate.failing_ops)
     if dfc is not None:
         matched, refusal = _match(gate.name, dfc, by_hand)
@@ -184,18 +192,18 @@ def _judge(
     if dfc.verdict == "unrecognised":
         return UNRECOGNISED, "", f"the DFC output could not be classified ({dfc.reason}); not a pass", []
     parsed = dfc.verdict == "parsed"
-    unjudged = ", ".join(gate.failing_ops) or "none outside DEVICE_OPS"
+    unjudged = ", ".join(gate.failing_ops) or "none predicted refused"
     if cause == "before operators":
         agreement = (
-            "same cause (input regime)"
+            "same cause (an input the parser refuses)"
             if not gate.readable
-            else "different causes: the gate read every input as image-shaped"
+            else "different causes: the gate predicted every input accepted"
         )
         return (
             UNJUDGED_INPUTS,
             agreement,
             f"the DFC stopped before reading any operator ({dfc.exception or dfc.last_frame or dfc.reason}); "
-            f"the gate's ops stay unjudged ({unjudged}); make every input rank 4 and run it again",
+            f"the gate's ops stay unjudged ({unjudged}); give every input a rank the parser takes and run it again",
             [],
         )
     if cause == "inconclusive":
@@ -206,6 +214,8 @@ def _judge(
             f"the gate's ops stay unjudged ({unjudged})",
             [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved],
         )
+    if gate.verdict == "unjudged":
+        return OBSERVED_NOW, "", *_observed(gate, ops, unresolved, dfc)
     if gate.passed and parsed:
         return HELD, "agree", "the allowlist held: the gate passed and the DFC parsed", []
     if gate.passed:
@@ -234,18 +244,24 @@ def _move_out(ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult)
     return edits
 
 
+def _observed(
+    gate: GateResult, ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult
+) -> tuple[str, list[Edit]]:
+    """The gate left this graph unjudged and the DFC answered: every unjudged rule and op gains evidence."""
+    subjects = sorted({f.rule if f.rule != "op" else f"op:{f.op}" for f in gate.findings if f.prediction == "unjudged"})
+    if dfc.verdict == "parsed":
+        meaning = f"the gate left it unjudged ({', '.join(subjects)}); the DFC parsed it"
+        return meaning, [Edit("add evidence", s, "parsed in this graph") for s in subjects]
+    named = ", ".join(ops) or (dfc.exception or dfc.reason)
+    meaning = f"the gate left it unjudged ({', '.join(subjects)}); the DFC rejected {named}"
+    edits = [Edit("add evidence", op, "rejected in this graph (on the rule that covers its node)") for op in ops]
+    edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
+    return meaning, edits
+
+
 def _move_in(gate: GateResult) -> list[Edit]:
-    edits = [Edit("move in", op, f"the DFC parsed {use.count} node(s) of it") for op, use in gate.outside.items()]
-    relaxed = sorted({(c.op, c.condition) for c in gate.conditions})
-    edits += [Edit("relax condition", op, f"the DFC parsed it without {cond}") for op, cond in relaxed]
-    if not gate.readable:
-        edits.append(
-            Edit(
-                "review",
-                "(input regime)",
-                "the DFC parsed inputs the gate called unreadable: " + "; ".join(gate.input_problems),
-            )
-        )
+    refused = {f.rule if f.rule != "op" else f"op:{f.op}" for f in gate.findings if f.prediction == "refused"}
+    edits = [Edit("move in", s, "predicted refused, yet the DFC parsed it in this graph") for s in sorted(refused)]
     if not edits:
         edits = [Edit("review", "(graph limits)", "; ".join(gate.problems))]
     return edits
@@ -256,7 +272,7 @@ def _both(
 ) -> tuple[str, str, list[Edit]]:
     x, y = set(gate.failing_ops), set(ops)
     if not gate.readable:
-        agreement = "different causes: the gate failed on the input regime, the DFC read operators"
+        agreement = "different causes: the gate refused an input, the DFC read operators"
     elif not y:
         agreement = "DFC names no op"
     elif x == y:

@@ -1,13 +1,14 @@
-"""One DFC session judges every unjudged op: the DFC pack, the probes, and reading their results back.
+"""One DFC session judges every unjudged op and rule: the DFC pack, the probes, and reading their results back.
 
 A *DFC pack* is a folder holding ONNX graphs, a `manifest.json`, a `run_dfc.sh` that parses every graph in
 the target DFC's image (`dfc_runner.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the two files
 of this package the parse needs. Every path in the script is relative to the folder, so the folder can be
 copied to wherever Docker and the image are, run there, and copied back.
 
-A *probe* is the smallest graph that asks the DFC about one op: a rank-4 input, a 1x1 `Conv`, the op, a 1x1
-`Conv` (so the compiler can neither absorb the op into the graph's edge nor lose it), every node named,
-`onnx.checker`-clean and run once in onnxruntime before it is written (weftspun/rf-detr-cpp
+A *probe* is the smallest graph that asks the DFC about one op or one graph rule. An op probe is a rank-4
+input, a 1x1 `Conv`, the op, a 1x1 `Conv` (so the compiler can neither absorb the op into the graph's edge nor
+lose it); a rule probe is the rule's own example graph (`weftlib.gate.rules`). Every node is named, and every
+probe is `onnx.checker`-clean and run once in onnxruntime before it is written (weftspun/rf-detr-cpp
 scripts/gen_op_tests.py records why: an unnamed or unwrapped op reads like a refusal when it is not).
 `evidence_diff` turns the DFC's results on the probes into the edit to `params/device_ops.yaml`.
 """
@@ -15,10 +16,12 @@ scripts/gen_op_tests.py records why: an unnamed or unwrapped op reads like a ref
 from __future__ import annotations
 
 import difflib
+import io
 import json
 import os
 import shlex
 import shutil
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
@@ -27,11 +30,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from ..onnx_core.walk import WRITTEN_IR_VERSION, WRITTEN_OPSET, index_model, read_graph
+from . import rules as R
 from .allowlist import DEFAULT_PATH, DeviceOps, load_device_ops
 from .dfc_log import DfcResult, failure_cause, load_dfc_result
 from .dfc_runner import check_arch, default_arch, image
-from ..onnx_core.walk import WRITTEN_IR_VERSION, WRITTEN_OPSET
-from .evidence import UNJUDGED_STATUSES, evidence_table
+from .evidence import unjudged
+from .graphs import run_once
+from .standing import UNJUDGED, op_standing
 
 MANIFEST = "manifest.json"
 SCRIPT = "run_dfc.sh"
@@ -58,18 +64,23 @@ class DfcPack:
 
 @dataclass(frozen=True)
 class Probe:
-    """One probe graph: the op it asks about, under which variant of its condition, and why it is asked."""
+    """One probe graph: the op or rule it asks about (`subject` "op" or "rule"), why, and the nodes of the
+    probe that the question is about (a refusal naming any other node is not an answer about it)."""
 
-    op: str
+    subject: str
+    name: str
     file: str
     why: str
-    variant: str = ""  # "" or e.g. "condition met" / "condition broken"
-    condition_met: bool | None = None
+    nodes: tuple[str, ...] = ()
     note: str = ""
 
     @property
     def stem(self) -> str:
         return Path(self.file).stem
+
+    @property
+    def label(self) -> str:
+        return self.name if self.subject == "rule" else f"op {self.name}"
 
 
 @dataclass(frozen=True)
@@ -98,11 +109,13 @@ def write_dfc_pack(
     arch: str | None = None,
     *,
     extra: dict[str, Any] | None = None,
+    translate: dict[str, dict[str, Any]] | None = None,
 ) -> DfcPack:
     """Copy `models` (and their `.parity.json`) into `folder` and write the script, the tool and the manifest.
 
     A model already inside `folder` stays where it is. Stems must be unique (the DFC names results by stem).
-    `arch` defaults to the allowlist's target arch.
+    `arch` defaults to the allowlist's target arch. `translate`: per file name, the `start_node_names`,
+    `end_node_names` and `net_input_shapes` its parse passes to `translate_onnx_model` (a cut of a graph).
     """
     arch = check_arch(arch or default_arch())
     folder = Path(folder)
@@ -122,19 +135,27 @@ def write_dfc_pack(
         names.append(target.name)
     _write_tool(folder / TOOL)
     script = folder / SCRIPT
-    script.write_text(script_text(names, arch))
+    script.write_text(script_text(names, arch, translate or {}))
     script.chmod(0o755)
     manifest = folder / MANIFEST
     manifest.write_text(
         json.dumps(
-            {"kind": PACK_KIND, "image": image(), "arch": arch, "script": SCRIPT, "graphs": names, **(extra or {})},
+            {
+                "kind": PACK_KIND,
+                "image": image(),
+                "arch": arch,
+                "script": SCRIPT,
+                "graphs": names,
+                "translate": translate or {},
+                **(extra or {}),
+            },
             indent=2,
         )
     )
     return DfcPack(folder=folder, script=script, manifest=manifest, graphs=tuple(names), arch=arch)
 
 
-def script_text(graphs: Sequence[str], arch: str) -> str:
+def script_text(graphs: Sequence[str], arch: str, translate: dict[str, dict[str, Any]] | None = None) -> str:
     """The bash script: one `docker run` per graph, everything relative to the script's own folder."""
     dfc_image = image()
     lines = [
@@ -158,6 +179,7 @@ def script_text(graphs: Sequence[str], arch: str) -> str:
             arch,
             "--out",
             f"/pack/{stem}.dfc.json",
+            *_translate_options((translate or {}).get(name, {})),
         ]
         lines.append(
             f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {dfc_image} '
@@ -165,6 +187,17 @@ def script_text(graphs: Sequence[str], arch: str) -> str:
         )
     lines.append('exit "$status"')
     return "\n".join(lines) + "\n"
+
+
+def _translate_options(args: dict[str, Any]) -> list[str]:
+    """`dfc_runner` options for a cut: node names and the input shapes, as `translate_onnx_model` takes them."""
+    options: list[str] = []
+    for key in ("start_node_names", "end_node_names"):
+        if args.get(key):
+            options += [f"--{key.replace('_', '-')}", *args[key]]
+    if args.get("net_input_shapes"):
+        options += ["--net-input-shapes", json.dumps(args["net_input_shapes"], separators=(",", ":"))]
+    return options
 
 
 def _write_tool(tool: Path) -> None:
@@ -189,7 +222,7 @@ def read_pack(folder: str | os.PathLike) -> dict[str, Any]:
         raise ValueError(
             f"{folder}: no readable {MANIFEST} ({exc}); write the pack with `python -m weftlib.gate probes --out DIR`"
         ) from exc
-    if data.get("kind") != PACK_KIND:
+    if not isinstance(data, dict) or data.get("kind") != PACK_KIND:
         raise ValueError(f"{path}: not a DFC pack manifest")
     return data
 
@@ -206,7 +239,7 @@ def results_in(folder: str | os.PathLike, stems: Iterable[str]) -> dict[str, Dfc
     return found
 
 
-# -------------------------------------------------------------------------------------------- probes
+# ---------------------------------------------------------------------------------------------- op probes
 
 Builder = Callable[[], "tuple[list[onnx.NodeProto], list[onnx.TensorProto], int, str]"]
 
@@ -227,86 +260,32 @@ def _binary(op: str, value: float = 1.5) -> Builder:
     return lambda: ([_node(op, ["a", "k"])], [_c("k", np.full((1, C, 1, 1), value))], C, "")
 
 
-def _reduce(op: str) -> Builder:
-    if op == "ReduceSum":  # axes is an input from opset 13
-        return lambda: (
-            [_node(op, ["a", "axes"], keepdims=1)],
-            [_c("axes", [1], np.int64)],
-            1,
-            "over the features axis, keepdims=1",
-        )
-    return lambda: ([_node(op, ["a"], axes=[1], keepdims=1)], [], 1, "over the features axis, keepdims=1")
-
-
-def _gather(constant: bool) -> Builder:
-    if constant:
-        return lambda: (
-            [_node("Gather", ["a", "idx"], axis=1)],
-            [_c("idx", [0, 2, 4, 6], np.int64)],
-            4,
-            "constant index",
-        )
-    nodes = [
-        helper.make_node("ArgMax", ["a"], ["i"], name="probe/ArgMax", axis=1, keepdims=0),
-        helper.make_node("Reshape", ["i", "shp"], ["i1"], name="probe/index_Reshape"),
-        _node("Gather", ["a", "i1"], axis=1),
-    ]
+def _in_domain(op: str) -> Builder:
+    """An op kept inside its domain by an Abs and a constant offset (Sqrt, Log, Reciprocal)."""
     return lambda: (
-        nodes,
-        [_c("shp", [-1], np.int64)],
-        H * W,
-        "index computed from the input by ArgMax (the probe also carries ArgMax and a Reshape)",
+        [
+            helper.make_node("Abs", ["a"], ["p"], name="probe/domain_Abs"),
+            helper.make_node("Add", ["p", "eps"], ["q"], name="probe/domain_Add"),
+            _node(op, ["q"]),
+        ],
+        [_c("eps", 0.5)],
+        C,
+        "after Abs + 0.5 (its domain)",
     )
 
 
-def _gelu_erf(pattern: bool) -> Builder:
-    if not pattern:
-        return _unary("Erf")
-    nodes = [
-        helper.make_node("Div", ["a", "sqrt2"], ["d"], name="probe/gelu_Div"),
-        _node("Erf", ["d"], "e"),
-        helper.make_node("Add", ["e", "one"], ["e1"], name="probe/gelu_Add"),
-        helper.make_node("Mul", ["a", "e1"], ["g"], name="probe/gelu_Mul"),
-        helper.make_node("Mul", ["g", "half"], ["b"], name="probe/gelu_Mul_1"),
-    ]
-    return lambda: (nodes, [_c("sqrt2", 2**0.5), _c("one", 1.0), _c("half", 0.5)], C, "inside an exact GELU")
-
-
-def _builders() -> dict[tuple[str, str], Builder]:
-    """(op, variant) -> builder. Each returns (nodes making "b" from "a", initializers, channels of b, note)."""
-    b: dict[tuple[str, str], Builder] = {}
-    for op in (
-        "Relu",
-        "Sigmoid",
-        "Tanh",
-        "Exp",
-        "Sin",
-        "Cos",
-        "Abs",
-        "Neg",
-        "Identity",
-        "Softplus",
-        "Softsign",
-        "Elu",
-        "LeakyRelu",
-        "HardSigmoid",
-        "Floor",
-        "Ceil",
-        "Round",
-    ):
-        b[(op, "")] = _unary(op)
-    for op in ("Sqrt", "Log", "Reciprocal"):  # kept inside their domain by an Abs and a constant offset
-        b[(op, "")] = lambda op=op: (
-            [
-                helper.make_node("Abs", ["a"], ["p"], name="probe/domain_Abs"),
-                helper.make_node("Add", ["p", "eps"], ["q"], name="probe/domain_Add"),
-                _node(op, ["q"]),
-            ],
-            [_c("eps", 0.5)],
-            C,
-            "after Abs + 0.5 (its domain)",
-        )
-    b[("Cast", "")] = lambda: (
+UNARY = (
+    "Relu", "Sigmoid", "Tanh", "Exp", "Sin", "Cos", "Abs", "Neg", "Identity", "Softplus", "Softsign", "Elu",
+    "LeakyRelu", "HardSigmoid", "Floor", "Ceil", "Round",
+)  # fmt: skip
+OP_BUILDERS: dict[str, Builder] = {
+    **{op: _unary(op) for op in UNARY},
+    **{op: _in_domain(op) for op in ("Sqrt", "Log", "Reciprocal")},
+    **{op: _binary(op) for op in ("Add", "Sub", "Mul", "Div", "Max", "Min")},
+    "Pow": _binary("Pow", 2.0),
+    "Mod": lambda: ([_node("Mod", ["a", "k"], fmod=1)], [_c("k", np.full((1, C, 1, 1), 1.5))], C, "fmod=1"),
+    "Clip": lambda: ([_node("Clip", ["a", "lo", "hi"])], [_c("lo", -1.0), _c("hi", 1.0)], C, ""),
+    "Cast": lambda: (
         [
             helper.make_node("Cast", ["a"], ["s"], name="probe/Cast", to=TensorProto.INT32),
             helper.make_node("Cast", ["s"], ["b"], name="probe/Cast_back", to=TensorProto.FLOAT),
@@ -314,28 +293,22 @@ def _builders() -> dict[tuple[str, str], Builder]:
         [],
         C,
         "f32 -> s32 -> f32, the round trip the DFC was seen not to perform",
-    )
-    for op in ("Add", "Sub", "Mul", "Div", "Max", "Min"):
-        b[(op, "")] = _binary(op)
-    b[("Pow", "")] = _binary("Pow", 2.0)
-    b[("Mod", "")] = lambda: ([_node("Mod", ["a", "k"], fmod=1)], [_c("k", np.full((1, C, 1, 1), 1.5))], C, "fmod=1")
-    b[("Clip", "")] = lambda: ([_node("Clip", ["a", "lo", "hi"])], [_c("lo", -1.0), _c("hi", 1.0)], C, "")
-    for op in ("ReduceMean", "ReduceSum", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare"):
-        b[(op, "")] = _reduce(op)
-    b[("Softmax", "condition met")] = lambda: ([_node("Softmax", ["a"], axis=-1)], [], C, "over the last axis")
-    b[("Softmax", "condition broken")] = lambda: ([_node("Softmax", ["a"], axis=1)], [], C, "over axis 1")
-    b[("Erf", "condition met")] = _gelu_erf(True)
-    b[("Erf", "condition broken")] = _gelu_erf(False)
-    b[("Gather", "condition met")] = _gather(True)
-    b[("Gather", "condition broken")] = _gather(False)
-    b[("Transpose", "")] = lambda: ([_node("Transpose", ["a"], perm=[0, 1, 3, 2])], [], C, "swaps H and W")
-    b[("Reshape", "")] = lambda: (
-        [_node("Reshape", ["a", "shp"])],
-        [_c("shp", [1, 2 * C, H // 2, W], np.int64)],
-        2 * C,
-        "a view: [1,C,H,W] -> [1,2C,H/2,W]",
-    )
-    b[("Flatten", "")] = lambda: (
+    ),
+    "ReduceL2": lambda: ([_node("ReduceL2", ["a"], axes=[1], keepdims=1)], [], 1, "over the features axis, keepdims=1"),
+    "ReduceSumSquare": lambda: (
+        [_node("ReduceSumSquare", ["a"], axes=[1], keepdims=1)],
+        [],
+        1,
+        "over the features axis, keepdims=1",
+    ),
+    "ReduceMin": lambda: (
+        [_node("ReduceMin", ["a"], axes=[1], keepdims=1)],
+        [],
+        1,
+        "over the features axis, keepdims=1",
+    ),
+    "Transpose": lambda: ([_node("Transpose", ["a"], perm=[0, 1, 3, 2])], [], C, "swaps H and W"),
+    "Flatten": lambda: (
         [
             _node("Flatten", ["a"], "f", axis=1),
             helper.make_node("Reshape", ["f", "shp"], ["b"], name="probe/back_Reshape"),
@@ -343,70 +316,52 @@ def _builders() -> dict[tuple[str, str], Builder]:
         [_c("shp", [1, C, H, W], np.int64)],
         C,
         "then a Reshape back to rank 4",
-    )
-    b[("Unsqueeze", "")] = lambda: (
+    ),
+    "Unsqueeze": lambda: (
         [_node("Unsqueeze", ["a", "ax"], "u"), helper.make_node("Squeeze", ["u", "ax"], ["b"], name="probe/Squeeze")],
         [_c("ax", [4], np.int64)],
         C,
         "Unsqueeze then Squeeze on a new last axis",
-    )
-    b[("Squeeze", "")] = b[("Unsqueeze", "")]
-    b[("Concat", "")] = lambda: (
-        [_node("Concat", ["a", "k"], axis=1)],
-        [_c("k", np.ones((1, C, H, W)))],
-        2 * C,
-        "with a constant, over channels",
-    )
-    b[("Split", "")] = lambda: (
+    ),
+    "Split": lambda: (
         [helper.make_node("Split", ["a", "sp"], ["b", "b2"], name="probe/Split", axis=1)],
         [_c("sp", [C // 2, C // 2], np.int64)],
         C // 2,
         "the second half is a graph output",
-    )
-    b[("Slice", "")] = lambda: (
+    ),
+    "Slice": lambda: (
         [_node("Slice", ["a", "st", "en", "ax"])],
         [_c("st", [0], np.int64), _c("en", [C // 2], np.int64), _c("ax", [1], np.int64)],
         C // 2,
         "over channels",
-    )
-    b[("Pad", "")] = lambda: (
+    ),
+    "Pad": lambda: (
         [_node("Pad", ["a", "pads"], mode="constant")],
         [_c("pads", [0, 0, 1, 1, 0, 0, 1, 1], np.int64)],
         C,
         "constant, 1 pixel",
-    )
-    b[("Resize", "")] = lambda: (
+    ),
+    "Resize": lambda: (
         [_node("Resize", ["a", "", "scales"], mode="nearest")],
         [_c("scales", [1, 1, 2, 2])],
         C,
         "nearest, x2",
-    )
-    b[("MatMul", "")] = lambda: ([_node("MatMul", ["a", "a"])], [], C, "two activation inputs")
-    b[("LayerNormalization", "")] = lambda: (
-        [_node("LayerNormalization", ["a", "s", "z"], axis=-1)],
-        [_c("s", np.ones(W)), _c("z", np.zeros(W))],
-        C,
-        "over the last axis",
-    )
-    b[("AveragePool", "")] = lambda: (
+    ),
+    "MatMul": lambda: ([_node("MatMul", ["a", "a"])], [], C, "two activation inputs"),
+    "AveragePool": lambda: (
         [_node("AveragePool", ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
         [],
         C,
         "3x3, stride 1",
-    )
-    b[("MaxPool", "")] = lambda: (
-        [_node("MaxPool", ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
-        [],
-        C,
-        "3x3, stride 1",
-    )
-    b[("Conv", "")] = lambda: (
+    ),
+    "MaxPool": lambda: ([_node("MaxPool", ["a"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])], [], C, "3x3, stride 1"),
+    "Conv": lambda: (
         [_node("Conv", ["a", "w"], kernel_shape=[3, 3], pads=[1, 1, 1, 1])],
         [_c("w", np.full((C, C, 3, 3), 0.01))],
         C,
         "3x3",
-    )
-    b[("Constant", "")] = lambda: (
+    ),
+    "Constant": lambda: (
         [
             helper.make_node("Constant", [], ["k"], name="probe/Constant", value=_c("kv", np.ones((1, C, 1, 1)))),
             helper.make_node("Add", ["a", "k"], ["b"], name="probe/const_Add"),
@@ -414,8 +369,8 @@ def _builders() -> dict[tuple[str, str], Builder]:
         [],
         C,
         "feeding an Add",
-    )
-    b[("Expand", "")] = lambda: (
+    ),
+    "Expand": lambda: (
         [
             helper.make_node("ReduceMean", ["a"], ["m"], name="probe/pre_ReduceMean", axes=[1], keepdims=1),
             _node("Expand", ["m", "shp"]),
@@ -423,22 +378,28 @@ def _builders() -> dict[tuple[str, str], Builder]:
         [_c("shp", [1, C, H, W], np.int64)],
         C,
         "[1,1,H,W] -> [1,C,H,W] (after a ReduceMean)",
-    )
-    b[("Tile", "")] = lambda: (
-        [_node("Tile", ["a", "rep"])],
-        [_c("rep", [1, 2, 1, 1], np.int64)],
-        2 * C,
-        "over channels",
-    )
-    return b
+    ),
+    "InstanceNormalization": lambda: (
+        [_node("InstanceNormalization", ["a", "s", "z"])],
+        [_c("s", np.ones(C)), _c("z", np.zeros(C))],
+        C,
+        "per channel",
+    ),
+    "ConstantOfShape": lambda: (
+        [
+            helper.make_node("ConstantOfShape", ["shp"], ["z"], name="probe/ConstantOfShape", value=_c("zv", [1.0])),
+            helper.make_node("Add", ["a", "z"], ["b"], name="probe/const_Add"),
+        ],
+        [_c("shp", [1, C, H, W], np.int64)],
+        C,
+        "added to the activation",
+    ),
+}
 
 
-BUILDERS = _builders()
-
-
-def probe_model(op: str, variant: str = "") -> tuple[onnx.ModelProto, str]:
+def op_probe(op: str) -> tuple[onnx.ModelProto, str]:
     """The probe for `op` (a KeyError when there is no builder): pre Conv -> op -> post Conv, all named."""
-    nodes, inits, channels, note = BUILDERS[(op, variant)]()
+    nodes, inits, channels, note = OP_BUILDERS[op]()
     rng = np.random.default_rng(0)
     pre = helper.make_node("Conv", ["x", "probe_w_pre"], ["a"], name="probe/pre_Conv", kernel_shape=[1, 1])
     post = helper.make_node("Conv", ["b", "probe_w_post"], ["y"], name="probe/post_Conv", kernel_shape=[1, 1])
@@ -458,60 +419,114 @@ def probe_model(op: str, variant: str = "") -> tuple[onnx.ModelProto, str]:
         graph, opset_imports=[helper.make_opsetid("", WRITTEN_OPSET)], producer_name="weftlib.gate"
     )
     model.ir_version = WRITTEN_IR_VERSION
-    model = onnx.shape_inference.infer_shapes(model, strict_mode=True)
-    for out in model.graph.output:  # shapes filled in by inference must be static
-        if out.type.tensor_type.shape.dim.__len__() == 0:
-            raise ValueError(f"probe {op}: output {out.name} has no inferred shape")
-    return model, note
+    return onnx.shape_inference.infer_shapes(model, strict_mode=True), note
+
+
+def rule_probe(rule: str, ops: DeviceOps) -> tuple[onnx.ModelProto, tuple[str, ...]]:
+    """The rule's example graph and the nodes (or inputs) the rule covers in it; a ValueError when the
+    example does not exhibit its own rule (a probe that asks nothing)."""
+    model = R.RULES[rule].example()
+    from .predict import predict
+
+    matched = tuple(f.node for f in predict(index_model(model), ops).judgements if f.rule == rule)
+    if not matched:
+        raise ValueError(f"the example of rule {rule} does not match it")
+    return model, matched
 
 
 def _proven(model: onnx.ModelProto, path: Path) -> None:
     """Checker-clean and run once in onnxruntime, or an error: a broken probe would read as a refusal."""
-    import onnxruntime as ort
-
     onnx.checker.check_model(model, full_check=True)
-    onnx.save(model, str(path))
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    outs = session.run(None, {"x": np.random.default_rng(1).standard_normal((1, C, H, W)).astype(np.float32)})
-    if not all(np.isfinite(o).all() for o in outs):
+    if not all(np.isfinite(o).all() for o in run_once(model) if np.issubdtype(o.dtype, np.floating)):
         raise ValueError("non-finite output in onnxruntime")
+    onnx.save(model, str(path))
 
 
-def ops_to_probe(ops: DeviceOps, extra: Iterable[str] = ()) -> dict[str, str]:
-    """op -> why: every listed op whose standing is not an on-target observation, plus `extra` ops."""
-    why = {row["op"]: f"standing: {row['status']}" for row in evidence_table(ops) if row["status"] in UNJUDGED_STATUSES}
+def to_probe(ops: DeviceOps, extra: Iterable[str] = ()) -> dict[str, str]:
+    """subject -> why: every op entry and rule the record leaves unjudged (or rests on an inference), and
+    every op in `extra` (ops an export uses) that is unjudged. Op subjects read "op:<type>"."""
+    why = unjudged(ops)
     for op in extra:
-        status = ops.status(op)
-        why.setdefault(op, "used by an export" + ("" if status == "allowed" else f" ({status})"))
+        entry = ops.entries.get(op)
+        if entry is not None and entry.by_pattern:
+            continue  # its nodes are judged by rules, and the unjudged rules are probed
+        standing = op_standing(op, ops)
+        if standing.prediction == UNJUDGED:
+            why.setdefault(f"op:{op}", f"used by an export; {standing.prediction}: {standing.basis}")
     return dict(sorted(why.items()))
 
 
 def write_probes(
     out: str | os.PathLike, ops: DeviceOps | None = None, *, extra: Iterable[str] = (), arch: str | None = None
 ) -> ProbePack:
-    """Write one proven probe per unjudged op (two for an op with a condition: met and broken) and the pack."""
+    """Write one proven probe per unjudged op and rule, and the pack, into `out`.
+
+    `out` must be absent, empty, or an earlier probe pack: an earlier pack is replaced whole (its stale
+    results go with it), and anything else is refused. The pack is built beside `out` and moved in at the
+    end, so a failure leaves `out` as it was."""
     ops = ops if ops is not None else load_device_ops()
-    folder = Path(out)
-    folder.mkdir(parents=True, exist_ok=True)
+    target = Path(out)
+    _check_target(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        pack = _write_probes_into(build, ops, extra, arch)
+        _swap_in(build, target)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
+    moved = DfcPack(
+        folder=target, script=target / SCRIPT, manifest=target / MANIFEST, graphs=pack.pack.graphs, arch=pack.pack.arch
+    )
+    return ProbePack(pack=moved, probes=pack.probes, unbuilt=pack.unbuilt)
+
+
+def _check_target(target: Path) -> None:
+    if target.exists() and not target.is_dir():
+        raise ValueError(f"--out: {target} is a file, not a folder")
+    if target.is_dir() and any(target.iterdir()):
+        try:
+            manifest = read_pack(target)
+        except ValueError as exc:
+            raise ValueError(
+                f"--out: {target} is not empty and not a probe pack of this suite; give an empty or new folder"
+            ) from exc
+        if "probes" not in manifest:
+            raise ValueError(f"--out: {target} is a DFC pack of exported graphs, not of probes; give another folder")
+
+
+def _swap_in(build: Path, target: Path) -> None:
+    """Move the finished pack to `target`; an earlier pack there is moved aside first, then deleted."""
+    old = None
+    if target.exists():
+        old = target.with_name(f".{target.name}.old-{os.getpid()}")
+        os.replace(target, old)
+    os.replace(build, target)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch: str | None) -> ProbePack:
     probes, unbuilt = [], {}
-    for op, why in ops_to_probe(ops, extra).items():
-        variants = [v for (o, v) in BUILDERS if o == op]
-        if not variants:
-            unbuilt[op] = "no probe builder (named, not dropped): " + why
+    for subject, why in to_probe(ops, extra).items():
+        kind, name = ("op", subject[3:]) if subject.startswith("op:") else ("rule", subject)
+        file = f"probe_{name}.onnx" if kind == "op" else f"probe_rule_{name}.onnx"
+        try:
+            if kind == "op":
+                if name not in OP_BUILDERS:
+                    unbuilt[subject] = "no probe builder (named, not dropped): " + why
+                    continue
+                model, note = op_probe(name)
+                nodes: tuple[str, ...] = tuple(n.name for n in model.graph.node if n.name.startswith(f"probe/{name}"))
+            else:
+                model, nodes = rule_probe(name, ops)
+                note = R.RULES[name].what
+            _proven(model, folder / file)
+        except Exception as exc:  # a probe that does not prove itself is never handed to the DFC
+            (folder / file).unlink(missing_ok=True)
+            unbuilt[subject] = f"probe not proven: {type(exc).__name__}: {exc}"
             continue
-        for variant in variants:
-            file = f"probe_{op}" + (f"_{variant.split()[-1]}" if variant else "") + ".onnx"
-            try:
-                model, note = probe_model(op, variant)
-                _proven(model, folder / file)
-            except Exception as exc:  # a probe that does not prove itself is never handed to the DFC
-                (folder / file).unlink(missing_ok=True)
-                unbuilt[f"{op} {variant}".strip()] = f"probe not proven: {type(exc).__name__}: {exc}"
-                continue
-            met = None if not variant else variant == "condition met"
-            probes.append(Probe(op=op, file=file, why=why, variant=variant, condition_met=met, note=note))
+        probes.append(Probe(subject=kind, name=name, file=file, why=why, nodes=nodes, note=note))
     pack = write_dfc_pack(
         [folder / p.file for p in probes],
         folder,
@@ -524,24 +539,35 @@ def write_probes(
 # ---------------------------------------------------------------------------------- results -> yaml edit
 
 
+def _probe_entry(entry: Any, where: Path) -> Probe:
+    """A manifest's probe entry, checked: a malformed one is a ValueError naming the file, never a traceback."""
+    try:
+        probe = Probe(**{**entry, "nodes": tuple(entry.get("nodes", ()))})
+    except (TypeError, AttributeError) as exc:
+        raise ValueError(f"{where}: a probe entry is malformed ({exc}); write the pack again") from exc
+    fields = (probe.subject, probe.name, probe.file, probe.why, *probe.nodes)
+    if probe.subject not in ("op", "rule") or not all(isinstance(v, str) for v in fields):
+        raise ValueError(f"{where}: a probe entry is malformed ({entry!r}); write the pack again")
+    if Path(probe.file).name != probe.file or not probe.file.endswith(".onnx"):
+        raise ValueError(f"{where}: probe file {probe.file!r} is not a graph of the pack folder")
+    return probe
+
+
 def probe_finding(probe: Probe, result: DfcResult | None, folder: Path) -> tuple[dict[str, Any] | None, str]:
-    """(the evidence item a probe's DFC result adds, or None; what was found). Only an answer about the op
-    under test becomes evidence: a failure on the wrapping Convs, before any operator, or inconclusive, not."""
-    from ..onnx_core.walk import read_graph
+    """(the evidence item a probe's DFC result adds, or None; what was found). Only an answer about the
+    probe's own nodes becomes evidence: a failure on the wrapping layers, before any operator, or
+    inconclusive, does not."""
     from .pairing import same_model
 
     if result is None:
         return None, "no DFC result yet"
     if result.model is not None and not same_model(result.model, probe.stem):
         return None, f"refused: the result is about model {result.model!r}, not {probe.stem!r}"
-    where = f"probe {probe.file}" + (f" ({probe.variant})" if probe.variant else "")
     base = {
         "dfc": result.dfc_version or "unknown",
         "arch": result.arch or "unknown",
-        "source": f"weftlib.gate probes: {where}, DFC result {probe.stem}.dfc.json",
+        "source": f"weftlib.gate probes: {probe.file}, DFC result {probe.stem}.dfc.json",
     }
-    if probe.condition_met is not None:
-        base["condition_met"] = probe.condition_met
     if result.verdict == "parsed":
         return {"seen": "parsed", **base}, "parsed"
     if result.verdict != "rejected":
@@ -551,42 +577,41 @@ def probe_finding(probe: Probe, result: DfcResult | None, folder: Path) -> tuple
     cause = failure_cause(result, node_ops)
     if cause != "operator":
         return None, f"unjudged: {cause} ({result.exception or result.reason})"
-    named = {node_ops.get(e.node or "", e.op) or e.op for e in result.errors}
-    nodes = {e.node or "" for e in result.errors}
-    if probe.op in named or any(n.startswith(f"probe/{probe.op}") for n in nodes):
-        return {
-            "seen": "rejected",
-            **base,
-            "note": "; ".join(f"{e.cls}: {e.message}" for e in result.errors)[:300],
-        }, "rejected"
-    return None, f"unjudged: the DFC rejected {sorted(n for n in named if n)} around the op, not the op"
+    named = {e.node or "" for e in result.errors}
+    if named & set(probe.nodes) or (probe.subject == "op" and any(node_ops.get(n) == probe.name for n in named)):
+        note = "; ".join(f"{e.cls}: {e.message}" for e in result.errors)[:300]
+        return {"seen": "rejected", **base, "note": note}, "rejected"
+    return None, f"unjudged: the DFC rejected {sorted(n for n in named if n)}, not the nodes asked about"
 
 
 def evidence_diff(folder: str | os.PathLike, ops_path: str | os.PathLike | None = None) -> tuple[str, list[dict]]:
     """The unified diff to `params/device_ops.yaml` that the probe results in `folder` imply, and one row per
-    probe (op, variant, finding, the evidence line added)."""
+    probe (subject, finding, the evidence item added)."""
     folder = Path(folder)
     manifest = read_pack(folder)
-    probes = [Probe(**p) for p in manifest.get("probes", [])]
+    probes = [_probe_entry(p, folder / MANIFEST) for p in manifest.get("probes", []) or []]
     if not probes:
         raise ValueError(f"{folder}: the manifest lists no probes")
     results = results_in(folder, [p.stem for p in probes])
     path = Path(ops_path) if ops_path else DEFAULT_PATH
     ops = load_device_ops(path)
-    text = path.read_text()
-    rows, additions = [], {}
+    rows, additions = [], []
     for probe in probes:
         item, finding = probe_finding(probe, results.get(probe.stem), folder)
-        if item is not None and probe.op not in ops.entries:
+        section = (
+            "graph_rules"
+            if probe.subject == "rule"
+            else ops.entries[probe.name].listed
+            if probe.name in ops.entries
+            else ""
+        )
+        if item is not None and not section:
             finding += " (the op is not listed: add it to device_ops or known_blockers with this evidence)"
         elif item is not None:
-            additions.setdefault(probe.op, []).append(item)
-        rows.append(
-            {"op": probe.op, "variant": probe.variant, "finding": finding, "evidence": _flow(item) if item else ""}
-        )
-    new = text
-    for op, items in additions.items():
-        new = _add_evidence(new, op, items, ops)
+            additions.append((section, probe.name, item))
+        rows.append({"subject": probe.label, "finding": finding, "evidence": json.dumps(item) if item else ""})
+    text = path.read_text()
+    new = with_evidence(text, additions) if additions else text
     diff = "".join(
         difflib.unified_diff(
             text.splitlines(True), new.splitlines(True), fromfile=str(path), tofile=f"{path} (with the probe results)"
@@ -595,38 +620,25 @@ def evidence_diff(folder: str | os.PathLike, ops_path: str | os.PathLike | None 
     return diff, rows
 
 
-def _flow(item: dict[str, Any]) -> str:
-    return (
-        "{"
-        + ", ".join(f"{k}: {json.dumps(v) if isinstance(v, str) else str(v).lower()}" for k, v in item.items())
-        + "}"
-    )
+def with_evidence(text: str, additions: Sequence[tuple[str, str, dict[str, Any]]]) -> str:
+    """`text` (the YAML of params/device_ops.yaml) with each (section, entry, item) evidence item appended,
+    edited round-trip by ruamel.yaml so every comment and every other line stays as it was."""
+    from ruamel.yaml import YAML
+    from ruamel.yaml.comments import CommentedMap, CommentedSeq
+    from ruamel.yaml.scalarstring import DoubleQuotedScalarString as Quoted
 
-
-def _add_evidence(text: str, op: str, items: list[dict[str, Any]], ops: DeviceOps) -> str:
-    """Rewrite op's block in the YAML text with the new evidence lines appended (comments elsewhere kept)."""
-    lines = text.splitlines(True)
-    start = next(i for i, line in enumerate(lines) if line.startswith(f"  {op}:"))
-    end = next(
-        (i for i in range(start + 1, len(lines)) if lines[i].strip() and (len(lines[i]) - len(lines[i].lstrip())) <= 2),
-        len(lines),
-    )
-    entry = ops.entries[op]
-    block = [f"  {op}:\n"]
-    if entry.note and entry.listed == "known_blockers":
-        block.append(f"    reason: {json.dumps(entry.note)}\n")
-    elif entry.note:
-        block.append(f"    note: {json.dumps(entry.note)}\n")
-    if entry.condition:
-        block.append(f"    condition: {entry.condition}\n")
-    block.append("    evidence:\n")
-    old = [e for e in entry.evidence if e.seen != "assumed"]
-    for e in old:
-        item = {"seen": e.seen, "dfc": e.dfc, "arch": e.arch, "source": e.source}
-        if e.condition_met is not None:
-            item["condition_met"] = e.condition_met
-        if e.note:
-            item["note"] = e.note
-        block.append(f"      - {_flow(item)}\n")
-    block += [f"      - {_flow(item)}\n" for item in items]
-    return "".join(lines[:start] + block + lines[end:])
+    yaml = YAML()
+    yaml.preserve_quotes = True
+    yaml.width = 4096  # the file keeps each evidence item on one line
+    yaml.indent(mapping=2, sequence=4, offset=2)
+    data = yaml.load(text)
+    for section, name, item in additions:
+        entry = data[section][name]
+        if not isinstance(entry.get("evidence"), list):
+            entry["evidence"] = CommentedSeq()
+        flow = CommentedMap({k: Quoted(v) if isinstance(v, str) else v for k, v in item.items()})
+        flow.fa.set_flow_style()
+        entry["evidence"].append(flow)
+    out = io.StringIO()
+    yaml.dump(data, out)
+    return out.getvalue()

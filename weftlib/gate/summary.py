@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
     from .probes import DfcPack
 
-STATUS_COLOURS = {"allowed": "#4caf50", "condition broken": "#ff9800", "blocker": "#e53935", "unlisted": "#9e9e9e"}
+STATUS_COLOURS = {"parse": "#4caf50", "unjudged": "#ffb300", "refused": "#e53935"}
 RESULT_SUFFIXES = (".json", ".log", ".txt")
 
 
@@ -50,16 +50,21 @@ def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> "pd.
     rows = [
         {
             "model": _label(path, root),
-            "gate": "PASS" if r.passed else "FAIL",
-            "readable": "yes" if r.readable else "no (inputs not rank 4)",
+            "gate": r.verdict.upper(),
+            "inputs": ", ".join(f"{n} {list(s)}" for n, s in r.inputs),
+            "refused": ", ".join(
+                sorted({f.rule if f.rule != "op" else f"op {f.op}" for f in r.findings if f.prediction == "refused"})
+            ),
+            "unjudged": ", ".join(
+                sorted({f.rule if f.rule != "op" else f"op {f.op}" for f in r.findings if f.prediction == "unjudged"})
+            ),
             "nodes": r.nodes,
             "ir": r.ir_version,
             "opset": r.opset,
             "torch vs onnxruntime": (
                 f"{r.parity['max_abs_diff']:.2g} (within {r.parity['atol']:.0e})" if r.parity else "no export check"
             ),
-            "ops outside": ", ".join(f"{op} x{u.count}" for op, u in r.outside.items()),
-            "conditions broken": ", ".join(sorted({f"{c.op} ({c.condition})" for c in r.conditions})),
+            "ops outside DEVICE_OPS": ", ".join(f"{op} x{u.count}" for op, u in r.outside.items()),
             "problems": len(r.problems),
         }
         for path, r in results.items()
@@ -141,7 +146,9 @@ def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> "pd
 
 
 def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str | os.PathLike) -> "pd.DataFrame":
-    """Suggested DEVICE_OPS edits: from the pairings (DFC verdicts) and from the allowlist's own evidence."""
+    """Suggested `params/device_ops.yaml` edits: from the pairings (what the DFC did with these graphs) and
+    from the listing's own evidence (an op listed against what its evidence predicts). Unjudged entries are
+    no edit: they are what the probes ask."""
     import pandas as pd
 
     rows = [
@@ -150,43 +157,19 @@ def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str |
         for e in p.edits
     ]
     for row in evidence:
-        if row["status"] == "contradicted":
-            action = "move out" if row["listed"] == "device_ops" else "move in"
-            rows.append(
-                {
-                    "from": "evidence",
-                    "action": action,
-                    "op": row["op"],
-                    "why": "its only on-target evidence says the opposite of its listing",
-                }
-            )
-        elif row["status"] == "documented otherwise":
-            rows.append(
-                {
-                    "from": "evidence",
-                    "action": "review",
-                    "op": row["op"],
-                    "why": "a vendor table lists it, yet it is a known blocker here and nothing was observed "
-                    "on the target: a probe decides",
-                }
-            )
-        elif row["status"] == "contested":
-            rows.append(
-                {
-                    "from": "evidence",
-                    "action": "review",
-                    "op": row["op"],
-                    "why": f"{row['for']} observation(s) back its listing, {row['against']} contradict it: "
-                    "the op parses in some shapes only (a `condition` may capture it)",
-                }
-            )
+        if row["kind"] != "op":
+            continue
+        if row["listed"] == "device_ops" and row["prediction"] == "refused":
+            rows.append({"from": "evidence", "action": "move out", "op": row["name"], "why": row["basis"]})
+        elif row["listed"] == "known_blockers" and row["prediction"] == "parse":
+            rows.append({"from": "evidence", "action": "move in", "op": row["name"], "why": row["basis"]})
     return pd.DataFrame(rows, columns=["from", "action", "op", "why"])
 
 
 def op_matrix(
     results: dict[Path, GateResult], ops: DeviceOps, root: str | os.PathLike
 ) -> tuple["pd.DataFrame", "pd.DataFrame"]:
-    """Model x op counts, and the allowlist status of each non-empty cell."""
+    """Model x op counts, and the prediction of each non-empty cell (the strongest over its nodes)."""
     import pandas as pd
 
     names = sorted({op for r in results.values() for op in r.ops})
@@ -205,9 +188,12 @@ def op_matrix(
 
 
 def _cell_status(result: GateResult, op: str, ops: DeviceOps) -> str:
-    if any(c.op == op for c in result.conditions):
-        return "condition broken"
-    return ops.status(op) if op in ops.entries else "unlisted"
+    from .standing import worst
+
+    if result.prediction is None:
+        return "unjudged"
+    ops_of = {f.node: f.op for f in result.prediction.judgements}
+    return worst(p for n, p in result.prediction.nodes.items() if ops_of.get(n) == op)
 
 
 def plot_op_matrix(counts: "pd.DataFrame", status: "pd.DataFrame"):
@@ -225,13 +211,64 @@ def plot_op_matrix(counts: "pd.DataFrame", status: "pd.DataFrame"):
             ax.text(j, i, str(n), ha="center", va="center", fontsize=7)
     ax.set_xticks(range(cols), counts.columns, rotation=90, fontsize=8)
     ax.set_yticks(range(rows), counts.index, fontsize=8)
-    ax.set_title("ONNX ops per exported graph, coloured by DEVICE_OPS status (numbers: node count)")
+    ax.set_title("ONNX ops per exported graph, coloured by the gate's prediction (numbers: node count)")
     ax.legend(
         handles=[Patch(color=c, label=s) for s, c in STATUS_COLOURS.items()],
         loc="upper left",
         bbox_to_anchor=(1.01, 1.0),
         fontsize=8,
     )
+    return fig
+
+
+def findings_table(results: dict[Path, GateResult], root: str | os.PathLike) -> "pd.DataFrame":
+    """Every refused and unjudged judgement of every graph: graph, node, op, rule, prediction, evidence."""
+    import pandas as pd
+
+    rows = [
+        {
+            "graph": _label(path, root),
+            "node": f.node,
+            "op": f.op,
+            "rule": f.rule if f.rule != "op" else f"op {f.op}",
+            "prediction": f.prediction,
+            "detail": f.detail,
+            "evidence": f.evidence,
+        }
+        for path, r in results.items()
+        for f in r.findings
+    ]
+    return pd.DataFrame(rows, columns=["graph", "node", "op", "rule", "prediction", "detail", "evidence"])
+
+
+def backtest_counts(rows: list[dict]) -> "pd.DataFrame":
+    """The backtest by source: how many recorded outcomes the gate agrees with, leaves unjudged, disagrees with."""
+    import pandas as pd
+
+    frame = pd.DataFrame(rows)
+    frame["source"] = frame["source"].str.split(" ", n=1).str[0].str.rstrip(";")
+    counts = frame.pivot_table(
+        index=["source", "dfc"], columns="agreement", values="case", aggfunc="count", fill_value=0
+    )
+    return counts.reindex(columns=["agrees", "unjudged", "disagrees"], fill_value=0).reset_index()
+
+
+def plot_backtest(counts: "pd.DataFrame"):
+    """One bar per source of the public record: outcomes the gate agrees with, leaves unjudged, disagrees with."""
+    import matplotlib.pyplot as plt
+
+    labels = [f"{s} (DFC {d})" for s, d in zip(counts["source"], counts["dfc"])]
+    fig, ax = plt.subplots(figsize=(7.5, 0.45 * len(labels) + 1.4))
+    left = [0] * len(labels)
+    for column, colour in (("agrees", "#4caf50"), ("unjudged", "#ffb300"), ("disagrees", "#e53935")):
+        values = list(counts[column])
+        ax.barh(labels, values, left=left, color=colour, label=column)
+        left = [a + b for a, b in zip(left, values)]
+    ax.invert_yaxis()
+    ax.set_xlabel("public DFC outcomes rebuilt as graphs")
+    ax.set_title("The device gate against the public record")
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    fig.tight_layout()
     return fig
 
 
@@ -265,24 +302,24 @@ def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) ->
 def standing_table(
     results: dict[Path, GateResult], pairings: dict[Path, Pairing], root: str | os.PathLike
 ) -> "pd.DataFrame":
-    """Per graph: readable by the parser, the ops outside DEVICE_OPS, and whether its verdict rests on the DFC
-    or only on the allowlist."""
+    """Per graph: the gate's prediction, the ops it predicts refused, and whether the verdict rests on the DFC
+    or only on the public record's prediction."""
     import pandas as pd
 
     return pd.DataFrame(
         [
             {
                 "graph": _label(path, root),
-                "readable": "yes" if r.readable else "no",
-                "ops outside DEVICE_OPS": ", ".join(r.failing_ops) or "none",
-                "device gate": "PASS" if r.passed else "FAIL",
+                "prediction": r.verdict,
+                "refused ops": ", ".join(r.refused_ops) or "none",
+                "unjudged ops": ", ".join(r.unjudged_ops) or "none",
                 "DFC": pairings[path].dfc,
                 "verdict": pairings[path].verdict,
-                "rests on": "DFC" if pairings[path].judged else "allowlist only",
+                "rests on": "DFC" if pairings[path].judged else "prediction only",
             }
             for path, r in results.items()
         ],
-        columns=["graph", "readable", "ops outside DEVICE_OPS", "device gate", "DFC", "verdict", "rests on"],
+        columns=["graph", "prediction", "refused ops", "unjudged ops", "DFC", "verdict", "rests on"],
     )
 
 
@@ -299,15 +336,16 @@ def conclusion(
     appendix, so the command stays right there and names no machine's path."""
     judged = [p for p in pairings.values() if p.judged]
     unjudged = len(pairings) - len(judged)
-    outside = sorted({op for r in results.values() for op in r.failing_ops})
-    unreadable = sum(not r.readable for r in results.values())
+    verdicts = [r.verdict for r in results.values()]
+    refused = sorted({f.rule for r in results.values() for f in r.findings if f.prediction == "refused"} - {"op"})
+    refused_ops = sorted({op for r in results.values() for op in r.refused_ops})
     rejected = sorted({op for p in judged for op in p.dfc_ops})
     answer = (
-        f"{len(results)} graphs gated: {sum(r.passed for r in results.values())} pass the device gate, "
-        f"{unreadable} have inputs the DFC's parser cannot read (not rank 4); ops outside DEVICE_OPS: "
-        f"{', '.join(outside) or 'none'}. {len(judged)} verdicts rest on the DFC"
+        f"{len(results)} graphs gated: predicted {verdicts.count('pass')} to parse, {verdicts.count('fail')} "
+        f"refused and {verdicts.count('unjudged')} unjudged; refused by rule {', '.join(refused) or 'none'}, "
+        f"refused ops {', '.join(refused_ops) or 'none'}. {len(judged)} verdicts rest on the DFC"
         + (f" (it rejected {', '.join(rejected)})" if rejected else "")
-        + f", {unjudged} on the allowlist only (unjudged)."
+        + f", {unjudged} on the prediction only."
     )
     rests_on = {"dfc": "run" if dfc_source != "not run" and judged else "not run", "sources": "stand-in"}
     unmet = []

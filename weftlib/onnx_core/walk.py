@@ -37,6 +37,7 @@ class Graph:
     consumers: dict[str, list[onnx.NodeProto]] = field(default_factory=dict)
     constants: set[str] = field(default_factory=set)
     ranks: dict[str, int] = field(default_factory=dict)
+    shapes: dict[str, tuple[int | None, ...]] = field(default_factory=dict)  # None: a dimension not static
 
     @property
     def opset(self) -> int | None:
@@ -98,23 +99,43 @@ def index_model(model: onnx.ModelProto) -> Graph:
             g.consumers.setdefault(name, []).append(node)
         if node.op_type == "Constant" and node.domain in STANDARD_DOMAINS:
             g.constants.update(node.output)
-    g.ranks = _ranks(model)
+    g.shapes = _shapes(model)
+    g.ranks = {name: len(dims) for name, dims in g.shapes.items()}
     return g
 
 
-def _ranks(model: onnx.ModelProto) -> dict[str, int]:
-    """Tensor ranks from shape inference (best effort: an op the inferencer lacks leaves ranks unknown)."""
+def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
+    """Tensor shapes from shape inference, initializers included (best effort: an op the inferencer lacks
+    leaves its outputs unknown); a dimension that is not a positive integer is None."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(model)
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except Exception:
         inferred = model
     graph = inferred.graph
-    ranks = {}
+    shapes: dict[str, tuple[int | None, ...]] = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
     for info in [*graph.input, *graph.value_info, *graph.output]:
         tensor = info.type.tensor_type
         if tensor.HasField("shape"):
-            ranks[info.name] = len(tensor.shape.dim)
-    return ranks
+            shapes[info.name] = tuple(
+                d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim
+            )
+    return shapes
+
+
+def graph_inputs(graph: Graph) -> list[tuple[str, tuple[int | str, ...]]]:
+    """(name, shape) of every real graph input (initializers listed as inputs are weights, not inputs)."""
+    out = []
+    for info in graph.model.graph.input:
+        if info.name in graph.constants:
+            continue
+        tensor = info.type.tensor_type
+        dims = (
+            tuple(d.dim_value if d.HasField("dim_value") else (d.dim_param or "?") for d in tensor.shape.dim)
+            if tensor.HasField("shape")
+            else ()
+        )
+        out.append((info.name, dims))
+    return out
 
 
 def dynamic_inputs(graph: Graph) -> list[str]:
