@@ -102,6 +102,16 @@ def test_a_read_only_checkout_runs_with_a_writable_out(tmp_path):
         pytest.skip("cannot bind-mount the checkout read-only here (needs unshare and mount rights)")
     finish(start_runs(tmp_path, 1, wrap))
     assert not (REPO / ".ro-probe").exists()
+    # the command line publishes into the checkout by default: refused before the run, with what to do
+    cli = subprocess.run(
+        [*wrap, sys.executable, "-m", "weftlib", "run", "--out", str(tmp_path / "cli")],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert cli.returncode == 2 and "cannot be written" in cli.stderr and "--no-publish" in cli.stderr, cli.stderr
+    assert "Traceback" not in cli.stderr and not (tmp_path / "cli").exists()
 
 
 def test_the_kernel_sockets_are_removed_when_the_notebook_fails(tmp_path, monkeypatch):

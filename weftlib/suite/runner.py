@@ -27,9 +27,11 @@ from typing import Any, Callable, Iterator
 from unittest import mock
 
 from . import params as params_mod
-from .publish import publish_appendix, render_html, write_index
+from .files import write_atomic
+from .publish import check_target, publish_appendix, render_html, write_index
 from ..console import HEADLESS_ENV
 from ..paths import REPO_ROOT
+from .provenance import describe_code, outside_code
 from .record import headlines, load_metrics
 
 KERNEL_NAME = "weftlib"
@@ -103,9 +105,7 @@ def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:
         "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **detail,
     }
-    tmp = run_dir / f".{STATE_FILE}.tmp"
-    tmp.write_text(json.dumps(payload, indent=2, default=str))
-    tmp.replace(run_dir / STATE_FILE)
+    write_atomic(run_dir / STATE_FILE, json.dumps(payload, indent=2, default=str))
     return payload
 
 
@@ -524,6 +524,8 @@ def run_suite(
     is kept for callers of the older signature and no longer changes anything.
     """
     params_mod.validate(plan)
+    if appendix is not None:
+        check_target(appendix, Path(out) if out is not None else None)  # before hours of work, not after
     run_dir = fresh_run_dir(out)
     started = datetime.now(timezone.utc)
     write_state(
@@ -536,6 +538,8 @@ def run_suite(
         with _Signals():
             ensure_kernel()
             log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
+            for code in outside_code(plan):
+                log(f"  executes code from outside this repository: {describe_code(code)}")
             with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):  # kernels inherit it: nobody is watching
                 for i, nb in enumerate(plan.notebooks, 1):
                     write_state(
