@@ -254,8 +254,8 @@ def test_two_publishers_racing_always_leave_a_complete_copy_behind_the_link(tmp_
 
     appendix = tmp_path / "out" / "appendix"
     runs = [big_run(tmp_path, "one"), big_run(tmp_path, "two")]
-    for trial in range(3):
-        start = time.time() + 1.5
+    for trial in range(2):
+        start = time.time() + 1.0
         procs = [
             subprocess.Popen(
                 [

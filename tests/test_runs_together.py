@@ -55,7 +55,7 @@ def sockets_in(folder: Path) -> list[str]:
 
 def start_runs(tmp_path: Path, count: int, wrap: list[str] | None = None) -> list[tuple[Path, subprocess.Popen]]:
     nb_dir, plan = tiny_plan(tmp_path)
-    start = time.time() + 3.0  # past every driver's imports
+    start = time.time() + 2.0  # past every driver's imports
     runs = []
     for i in range(count):
         out = tmp_path / f"run{i}"
