@@ -27,6 +27,13 @@ $(VENV)/.installed-lab: $(VENV)/.installed
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[lab,dev]"
 	touch $@
 
+# Lab asks nothing of the outside world: no news pop-up, no update check (lab/overrides.json, installed where
+# JupyterLab reads an environment's own settings; the server is told the same for its update check).
+LAB_SETTINGS := $(VENV)/share/jupyter/lab/settings/overrides.json
+$(LAB_SETTINGS): lab/overrides.json $(VENV)/.installed-lab
+	mkdir -p $(dir $@)
+	cp lab/overrides.json $@
+
 git-filter:
 	$(NBSTRIP)
 
@@ -42,9 +49,9 @@ test: $(VENV)/.installed       ## lint, format, import layering, unit tests + th
 	$(VENV)/bin/lint-imports --no-cache
 	$(PY) -m pytest
 
-lab: $(VENV)/.installed-lab
+lab: $(VENV)/.installed-lab $(LAB_SETTINGS)
 	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks $(ALLOW_ROOT)
+	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate $(ALLOW_ROOT)
 
 publish: $(VENV)/.installed    ## make publish RFD=path/to/rfd/1129-hailo-operator-coverage [RUN=outputs/appendix]
 	@test -n "$(RFD)" || { echo "usage: make publish RFD=<RFD folder> [RUN=<run folder>]" >&2; exit 2; }

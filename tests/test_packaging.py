@@ -2,6 +2,7 @@
 
 import re
 import tomllib
+from pathlib import Path
 
 import yaml
 
@@ -78,3 +79,25 @@ def test_make_targets_run_the_plans_they_name():
     assert ("--allow-root" in lab) == (os.geteuid() == 0), lab  # Lab refuses root without it
     assert f'--ServerApp.root_dir="{REPO}"' in lab  # outputs/ reachable through /files/ for the graph view
     assert "filter.nbstrip.clean" in _dry_run("lab")
+
+
+def test_lab_asks_nothing_of_the_outside_world():
+    """`make lab` installs the project's Lab settings where JupyterLab reads an environment's own settings:
+    no "fetch Jupyter news?" pop-up and no update check, so an offline machine is never prompted."""
+    import json
+
+    overrides = json.loads((REPO / "lab" / "overrides.json").read_text())
+    assert overrides["@jupyterlab/apputils-extension:notification"] == {"fetchNews": "false", "checkForUpdates": False}
+    dry = _dry_run("lab", "-W", "lab/overrides.json")  # as if the settings file had just changed
+    assert "cp lab/overrides.json .venv/share/jupyter/lab/settings/overrides.json" in dry
+    lab = next(line for line in dry.splitlines() if "jupyter lab" in line)
+    assert "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate" in lab
+    try:
+        from jupyterlab.commands import get_app_dir
+    except ImportError:
+        return  # Lab is an extra (`make lab` installs it); CI checks the file and the recipe
+    app_dir = Path(get_app_dir())
+    assert app_dir == REPO / ".venv" / "share" / "jupyter" / "lab"  # the folder the recipe writes into
+    schema = json.loads((app_dir / "schemas" / "@jupyterlab" / "apputils-extension" / "notification.json").read_text())
+    assert {"fetchNews", "checkForUpdates"} <= set(schema["properties"])
+    assert {"const": "false", "title": "Never"} in schema["properties"]["fetchNews"]["oneOf"]

@@ -1,8 +1,10 @@
 """Parameter files are checked against each notebook's real `parameters` cell before anything runs."""
 
+import json
 import time
 
 import pytest
+import yaml
 
 from weftlib.suite import params
 from weftlib.__main__ import main
@@ -29,7 +31,9 @@ def test_misspelled_key_names_file_key_and_valid_keys(tiny_suite):
     assert "valid keys: label, scale, size" in msg
 
 
-@pytest.mark.parametrize("value, word", [('"five"', "expected int"), ("true", "expected int"), ("[1]", "expected int")])
+@pytest.mark.parametrize(
+    "value, word", [('"five"', "valid integer"), ("true", "valid integer"), ("[1]", "valid integer")]
+)
 def test_wrong_type_is_refused(tiny_suite, value, word):
     p = plan(tiny_suite, f"notebooks:\n  - name: 10_ok\n    parameters: {{size: {value}}}\n")
     with pytest.raises(params.ParamsError, match=word):
@@ -38,7 +42,7 @@ def test_wrong_type_is_refused(tiny_suite, value, word):
 
 def test_int_may_stand_for_float_but_not_the_reverse(tiny_suite):
     params.validate(plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {scale: 1}\n"))
-    with pytest.raises(params.ParamsError, match="expected int"):
+    with pytest.raises(params.ParamsError, match="valid integer"):
         params.validate(plan(tiny_suite, "notebooks:\n  - name: 10_ok\n    parameters: {size: 1.5}\n"))
 
 
@@ -48,7 +52,7 @@ def test_int_may_stand_for_float_but_not_the_reverse(tiny_suite):
         ("notebooks: [10_ok]\ncell_timout: 5\n", "unknown key 'cell_timout'"),
         ("notebooks:\n  - name: 99_missing\n", "no notebook '99_missing'"),
         ("notebooks:\n  - name: 10_ok\n    parameters: {run_dir: /tmp}\n", "set by the runner"),
-        ("notebooks: [10_ok, 10_ok]\n", "listed twice"),
+        ("notebooks: [10_ok, 20_bad, 10_ok]\n", "notebooks: 10_ok listed twice"),
         ("notebooks: [\n", "not valid YAML"),
         ("- just a list\n", "expected a mapping"),
     ],
@@ -105,7 +109,6 @@ def test_params_that_is_a_directory_or_not_text_is_a_clear_error(tmp_path, capsy
 
 
 def test_appendix_flag(tiny_suite):
-    assert plan(tiny_suite, "appendix: true\nnotebooks: [10_ok]\n").appendix is True
     assert plan(tiny_suite, "notebooks: [10_ok]\n").appendix is False
     with pytest.raises(params.ParamsError, match="expected true or false"):
         plan(tiny_suite, "appendix: yes please\nnotebooks: [10_ok]\n")
@@ -132,3 +135,163 @@ def test_capabilities_judge_the_plans_notebooks_and_name_one_without_a_rule():
     assert rows["04_gate_pairing"]["fully here"] == "partly" and image() in rows["04_gate_pairing"]["why"]
     with pytest.raises(ValueError, match="no capability rule for \\['06_new'\\]"):
         provenance.capabilities(env, 20.0, [*names, "06_new"])
+
+
+# ---- hostile plans: each refused before anything runs, naming the file, the key and why -------------------------
+
+
+def real_plan(tmp_path, text):
+    path = tmp_path / "hostile.yaml"
+    path.write_text(text)
+    return path
+
+
+def refused_by_check(path, capsys, *words):
+    """`check` and `run` both exit 2 with one error line naming it all; `run` creates no run folder."""
+    assert main(["check", "--params", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"error: {path}: ") and "Traceback" not in err, err
+    for word in words:
+        assert word in err, err
+    out = path.parent / "never"
+    assert main(["run", "--params", str(path), "--out", str(out), "--no-publish"]) == 2
+    capsys.readouterr()
+    assert not out.exists()
+    return err
+
+
+@pytest.mark.parametrize(
+    "notebook, key, value, where, why",
+    [
+        ("02_export_attention", "equality_atol", "-1.0e-5", "equality_atol", "greater than 0"),
+        ("02_export_attention", "equality_atol", ".inf", "equality_atol", "finite number"),  # a vacuous PASS
+        ("02_export_attention", "export_atol", ".nan", "export_atol", "finite number"),
+        ("02_export_attention", "threads", "0", "threads", "greater than or equal to 1"),
+        (
+            "02_export_attention",
+            "naf_method",
+            "bogus",
+            "naf_method",
+            "'masked', 'gather', 'matmul', 'shift' or 'lowres'",
+        ),
+        ("02_export_attention", "naf_reference", "cuda", "naf_reference", "'natten', 'masked'"),
+        ("02_export_attention", "bench_sizes", '["x", null]', "bench_sizes[0]", "valid integer, got str 'x'"),
+        ("02_export_attention", "bench_naf", "[[512]]", "bench_naf[0]", "at least 2 items"),
+        (
+            "02_export_attention",
+            "bench_naf_methods",
+            "[gather, fast]",
+            "bench_naf_methods[1]",
+            "'lowres', got str 'fast'",
+        ),
+        ("03_sparse_conv_memory", "measure_threads", "0", "measure_threads", "greater than or equal to 1"),
+        ("03_sparse_conv_memory", "measure_dtype", "float64", "measure_dtype", "'float32' or 'float16'"),
+        ("03_sparse_conv_memory", "shapes", "[sphere, cube]", "shapes[1]", "'bunny', got str 'cube'"),
+        ("03_sparse_conv_memory", "ratio_limit", ".inf", "ratio_limit", "finite number"),
+        ("05_export_dit_block", "atol", "0", "atol", "greater than 0"),
+        ("05_export_dit_block", "host_root", "/no/such/checkout", "host_root", "no directory '/no/such/checkout'"),
+        ("01_trace_natten", "feature_grid", "8", "feature_grid", "greater than or equal to 9"),
+        ("01_trace_natten", "hub_kwargs", "[pretrained]", "hub_kwargs", "valid dictionary"),
+    ],
+)
+def test_a_value_that_would_fail_late_or_pass_vacuously_is_refused(tmp_path, capsys, notebook, key, value, where, why):
+    path = real_plan(tmp_path, f"notebooks:\n  - name: {notebook}\n    parameters:\n      {key}: {value}\n")
+    refused_by_check(path, capsys, f"{notebook}.parameters.{where}: ", why)
+
+
+def test_every_default_meets_its_constraints_and_every_constraint_names_a_parameter(notebooks):
+    from weftlib.suite import schema
+
+    assert set(schema.CONSTRAINTS) <= set(notebooks)
+    for name, path in notebooks.items():
+        declared = params.declared_parameters(path)
+        assert set(schema.CONSTRAINTS.get(name, {})) <= set(declared), name
+        for key, default in declared.items():
+            assert schema.problem(name, key, default, default) is None, (name, key, default)
+
+
+def test_a_key_written_twice_is_refused_with_both_lines(tmp_path, capsys):
+    path = real_plan(
+        tmp_path,
+        "notebooks:\n  - name: 02_export_attention\n    parameters:\n      threads: 2\n      dim: 16\n      threads: 1\n",
+    )
+    refused_by_check(path, capsys, "key 'threads' written twice (lines 4 and 6)")
+    top = real_plan(tmp_path, "cell_timeout: 60\nnotebooks: [00_overview]\ncell_timeout: 5\n")
+    refused_by_check(top, capsys, "key 'cell_timeout' written twice (lines 1 and 3)")
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "../notebooks/00_overview",
+        "/work/notebooks/00_overview",
+        "00_overview.ipynb",
+        "notebooks/00_overview",
+        "0_x",
+        10,
+    ],
+)
+def test_a_notebook_name_is_a_plain_name_of_the_notebook_folder(tmp_path, capsys, name, notebooks):
+    """A path once passed `check` and ran, overwriting the source notebook and writing HTML beside it."""
+    source = notebooks["00_overview"].read_bytes()
+    path = real_plan(tmp_path, f"notebooks:\n  - name: {json.dumps(name)}\n")
+    refused_by_check(path, capsys, "notebooks[0].name: ", "is not a notebook name", "never a path")
+    assert notebooks["00_overview"].read_bytes() == source
+    assert not (notebooks["00_overview"].parent / "00_overview.html").exists()
+
+
+def test_a_duplicate_notebook_is_named(tmp_path, capsys):
+    path = real_plan(tmp_path, "notebooks: [00_overview, 04_gate_pairing, 00_overview]\n")
+    refused_by_check(path, capsys, "00_overview listed twice")
+
+
+# ---- the appendix is the full plan, not whatever says `appendix: true` --------------------------------------------
+
+
+def appendix_variant(tmp_path, edit):
+    data = yaml.safe_load((params.FULL_PLAN).read_text())
+    edit(data)
+    return real_plan(tmp_path, yaml.safe_dump(data, sort_keys=False))
+
+
+def test_appendix_true_on_a_plan_that_is_not_the_full_plan_is_refused(tmp_path, capsys, tiny_suite):
+    overview = real_plan(tmp_path, "appendix: true\nnotebooks: [00_overview]\n")
+    refused_by_check(
+        overview, capsys, "appendix: true, but only a run of the full plan (appendix.yaml", "runs 00_overview"
+    )
+    with pytest.raises(params.ParamsError, match="this plan runs 10_ok"):
+        params.validate(plan(tiny_suite, "appendix: true\nnotebooks: [10_ok]\n"))
+
+    def smaller(data):
+        data["notebooks"][1]["parameters"]["image_size"] = 64
+
+    refused_by_check(
+        appendix_variant(tmp_path, smaller), capsys, "01_trace_natten.image_size = 64 does less than its 512"
+    )
+
+    def fewer_methods(data):
+        data["notebooks"][2]["parameters"]["bench_naf_methods"] = ["gather"]
+
+    refused_by_check(appendix_variant(tmp_path, fewer_methods), capsys, "bench_naf_methods")
+
+
+def test_the_full_plan_and_plans_doing_at_least_as_much_are_the_appendix(tmp_path):
+    params.validate(params.load_plan(params.FULL_PLAN))
+
+    def more(data):
+        data["notebooks"][2]["parameters"]["bench_repeats"] = 5
+        data["notebooks"][3]["parameters"]["count_resolutions"].append(2048)
+
+    params.validate(params.load_plan(appendix_variant(tmp_path, more)))
+    part = params.load_plan(params.FULL_PLAN, ["02_export_attention"])  # --only: a part of the appendix
+    assert part.partial and part.appendix
+    params.validate(part)
+
+
+def test_covers():
+    assert params.covers(1024, 512) and not params.covers(256, 512)
+    assert params.covers([64, 1024], [64, 512]) and not params.covers([64], [64, 1024])
+    assert params.covers({"pretrained": False, "channels": 2048}, {"pretrained": False, "channels": 1024})
+    assert not params.covers({"pretrained": True, "channels": 1024}, {"pretrained": False, "channels": 1024})
+    assert params.covers("lowres", "lowres") and not params.covers("shift", "lowres")
+    assert not params.covers(True, 1) and params.covers([[512, 32]], [[512, 32]])

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import xml.etree.ElementTree as ET
 
@@ -28,6 +29,9 @@ rec.record("graphs_found", 13, headline=True)
 rec.conclude("The allowlist alone passes 7 of 13.", rests_on={"sources": "real checkout", "dfc": "not run"},
              unmet=["DFC not run: needs the weftspun-hailo-dfc:5.3.0 image (run probes/run_dfc.sh)"])
 assert True"""
+
+
+QUESTIONS = ("00_overview", "10_answer", "20_unmet")  # the full plan of these tests
 
 
 def _notebook(path, body, title):
@@ -79,7 +83,7 @@ def test_page_parses_and_holds_answers_sections_tables_and_svg(runs, tmp_path):
     _, good, _ = runs
     rfd = rfd_folder(tmp_path)
     before = snapshot(rfd)
-    target, block = publish_rfd(good, rfd)
+    target, block = publish_rfd(good, rfd, questions=QUESTIONS)
     assert target == rfd / "page.qmd"
     assert set(snapshot(rfd)) - set(before) == {target.relative_to(rfd)}  # one file, nothing else
     assert {k: v for k, v in snapshot(rfd).items() if k in before} == before
@@ -137,7 +141,7 @@ def test_page_parses_and_holds_answers_sections_tables_and_svg(runs, tmp_path):
 def _refused(rfd, run_dir, match, **kw):
     before = snapshot(rfd)
     with pytest.raises(PublishError, match=match):
-        publish_rfd(run_dir, rfd, **kw)
+        publish_rfd(run_dir, rfd, **{"questions": QUESTIONS, **kw})
     assert snapshot(rfd) == before
 
 
@@ -175,11 +179,49 @@ def test_refuses_partial_failed_and_unfinished_runs(runs, tmp_path):
     _refused(rfd, tmp_path / "nowhere", "no such run folder")
 
 
-def test_cli_prints_the_block_and_exits_2_on_refusal(runs, tmp_path, capsys):
+def test_cli_prints_the_block_and_exits_2_on_refusal(runs, tmp_path, capsys, monkeypatch):
+    from weftlib.suite import publish
+
     _, good, partial = runs
     rfd = rfd_folder(tmp_path)
+    monkeypatch.setattr(publish, "rfd_questions", lambda: list(QUESTIONS))
     assert main(["publish", str(good), "--rfd", str(rfd)]) == 0
     out = capsys.readouterr().out
     assert "paste into DETAILS.md" in out and "10_answer: one dense layer: 3 GiB" in out
     assert main(["publish", str(partial), "--rfd", str(rfd)]) == 2
     assert "partial run" in capsys.readouterr().err
+
+
+def test_refuses_a_run_whose_answer_table_lacks_an_rfd_question(runs, tmp_path, capsys):
+    """The RFD's questions are the full plan's notebooks (params/appendix.yaml), whatever a run calls itself:
+    these tiny runs answer none of them, and a run of the overview alone answers nothing."""
+    root, good, _ = runs
+    rfd = rfd_folder(tmp_path)
+    before = snapshot(rfd)
+    assert main(["publish", str(good), "--rfd", str(rfd)]) == 2
+    err = capsys.readouterr().err
+    assert "lacks the RFD question(s) of 01_trace_natten" in err and "05_export_dit_block" in err
+    assert "00_overview" not in err.split("lacks")[1]  # the overview answers no question
+    overview_only = tmp_path / "overview"
+    shutil.copytree(good, overview_only)
+    summary = json.loads((overview_only / "summary.json").read_text())
+    summary["answers"] = []
+    (overview_only / "summary.json").write_text(json.dumps(summary))
+    _refused(rfd, overview_only, "lacks the RFD question\\(s\\) of 10_answer, 20_unmet")
+    assert snapshot(rfd) == before
+
+
+def test_a_planted_temporary_file_is_never_followed(runs, tmp_path):
+    _, good, _ = runs
+    rfd = rfd_folder(tmp_path)
+    outside = tmp_path / "outside.txt"
+    outside.write_text("not yours")
+    planted = rfd / ".page.qmd.tmp"
+    planted.symlink_to(outside)
+    target, _ = publish_rfd(good, rfd, questions=QUESTIONS)
+    assert outside.read_text() == "not yours"
+    assert not target.is_symlink() and target.read_text().startswith("---\n")
+    assert planted.is_symlink() and os.readlink(planted) == str(outside)  # left as it was: not the suite's
+    assert sorted(p.name for p in rfd.iterdir()) == sorted(
+        [".page.qmd.tmp", "DETAILS.md", "README.md", "SKILL.md", "page.qmd"]
+    )

@@ -25,15 +25,12 @@ def make_run(root, name, text):
     return run
 
 
+def copies(appendix):
+    return sorted(p for p in publish.versions_dir(appendix).iterdir() if publish.VERSION_NAME.match(p.name))
+
+
 def snapshot(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
-
-
-def exchange_supported(tmp_path) -> bool:
-    a, b = tmp_path / "xa", tmp_path / "xb"
-    a.write_text("a")
-    b.mkdir()
-    return publish._exchange(a, b) and a.is_dir() and b.read_text() == "a"
 
 
 def traced_publish(run, appendix, seen, files=(publish.__file__,)):
@@ -55,15 +52,9 @@ def traced_publish(run, appendix, seen, files=(publish.__file__,)):
         sys.settrace(None)
 
 
-@pytest.mark.parametrize("before", ["link", "directory"])
-def test_a_reader_never_finds_the_appendix_missing(tmp_path, before):
+def test_a_reader_never_finds_the_appendix_missing(tmp_path):
     appendix = tmp_path / "outputs" / "appendix"
-    if before == "link":
-        publish.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
-    else:  # a real folder, as the two-rename scheme left it
-        if not exchange_supported(tmp_path):
-            pytest.skip("no renameat2(RENAME_EXCHANGE) here: migrating a real folder has a one-rename gap")
-        shutil.copytree(make_run(tmp_path, "old", "old"), appendix)
+    publish.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
     seen = []
     result = traced_publish(make_run(tmp_path, "new", "new"), appendix, seen)
     assert result == appendix and appendix.is_symlink()
@@ -92,26 +83,6 @@ def test_the_check_catches_a_two_rename_swap(tmp_path, monkeypatch):
     assert "old" in seen and None in seen and seen[-1] == "new"
 
 
-def test_a_real_folder_is_migrated_and_kept_as_the_previous_version(tmp_path):
-    appendix = tmp_path / "appendix"
-    shutil.copytree(make_run(tmp_path, "old", "old"), appendix)
-    before = snapshot(appendix)
-    publish.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
-    assert appendix.is_symlink() and not os.path.isabs(os.readlink(appendix))
-    kept = sorted(publish.versions_dir(appendix).iterdir())
-    assert len(kept) == 2 and [snapshot(k) == before for k in kept].count(True) == 1
-    assert snapshot(appendix) == snapshot(tmp_path / "new")
-
-
-def test_without_the_exchange_call_the_migration_still_publishes(tmp_path, monkeypatch):
-    monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
-    appendix = tmp_path / "appendix"
-    shutil.copytree(make_run(tmp_path, "old", "old"), appendix)
-    publish.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
-    assert appendix.is_symlink() and (appendix / "index.html").read_text() == "new"
-    assert not list(tmp_path.glob(".appendix.link-*"))
-
-
 def test_a_failed_copy_leaves_the_appendix_byte_identical_and_no_debris(tmp_path, monkeypatch):
     appendix = tmp_path / "appendix"
     publish.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
@@ -134,7 +105,7 @@ def test_old_versions_are_removed_and_the_link_survives_a_move(tmp_path):
     appendix = tmp_path / "outputs" / "appendix"
     for n in range(4):
         publish.publish_appendix(make_run(tmp_path, f"run{n}", f"run {n}"), appendix)
-    kept = sorted(publish.versions_dir(appendix).iterdir())
+    kept = copies(appendix)
     assert len(kept) == 2  # the published copy and the one it replaced
     assert {(k / "index.html").read_text() for k in kept} == {"run 2", "run 3"}
     assert appendix.resolve() == max(kept) and not list(appendix.parent.glob(".appendix.link-*"))
@@ -148,3 +119,159 @@ def test_status_reads_the_published_link(tmp_path, capsys):
     assert main(["status", str(appendix)]) == 0
     assert '"state": "passed"' in capsys.readouterr().out
     assert runner.read_state(appendix)["state"] == "passed"
+
+
+# ---- targets the suite did not create are refused; nothing is adopted, moved or deleted ------------------------
+
+
+def users_folder(path):
+    path.mkdir(parents=True)
+    (path / "notes.md").write_text("my notes")
+    (path / "sub").mkdir()
+    (path / "sub" / "data.csv").write_text("1,2")
+    return path
+
+
+def refused(run, target, match):
+    parent = target.parent
+    before = {p: (p.is_symlink(), p.read_bytes() if p.is_file() else None) for p in sorted(parent.rglob("*"))}
+    with pytest.raises(publish.PublishError, match=match):
+        publish.publish_appendix(run, target)
+    after = {p: (p.is_symlink(), p.read_bytes() if p.is_file() else None) for p in sorted(parent.rglob("*"))}
+    assert after == before  # nothing written, moved or removed
+
+
+def test_an_existing_folder_is_refused_twice_and_kept_whole(tmp_path):
+    """An older suite moved such a folder into the versions (first publish) and removed it (the next)."""
+    target = users_folder(tmp_path / "out" / "mine")
+    before = snapshot(target)
+    for n in range(2):
+        refused(make_run(tmp_path, f"run{n}", "new"), target, "a folder the suite did not create")
+    assert snapshot(target) == before and not target.is_symlink()
+    assert not publish.versions_dir(target).exists()
+
+
+def test_a_file_a_foreign_link_or_a_foreign_versions_folder_is_refused(tmp_path):
+    run = make_run(tmp_path, "run", "new")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "file").write_text("mine")
+    refused(run, out / "file", "a file the suite did not create")
+    elsewhere = users_folder(tmp_path / "elsewhere")
+    (out / "link").symlink_to(elsewhere)
+    refused(run, out / "link", "a symlink the suite did not create")
+    users_folder(out / ".fresh.versions")
+    refused(run, out / "fresh", "the suite did not make it")
+
+
+def test_the_working_directory_the_checkout_and_the_run_itself_are_refused(tmp_path, monkeypatch):
+    from tests.conftest import REPO
+
+    run = make_run(tmp_path, "run", "new")
+    work = users_folder(tmp_path / "work")
+    monkeypatch.chdir(work)
+    for target, match in (
+        ("/", "names no folder"),
+        (".", "the working directory"),
+        (work, "the working directory"),
+        (tmp_path, "the working directory or a folder above it"),
+        (REPO, "the repository root"),
+        (run, "the run folder"),
+        (run / "inside", "the run folder or inside it"),
+    ):
+        with pytest.raises(publish.PublishError, match=match):
+            publish.check_target(target, run)
+    assert snapshot(work) == {p.relative_to(work): p.read_bytes() for p in work.rglob("*") if p.is_file()}
+
+
+def test_the_command_line_refuses_the_target_before_anything_runs(tmp_path, capsys, monkeypatch):
+    """`--appendix .` once resolved to the working directory, found only after the whole run."""
+    work = users_folder(tmp_path / "work")
+    monkeypatch.chdir(work)
+    before = snapshot(work)
+    code = main(["run", "--out", str(tmp_path / "run2"), "--appendix", "."])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith("error: ") and "Traceback" not in err and "the working directory" in err
+    assert not (tmp_path / "run2").exists() and snapshot(work) == before
+
+
+def test_a_copy_an_older_suite_left_is_published_over_and_an_adopted_folder_is_never_removed(tmp_path):
+    appendix = tmp_path / "out" / "appendix"
+    versions = publish.versions_dir(appendix)
+    old = versions / "20261130T101010123456Z-42"
+    adopted = versions / "20261130T090909123456Z-41-migrated"
+    shutil.copytree(make_run(tmp_path, "old", "old"), old)
+    users_folder(adopted)
+    appendix.parent.mkdir(parents=True, exist_ok=True)
+    appendix.symlink_to(os.path.relpath(old, appendix.parent))
+    for n in range(3):
+        publish.publish_appendix(make_run(tmp_path, f"new{n}", f"new {n}"), appendix)
+    assert (appendix / "index.html").read_text() == "new 2"
+    assert (adopted / "notes.md").read_text() == "my notes"  # the older suite adopted it: kept, never deleted
+    assert (versions / publish.LOCK_NAME).is_file()
+
+
+def test_nothing_in_the_versions_folder_but_the_suites_copies_is_removed(tmp_path):
+    appendix = tmp_path / "appendix"
+    publish.publish_appendix(make_run(tmp_path, "a", "a"), appendix)
+    stray = publish.versions_dir(appendix) / "keep-me.txt"
+    stray.write_text("mine")
+    for n in range(3):
+        publish.publish_appendix(make_run(tmp_path, f"r{n}", f"r{n}"), appendix)
+    assert stray.read_text() == "mine" and len(copies(appendix)) == 2
+
+
+# ---- publishers take turns --------------------------------------------------------------------------------------
+
+PUBLISHER = """
+import sys, time
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+from weftlib.suite import publish
+time.sleep(max(0.0, {start!r} - time.time()))
+for n in range({times}):
+    publish.publish_appendix(Path({run!r}), Path({appendix!r}))
+"""
+
+
+def big_run(root, name, files=300):
+    run = make_run(root, name, name)
+    for i in range(files):
+        (run / "01_x" / f"part{i}.txt").write_text(f"{name} {i}")
+    return run
+
+
+def complete(copy, files=300):
+    name = (copy / "index.html").read_text()
+    return all((copy / "01_x" / f"part{i}.txt").read_text() == f"{name} {i}" for i in range(files))
+
+
+def test_two_publishers_racing_always_leave_a_complete_copy_behind_the_link(tmp_path):
+    import subprocess
+    import time
+
+    from tests.conftest import REPO
+
+    appendix = tmp_path / "out" / "appendix"
+    runs = [big_run(tmp_path, "one"), big_run(tmp_path, "two")]
+    for trial in range(2):
+        start = time.time() + 1.0
+        procs = [
+            subprocess.Popen(
+                [
+                    sys.executable,
+                    "-c",
+                    PUBLISHER.format(repo=str(REPO), start=start, times=3, run=str(run), appendix=str(appendix)),
+                ],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+            )
+            for run in runs
+        ]
+        for proc in procs:
+            out, _ = proc.communicate(timeout=120)
+            assert proc.returncode == 0, out[-2000:]
+        assert appendix.is_symlink() and complete(appendix), f"trial {trial}: the link leads to a broken copy"
+        assert all(complete(c) for c in copies(appendix)) and len(copies(appendix)) == 2
+    assert not list(appendix.parent.glob(".appendix.link-*"))

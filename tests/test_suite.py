@@ -114,6 +114,30 @@ def test_failing_line_reads_the_notebook_frame():
     assert runner.failing_line(None) == ""
 
 
+def test_failing_line_reads_the_shorter_arrow_of_a_two_digit_line():
+    """IPython pads its arrow to the line number: `---->` before line 3, `--->` before line 12."""
+    tb = [
+        "\x1b[0;31mAssertionError\x1b[0m                            Traceback (most recent call last)",
+        "Cell \x1b[0;32mIn[4], line 12\x1b[0m\n\x1b[1;32m     11\x1b[0m y = 2\n\x1b[0;32m---> 12\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m y < 0",
+    ]
+    assert runner.failing_line(tb) == "assert y < 0"
+    assert runner.failing_line("Cell In[9], line 123\n--> 123 raise ValueError(3)") == "raise ValueError(3)"
+
+
+def test_a_failure_on_line_12_of_a_cell_names_that_line(tmp_path):
+    from tests.conftest import write_notebook
+
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    body = "\n".join([f"x{i} = {i}" for i in range(1, 12)] + ['assert x11 < 0, "line twelve is false"'])
+    write_notebook(nb_dir / "40_long.ipynb", 'run_dir = ""', body)
+    plan = params.load_plan(_write(tmp_path, "notebooks: [40_long]\n"), None, nb_dir)
+    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, log=lambda line: None)
+    bad = result.notebooks[0]
+    assert bad.status == "failed" and bad.error["line"] == 'assert x11 < 0, "line twelve is false"', bad.error
+    assert 'failing line: assert x11 < 0, "line twelve is false"' in bad.describe_error()
+
+
 def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_path):
     result = run(tiny_suite, tmp_path, ["10_ok"], None)
     assert runner.read_state(result.run_dir)["state"] == "passed"

@@ -31,8 +31,8 @@ def _parser() -> argparse.ArgumentParser:
         "--appendix",
         type=Path,
         default=None,
-        help="where a fully passing run is copied (default: outputs/appendix for a plan marked "
-        "`appendix: true`, outputs/smoke otherwise)",
+        help="where a fully passing run is copied, a path the suite made or a new one (default: outputs/appendix "
+        "for the full plan, params/appendix.yaml; outputs/smoke otherwise)",
     )
     run.add_argument("--no-publish", action="store_true", help="leave the published copy alone even if all pass")
     status = sub.add_parser("status", help="say what state a run folder is in")

@@ -11,6 +11,7 @@ import ast
 import difflib
 import hashlib
 import json
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -18,9 +19,12 @@ from typing import Any
 import yaml
 
 from ..paths import REPO_ROOT
+from . import schema
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
 DEFAULT_PLAN = REPO_ROOT / "params" / "default.yaml"  # the small CPU plan; `make appendix` runs appendix.yaml
+FULL_PLAN = REPO_ROOT / "params" / "appendix.yaml"  # the full plan: a run of it is the appendix the RFD cites
+NOTEBOOK_NAME = re.compile(r"^\d{2}_[a-z0-9_]+$")  # NN_name: a notebook of the notebook folder, never a path
 RESERVED = ("run_dir",)  # set by the runner itself
 FILE_KEYS = {"description", "cell_timeout", "notebooks", "appendix"}
 ENTRY_KEYS = {"name", "parameters"}
@@ -47,7 +51,8 @@ class SuitePlan:
     description: str
     cell_timeout: int
     notebooks: tuple[NotebookPlan, ...]
-    appendix: bool = False  # `appendix: true` in the file: the full-size plan the RFD cites
+    appendix: bool = False  # `appendix: true` in the file; `validate` refuses it unless the plan is the full plan
+    partial: bool = False  # some of the file's notebooks only (`--only`)
 
     def digest(self) -> str:
         """A short hash of everything that decides what the run computes (order and values)."""
@@ -59,11 +64,33 @@ def _fail(source: Path, where: str, problem: str) -> ParamsError:
     return ParamsError(f"{source}: {where}: {problem}")
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """YAML's safe loader, refusing a key written twice in one mapping (YAML itself keeps the last silently)."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: dict[Any, int] = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                first = seen.setdefault(key, key_node.start_mark.line + 1)
+            except TypeError:
+                continue  # an unhashable key: construct_mapping below says so
+            if first != key_node.start_mark.line + 1:
+                raise yaml.constructor.ConstructorError(
+                    None,
+                    None,
+                    f"key {key!r} written twice (lines {first} and {key_node.start_mark.line + 1}); "
+                    "YAML would silently keep the last",
+                    key_node.start_mark,
+                )
+        return super().construct_mapping(node, deep=deep)
+
+
 def _read_yaml(source: Path) -> dict[str, Any]:
     if source.is_dir():
         raise ParamsError(f"{source}: is a directory; --params takes a parameter file such as params/default.yaml")
     try:
-        data = yaml.safe_load(source.read_text(encoding="utf-8"))
+        data = yaml.load(source.read_text(encoding="utf-8"), Loader=_UniqueKeyLoader)
     except FileNotFoundError:
         raise ParamsError(f"{source}: no such parameter file") from None
     except UnicodeDecodeError as exc:
@@ -92,9 +119,16 @@ def _entry(source: Path, index: int, raw: Any, notebook_dir: Path) -> NotebookPl
     if not isinstance(raw, dict) or "name" not in raw:
         raise _fail(source, where, "expected a notebook name or a mapping with `name` and `parameters`")
     _check_keys(source, where, raw, ENTRY_KEYS)
-    name = str(raw["name"])
+    name = raw["name"]
+    if not isinstance(name, str) or not NOTEBOOK_NAME.match(name):
+        raise _fail(
+            source,
+            f"{where}.name",
+            f"{name!r} is not a notebook name: a name is NN_name (two digits, then lower-case letters, digits "
+            "and _), the file's stem in notebooks/, never a path",
+        )
     path = notebook_dir / f"{name}.ipynb"
-    if not path.exists():
+    if not path.is_file():
         known = sorted(p.stem for p in notebook_dir.glob("*.ipynb"))
         raise _fail(source, f"{where}.name", f"no notebook {name!r}; notebooks: {', '.join(known)}")
     parameters = raw.get("parameters") or {}
@@ -113,8 +147,9 @@ def load_plan(source: str | Path, only: list[str] | None = None, notebook_dir: P
         raise _fail(source, "notebooks", "expected a non-empty list of notebooks")
     notebooks = tuple(_entry(source, i, raw, notebook_dir) for i, raw in enumerate(entries))
     names = [nb.name for nb in notebooks]
-    if len(set(names)) != len(names):
-        raise _fail(source, "notebooks", "a notebook is listed twice")
+    twice = sorted({n for n in names if names.count(n) > 1})
+    if twice:
+        raise _fail(source, "notebooks", f"{', '.join(twice)} listed twice; each notebook runs once per plan")
     if only:
         missing = [n for n in only if n not in names]
         if missing:
@@ -126,7 +161,7 @@ def load_plan(source: str | Path, only: list[str] | None = None, notebook_dir: P
     appendix = data.get("appendix", False)
     if not isinstance(appendix, bool):
         raise _fail(source, "appendix", f"expected true or false, got {appendix!r}")
-    return SuitePlan(source, str(data.get("description", "")), timeout, notebooks, appendix)
+    return SuitePlan(source, str(data.get("description", "")), timeout, notebooks, appendix, partial=bool(only))
 
 
 def notebook_names(source: str | Path = DEFAULT_PLAN) -> list[str]:
@@ -150,28 +185,46 @@ def declared_parameters(path: Path) -> dict[str, Any]:
     return values
 
 
-def type_problem(value: Any, default: Any) -> str | None:
-    """Why `value` cannot stand in for `default` (None when it can); ints may replace floats."""
-    if default is None:
-        return None
-    expected = type(default)
-    if isinstance(default, bool) or isinstance(value, bool):
-        ok = isinstance(value, bool) and isinstance(default, bool)
-    elif isinstance(default, float):
-        ok = isinstance(value, (int, float))
-    elif isinstance(default, (list, tuple)):
-        ok = isinstance(value, (list, tuple))
-    else:
-        ok = isinstance(value, expected)
-    return (
-        None
-        if ok
-        else f"expected {expected.__name__} like the default {default!r}, got {type(value).__name__} {value!r}"
-    )
+def covers(value: Any, full: Any) -> bool:
+    """Whether `value` does at least what the full plan's `full` does: a number at least as large, a list
+    holding (something covering) each of its items, a mapping covering each of its keys, else the same."""
+    if isinstance(value, bool) or isinstance(full, bool):
+        return isinstance(value, bool) and isinstance(full, bool) and value == full
+    if isinstance(value, (int, float)) and isinstance(full, (int, float)):
+        return value >= full
+    if isinstance(value, (list, tuple)) and isinstance(full, (list, tuple)):
+        return all(any(covers(v, f) for v in value) for f in full)
+    if isinstance(value, dict) and isinstance(full, dict):
+        return all(k in value and covers(value[k], f) for k, f in full.items())
+    return value == full
+
+
+def appendix_problem(plan: SuitePlan, full_plan: Path = FULL_PLAN) -> str | None:
+    """Why a plan that says `appendix: true` is not the appendix (None when it is): the appendix is a run of
+    the full plan's notebooks, in its order, each at least at the full plan's values (geometry, sweeps)."""
+    full = load_plan(full_plan)
+    names = [nb.name for nb in plan.notebooks]
+    wanted = [nb.name for nb in full.notebooks if not plan.partial or nb.name in names]
+    if names != wanted:
+        return (
+            f"only a run of the full plan ({full_plan.name}: {', '.join(nb.name for nb in full.notebooks)}) is the "
+            f"appendix; this plan runs {', '.join(names)}"
+        )
+    for nb, ref in zip(plan.notebooks, (nb for nb in full.notebooks if nb.name in names)):
+        defaults = declared_parameters(nb.path)
+        for key, value in ref.parameters.items():
+            mine = nb.parameters.get(key, defaults.get(key))
+            if not covers(mine, value):
+                return (
+                    f"only a run of the full plan ({full_plan.name}) is the appendix, and {nb.name}.{key} = "
+                    f"{mine!r} does less than its {value!r}"
+                )
+    return None
 
 
 def validate(plan: SuitePlan) -> None:
-    """Compare every value of the plan with its notebook's `parameters` cell; raise on the first problem."""
+    """Check every value of the plan against its notebook's `parameters` cell and the constraints of
+    `schema`, and an `appendix: true` against the full plan; raise on the first problem, naming it."""
     for nb in plan.notebooks:
         declared = declared_parameters(nb.path)
         valid = sorted(k for k in declared if k not in RESERVED)
@@ -183,6 +236,13 @@ def validate(plan: SuitePlan) -> None:
                 hint = difflib.get_close_matches(key, valid, n=1)
                 did_you_mean = f" (did you mean {hint[0]!r}?)" if hint else ""
                 raise _fail(plan.source, where, f"unknown parameter{did_you_mean}; valid keys: {', '.join(valid)}")
-            problem = type_problem(value, declared[key])
+            problem = schema.problem(nb.name, key, value, declared[key])
             if problem:
-                raise _fail(plan.source, where, problem)
+                inside, why = problem
+                raise _fail(plan.source, where + inside, why)
+    if plan.appendix:
+        why = appendix_problem(plan)
+        if why:
+            raise _fail(
+                plan.source, "appendix", f"true, but {why}; remove `appendix: true` (it publishes to outputs/smoke)"
+            )

@@ -11,9 +11,13 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import Any, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
 from ..paths import REPO_ROOT
+from . import schema
+
+if TYPE_CHECKING:
+    from .params import SuitePlan
 
 TRACKED_PACKAGES = ("torch", "natten", "onnx", "onnxruntime", "onnxscript", "papermill", "nbconvert")
 
@@ -42,6 +46,35 @@ def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
     commit = git("rev-parse", "HEAD")
     status = git("status", "--porcelain", "--untracked-files=no")
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
+
+
+def outside_code(plan: "SuitePlan", ran: Sequence[str] | None = None) -> list[dict[str, Any]]:
+    """The code from outside this repository that the plan has its notebooks execute (a `hub_dir` whose
+    hubconf.py is run, a `host_root` whose model code is imported): per parameter given, the notebook, the
+    directory, what runs from it, and its git commit and dirtiness where it is a git checkout. `ran`, if
+    given, keeps the notebooks that did run."""
+    found = []
+    for nb in plan.notebooks:
+        if ran is not None and nb.name not in ran:
+            continue
+        for key, what in schema.outside_code(nb.name).items():
+            value = nb.parameters.get(key)
+            if isinstance(value, str) and value:
+                path = schema.resolve(value)
+                found.append(
+                    {"notebook": nb.name, "parameter": key, "path": str(path), "runs": what, **git_state(path)}
+                )
+    return found
+
+
+def describe_code(code: dict[str, Any]) -> str:
+    """One line for a piece of outside code: where it is and which commit (or that it is no git checkout)."""
+    commit = (
+        f"git {code['commit'][:12]}" + (" (dirty tree)" if code.get("dirty") else "")
+        if code.get("commit")
+        else "not a git checkout"
+    )
+    return f"{code['notebook']} {code['parameter']} = {code['path']} ({commit}): {code['runs']}"
 
 
 def natten_backends() -> dict[str, Any]:

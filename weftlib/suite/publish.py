@@ -9,21 +9,21 @@ never finds it missing nor half of a new run beside half of the old one, and a f
 
 from __future__ import annotations
 
-import ctypes
-import errno
+import contextlib
 import json
 import os
 import re
 import shutil
-import sys
+import tempfile
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 import jinja2
 import markupsafe
 
-from .provenance import environment
+from .files import locked, write_atomic
+from .provenance import describe_code, environment, outside_code
 from .record import answer_status, format_value, jsonable, load_metrics
 
 if TYPE_CHECKING:
@@ -220,9 +220,16 @@ def provenance_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
         ("machine", machine_line(env)),
         ("natten", env["natten"]["note"]),
         ("Hailo DFC", "importable" if env["hailo_dfc"]["importable"] else env["hailo_dfc"]["reason"]),
+        ("code from outside this repository", outside_code_text(env)),
         *((f"version: {k}", v or "not installed") for k, v in env["versions"].items()),
         ("started / finished (UTC)", f"{summary['started']} / {summary['finished']}"),
     ]
+
+
+def outside_code_text(env: dict[str, Any]) -> str:
+    """What the run executed from outside the repository (`hub_dir`, `host_root`), or that it executed none."""
+    found = env.get("outside_code") or []
+    return "; ".join(describe_code(c) for c in found) or "none: only this repository's code and its stand-ins"
 
 
 def machine_line(env: dict[str, Any]) -> str:
@@ -256,7 +263,10 @@ def write_index(
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "durations": {r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
-        "provenance": environment(),
+        "provenance": {
+            **environment(),
+            "outside_code": outside_code(plan, [r.name for r in results if r.status != "not run"]),
+        },
         "notebooks": [jsonable(r) for r in results],
     }
     (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
@@ -299,7 +309,9 @@ def write_index(
     return summary
 
 
-AT_FDCWD, RENAME_EXCHANGE = -100, 2  # <linux/fcntl.h>, <linux/fs.h>
+LOCK_NAME = ".publish.lock"  # in the versions folder: the lock publishers take, and the mark that the suite made it
+VERSION_NAME = re.compile(r"^\d{8}T\d{12}Z-\d+$")  # a copy publish_appendix made (UTC time, pid)
+LEGACY_NAME = re.compile(r"^\d{8}T\d{12}Z-\d+-migrated$")  # a folder an older suite adopted: kept, never removed
 
 
 def versions_dir(appendix: Path) -> Path:
@@ -308,51 +320,124 @@ def versions_dir(appendix: Path) -> Path:
     return appendix.parent / f".{appendix.name}.versions"
 
 
+def _made_by_suite(versions: Path) -> bool:
+    """A versions folder the suite made: it holds the publishers' lock file, or (an older suite's, from before
+    the lock) nothing but copies named as the suite names them."""
+    if versions.is_symlink() or not versions.is_dir():
+        return False
+    lock = versions / LOCK_NAME
+    if lock.is_file() and not lock.is_symlink():
+        return True
+    return all(VERSION_NAME.match(p.name) or LEGACY_NAME.match(p.name) for p in versions.iterdir())
+
+
+def check_target(appendix: str | os.PathLike, run_dir: Path | None = None) -> Path:
+    """The absolute path a run is published at; PublishError, naming the reason, for a target the suite did
+    not create. Refused: the working directory, the checkout or a folder above either; a run folder or a path
+    inside it; an existing folder, file or foreign symlink at the target; a versions folder the suite did not
+    make. The target itself is never followed (it is the link to swap)."""
+    from ..paths import REPO_ROOT
+
+    given = Path(os.path.abspath(appendix))
+    if given.name in ("", ".", ".."):
+        raise PublishError(f"--appendix {appendix!s}: names no folder to publish to")
+    target = given.parent.resolve() / given.name
+    for path in {given, target}:
+        for place, what in ((Path.cwd().resolve(), "the working directory"), (REPO_ROOT, "the repository root")):
+            if path == place or path in place.parents:
+                raise PublishError(
+                    f"--appendix {appendix!s}: is {what} or a folder above it; publish to a folder of its own"
+                )
+    if run_dir is not None:
+        run = Path(run_dir).resolve()
+        if target == run or run in target.parents:
+            raise PublishError(f"--appendix {target}: is the run folder or inside it; publish outside the run")
+    existing = next(p for p in target.parents if p.exists())
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise PublishError(
+            f"--appendix {target}: {existing} cannot be written (a read-only checkout?); "
+            "choose a writable --appendix, or --no-publish"
+        )
+    versions = versions_dir(target)
+    if os.path.lexists(versions) and not _made_by_suite(versions):
+        raise PublishError(
+            f"{versions}: exists but the suite did not make it (no {LOCK_NAME}); nothing was published: "
+            "move it away or choose another --appendix"
+        )
+    if target.is_symlink():
+        linked = _link_target(target)
+        if linked is None or linked.parent != versions or not VERSION_NAME.match(linked.name):
+            raise PublishError(
+                f"{target}: a symlink the suite did not create (it points to {os.readlink(target)}, not into "
+                f"{versions.name}/); nothing was published: move it away or choose another --appendix"
+            )
+    elif os.path.lexists(target):
+        kind = "folder" if target.is_dir() else "file"
+        raise PublishError(
+            f"{target}: a {kind} the suite did not create (a published copy is a symlink into {versions.name}/); "
+            "nothing was published and nothing was moved: move it away or choose another --appendix"
+        )
+    return target
+
+
+def _versions_folder(versions: Path) -> Path:
+    """The versions folder, made with its lock file in one rename if it is not there yet (so no publisher
+    ever sees it without the lock file)."""
+    if not os.path.lexists(versions):
+        versions.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f"{versions.name}.new-", dir=versions.parent))
+        os.chmod(staging, 0o755)
+        (staging / LOCK_NAME).touch()
+        try:
+            os.rename(staging, versions)
+        except OSError:
+            shutil.rmtree(staging, ignore_errors=True)
+            if not versions.is_dir():
+                raise
+            # else another publisher made it first
+    lock = versions / LOCK_NAME
+    if not os.path.lexists(lock):  # a folder an older suite made, from before the lock
+        with contextlib.suppress(FileExistsError):
+            os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
+    return lock
+
+
 def publish_appendix(run_dir: Path, appendix: Path) -> Path:
     """Publish a copy of `run_dir` at `appendix` with no moment where `appendix` is missing or half-written.
 
     `appendix` is a symlink (relative, so `outputs/` can move) to a complete copy in `versions_dir(appendix)`.
-    The new copy is written beside the old one, then a fresh link is renamed over the old link (`os.replace`,
-    atomic on POSIX): a reader resolves either the old copy or the new one. A real directory left at `appendix`
-    by an older suite is exchanged for the link in one `renameat2(RENAME_EXCHANGE)` where Linux offers it,
-    else moved aside first (the only case with a gap: one rename long). A failed copy is removed and leaves
-    `appendix` as it was. Of the older copies only the one just replaced is kept (a reader part-way through it
-    keeps its files); the rest, and copies of killed runs, are removed. Returns the link's path.
+    Publishers to one target take turns (a lock in the versions folder), so each copy stays whole until its
+    own link swap is done. The new copy is written beside the old one, then a fresh link is renamed over the
+    old link (`os.replace`, atomic on POSIX): a reader resolves either the old copy or the new one. A target
+    the suite did not create is refused (`check_target`): nothing is adopted, moved or deleted. A failed copy
+    is removed and leaves `appendix` as it was. Of the older copies only the one just replaced is kept (a
+    reader part-way through it keeps its files); the suite's other copies, and those of killed publishers,
+    are removed, and nothing else in the folder is touched. Returns the link's path.
     """
-    appendix = Path(appendix).parent.resolve() / Path(appendix).name  # never follow the link itself
+    appendix = check_target(appendix, run_dir)
     versions = versions_dir(appendix)
-    versions.mkdir(parents=True, exist_ok=True)
-    for leftover in (appendix.parent / f".{appendix.name}.new", appendix.parent / f".{appendix.name}.old"):
-        if leftover.exists():  # from the two-rename scheme this replaces
-            shutil.rmtree(leftover)
-    stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
-    version = versions / f"{stamp}-{os.getpid()}"
-    try:
-        shutil.copytree(run_dir, version)
-    except BaseException:
-        shutil.rmtree(version, ignore_errors=True)
-        raise
-    link = appendix.parent / f".{appendix.name}.link-{os.getpid()}"
-    if os.path.lexists(link):
-        link.unlink()
-    os.symlink(os.path.relpath(version, appendix.parent), link)
-    previous = _link_target(appendix)
-    if appendix.is_symlink() or not os.path.lexists(appendix):
+    with locked(_versions_folder(versions)):
+        check_target(appendix, run_dir)  # again, now that no other publisher is between the check and the swap
+        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        version = versions / f"{stamp}-{os.getpid()}"
+        try:
+            shutil.copytree(run_dir, version)
+        except BaseException:
+            shutil.rmtree(version, ignore_errors=True)
+            raise
+        link = appendix.parent / f".{appendix.name}.link-{os.getpid()}"
+        if os.path.lexists(link):  # left by a killed publisher of this pid; a symlink is removed, never followed
+            link.unlink()
+        os.symlink(os.path.relpath(version, appendix.parent), link)
+        previous = _link_target(appendix)
         os.replace(link, appendix)
-    else:  # a real directory from before the versions: it becomes the previous version
-        previous = versions / f"{stamp}-{os.getpid()}-migrated"
-        if _exchange(link, appendix):
-            os.rename(link, previous)
-        else:
-            os.rename(appendix, previous)
-            os.replace(link, appendix)
-    for old in versions.iterdir():
-        if old in (version, previous):
-            continue
-        if old.is_dir() and not old.is_symlink():
-            shutil.rmtree(old)
-        else:
-            old.unlink()
+        for old in versions.iterdir():
+            if old in (version, previous) or not VERSION_NAME.match(old.name):
+                continue
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink()
     return appendix
 
 
@@ -361,25 +446,6 @@ def _link_target(link: Path) -> Path | None:
     if not link.is_symlink():
         return None
     return Path(os.path.normpath(link.parent / os.readlink(link)))
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths in one step (Linux `renameat2` with RENAME_EXCHANGE). False where the C library, the
-    kernel or the file system has no such call; any other failure raises."""
-    if not sys.platform.startswith("linux"):
-        return False
-    try:
-        renameat2 = ctypes.CDLL(None, use_errno=True).renameat2
-    except (OSError, AttributeError):
-        return False
-    renameat2.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p, ctypes.c_uint]
-    renameat2.restype = ctypes.c_int
-    if renameat2(AT_FDCWD, os.fsencode(a), AT_FDCWD, os.fsencode(b), RENAME_EXCHANGE) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(a), None, str(b))
 
 
 # ---- the RFD figure page ----------------------------------------------------------------------------------
@@ -494,9 +560,10 @@ def provenance_line(summary: dict[str, Any]) -> str:
     env = summary["provenance"]
     git = env["git"]
     commit = (git["commit"] or "no git checkout")[:12] + (" (dirty tree)" if git.get("dirty") else "")
+    outside = f"; code from outside this repository: {outside_code_text(env)}" if env.get("outside_code") else ""
     return (
         f"*Provenance:* suite commit {commit}; parameters {Path(summary['params_file']).name} "
-        f"(hash {summary['params_hash']}); machine {machine_line(env)}; run {summary['finished']}."
+        f"(hash {summary['params_hash']}); machine {machine_line(env)}{outside}; run {summary['finished']}."
     )
 
 
@@ -571,23 +638,44 @@ def headline_block(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def publish_rfd(run_dir: str | os.PathLike, rfd: str | os.PathLike, page: str = "page.qmd") -> tuple[Path, str]:
+def rfd_questions() -> list[str]:
+    """The notebooks whose questions the RFD page answers: those of the full plan (params/appendix.yaml)."""
+    from .params import FULL_PLAN, notebook_names
+
+    return notebook_names(FULL_PLAN)
+
+
+def check_questions(run_dir: Path, summary: dict[str, Any], questions: Sequence[str]) -> None:
+    """PublishError unless the run's answer table answers every question (the overview, recorded as such by
+    the run, asks none): a page whose table lacks one would read as the RFD's whole answer."""
+    answered = {a.get("notebook") for a in summary.get("answers", []) if isinstance(a, dict) and a.get("answer")}
+    missing = [
+        n
+        for n in questions
+        if n not in answered and load_metrics(run_dir, n).get("metrics", {}).get("role") != OVERVIEW_ROLE
+    ]
+    if missing:
+        raise PublishError(
+            f"{run_dir}: the answer table lacks the RFD question(s) of {', '.join(missing)}; the page answers "
+            "every question of the full plan: publish a run of params/appendix.yaml"
+        )
+
+
+def publish_rfd(
+    run_dir: str | os.PathLike, rfd: str | os.PathLike, page: str = "page.qmd", questions: Sequence[str] | None = None
+) -> tuple[Path, str]:
     """Write `rfd/page` from a fully passing run, atomically; return (its path, the paste-able headline block).
 
-    Refuses (PublishError, nothing written) a failed, interrupted or partial run, a folder that is not an RFD
-    folder, and README.md / DETAILS.md / SKILL.md as the target. Only the one `.qmd` file is written: no
-    ONNX, HAR, HEF or HTML artefact goes into the RFD folder.
+    Refuses (PublishError, nothing written) a failed, interrupted or partial run, one whose answer table
+    lacks a question of `questions` (default: the full plan's notebooks), a folder that is not an RFD folder,
+    and README.md / DETAILS.md / SKILL.md as the target. Only the one `.qmd` file is written (through a fresh
+    temporary file, so nothing planted in the folder is followed): no ONNX, HAR, HEF or HTML artefact goes
+    into the RFD folder.
     """
     run_dir, rfd = Path(run_dir).resolve(), Path(rfd).resolve()
     target = check_rfd_dir(rfd, page)
     summary = check_run(run_dir)
+    check_questions(run_dir, summary, rfd_questions() if questions is None else questions)
     text = render_page(run_dir, summary)
-    tmp = rfd / f".{page}.tmp"
-    try:
-        with open(tmp, "w", encoding="utf-8", newline="\n") as fh:
-            fh.write(text)
-        os.replace(tmp, target)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+    write_atomic(target, text)
     return target, headline_block(summary)

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..paths import SCRATCH
+from .files import write_atomic
 
 
 def jsonable(value: Any) -> Any:
@@ -156,9 +157,7 @@ class Recorder:
         payload = {"notebook": self.name, "headline": self.headline, "metrics": self.metrics}
         if self.display:
             payload["display"] = self.display
-        tmp = self.dir / "metrics.json.tmp"
-        tmp.write_text(json.dumps(payload, indent=2, sort_keys=False))
-        tmp.replace(self.dir / "metrics.json")
+        write_atomic(self.dir / "metrics.json", json.dumps(payload, indent=2, sort_keys=False))
 
 
 def _full_width_tables() -> None:

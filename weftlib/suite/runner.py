@@ -17,6 +17,7 @@ import re
 import signal
 import socket
 import sys
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,9 +27,11 @@ from typing import Any, Callable, Iterator
 from unittest import mock
 
 from . import params as params_mod
-from .publish import publish_appendix, render_html, write_index
+from .files import write_atomic
+from .publish import check_target, publish_appendix, render_html, write_index
 from ..console import HEADLESS_ENV
 from ..paths import REPO_ROOT
+from .provenance import describe_code, outside_code
 from .record import headlines, load_metrics
 
 KERNEL_NAME = "weftlib"
@@ -102,9 +105,7 @@ def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:
         "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         **detail,
     }
-    tmp = run_dir / f".{STATE_FILE}.tmp"
-    tmp.write_text(json.dumps(payload, indent=2, default=str))
-    tmp.replace(run_dir / STATE_FILE)
+    write_atomic(run_dir / STATE_FILE, json.dumps(payload, indent=2, default=str))
     return payload
 
 
@@ -168,14 +169,18 @@ def ensure_kernel(name: str = KERNEL_NAME) -> None:
     install(kernel_name=name, display_name="weftlib (RFD 1129)", prefix=sys.prefix)
 
 
-def _ipc_kernel_manager() -> type:
+def _ipc_kernel_manager(socket_dir: Path) -> type:
     """A kernel manager that talks to its local kernel over Unix sockets (IPC), not TCP: nothing listens on
-    a port, and the kernel does not print its 'running over TCP without encryption' warning."""
+    a port, and the kernel does not print its 'running over TCP without encryption' warning. The sockets and
+    the connection file live in `socket_dir`, private to one notebook of one run: by default jupyter_client
+    names them `kernel-ipc-N` relative to the working directory, where two runs pick the same names and a
+    read-only checkout cannot bind at all."""
     from jupyter_client import AsyncKernelManager
 
     class IPCKernelManager(AsyncKernelManager):
         def __init__(self, **kwargs: Any) -> None:
-            super().__init__(transport="ipc", **kwargs)
+            kwargs.setdefault("connection_file", str(socket_dir / "kernel.json"))
+            super().__init__(transport="ipc", ip=str(socket_dir / "kernel"), **kwargs)
 
     return IPCKernelManager
 
@@ -183,9 +188,12 @@ def _ipc_kernel_manager() -> type:
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 
+_ARROW = re.compile(r"^\s*-+>\s*\d*\s?")  # IPython pads the arrow to the line number: ----> 3, ---> 12, --> 123
+
+
 def failing_line(traceback: list[str] | str | None) -> str:
-    """The notebook line that raised, read from IPython's traceback (the `---->` arrow in the last frame
-    that is a notebook cell, `Cell In[N]`); "" when the traceback has none."""
+    """The notebook line that raised, read from IPython's traceback (the arrow, `---->` or shorter before a
+    longer line number, in the last frame that is a notebook cell, `Cell In[N]`); "" when it has none."""
     if not traceback:
         return ""
     text = _ANSI.sub("", "\n".join(traceback) if isinstance(traceback, list) else traceback)
@@ -196,8 +204,8 @@ def failing_line(traceback: list[str] | str | None) -> str:
             in_cell = True
         elif raw.startswith("File ") or raw.startswith("  File "):
             in_cell = False
-        elif in_cell and raw.lstrip().startswith("---->"):
-            line = re.sub(r"^\s*---->\s*\d*\s?", "", raw).rstrip()
+        elif in_cell and _ARROW.match(raw):
+            line = _ARROW.sub("", raw, count=1).rstrip()
     return line
 
 
@@ -408,6 +416,7 @@ def execute_one(
     output = run_dir / f"{nb.name}.ipynb"
     start = time.perf_counter()
     interrupted: BaseException | None = None
+    sockets = tempfile.TemporaryDirectory(prefix="weft-kernel-")  # short: a socket path has ~100 bytes at most
     try:
         papermill.execute_notebook(
             str(nb.path),
@@ -420,7 +429,7 @@ def execute_one(
             progress_bar=False,
             log_output=False,
             request_save_on_cell_execute=True,
-            kernel_manager_class=_ipc_kernel_manager(),
+            kernel_manager_class=_ipc_kernel_manager(Path(sockets.name)),
             shutdown_kernel="immediate",
         )
         result.status = "passed"
@@ -438,6 +447,8 @@ def execute_one(
     except Exception as exc:  # papermill raises PapermillExecutionError; a dead kernel raises others
         result.status = "failed"
         result.error = _error_of(exc)
+    finally:
+        sockets.cleanup()
     result.seconds = round(time.perf_counter() - start, 2)
     if result.error and result.error["cell"] is None and output.exists():
         result.error["cell"] = _running_cell(output)  # a dead kernel names no cell; the saved state does
@@ -513,6 +524,8 @@ def run_suite(
     is kept for callers of the older signature and no longer changes anything.
     """
     params_mod.validate(plan)
+    if appendix is not None:
+        check_target(appendix, Path(out) if out is not None else None)  # before hours of work, not after
     run_dir = fresh_run_dir(out)
     started = datetime.now(timezone.utc)
     write_state(
@@ -525,6 +538,8 @@ def run_suite(
         with _Signals():
             ensure_kernel()
             log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
+            for code in outside_code(plan):
+                log(f"  executes code from outside this repository: {describe_code(code)}")
             with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):  # kernels inherit it: nobody is watching
                 for i, nb in enumerate(plan.notebooks, 1):
                     write_state(
