@@ -6,8 +6,9 @@ the question of which operators the device half needs.
   The package's `__init__` is never run: upstream it imports pipelines, renderers and the image feature
   extractor (transformers, PIL, CUDA-only code). The attention backend is set to one that runs on CPU.
 - `try_exports` runs torch's two exporters on the model as written and keeps each refusal as data.
-- `real_rope` patches the model's own RoPE to real arithmetic; `weftlib.dit.variants` builds the device layout
-  (every input rank 4) and the exact changes that remove one op family each; `export_variant` exports one.
+- `real_rope` patches the model's own RoPE to real arithmetic; `weftlib.dit.rewrites` holds the exact
+  rewrites chosen by the compiler's patterns, `weftlib.dit.variants` the layouts (tokens, the old image form)
+  and the variants built from them; `export_variant` exports one.
 
 Random weights: operator coverage does not depend on weight values, but zero-initialised layers (upstream's
 'scaled' init zeroes the output layer and the modulation) would make every output 0 and every equality check
@@ -61,6 +62,7 @@ class FlowSource:
     rope_class: type
     set_backend: Callable[[str], None]
     backend_globals: dict[str, Any] = field(repr=False)
+    attention_class: type  # the model's own MultiHeadAttention (what `rewrites.glued_heads` patches)
 
     def __deepcopy__(self, memo: dict) -> FlowSource:
         return self  # a copied model keeps pointing at the same loaded code
@@ -102,6 +104,13 @@ def _import_flow_package(root: Path) -> tuple[ModuleType, ModuleType, ModuleType
         raise FlowLoadError(f"host_root {root}: importing {FLOW_MODULE} failed: {type(exc).__name__}: {exc}") from exc
 
 
+def _root(host_root: str | Path | None) -> Path:
+    root = Path(host_root) if host_root else standins.HOST_ROOT
+    if not (root / PACKAGE / "models" / "sparse_structure_flow.py").is_file():
+        raise FileNotFoundError(f"host_root: {root} holds no {PACKAGE}/models/sparse_structure_flow.py")
+    return root
+
+
 def _read_config(path: Path) -> dict[str, Any]:
     try:
         model = json.loads(path.read_text())["models"]["denoiser"]
@@ -137,9 +146,7 @@ def load_flow_model(
     for name, value in (("blocks", blocks), ("channels", channels)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name}: expected a positive int, got {value!r}")
-    root = Path(host_root) if host_root else standins.HOST_ROOT
-    if not (root / PACKAGE / "models" / "sparse_structure_flow.py").is_file():
-        raise FileNotFoundError(f"host_root: {root} holds no {PACKAGE}/models/sparse_structure_flow.py")
+    root = _root(host_root)
     config_file = root / FLOW_CONFIG
     args = {**_read_config(config_file), "model_channels": channels, "num_blocks": blocks}
     heads = int(args.get("num_heads") or channels // int(args.get("num_head_channels", 64)))
@@ -163,8 +170,15 @@ def load_flow_model(
         rope.RotaryPositionEmbedder,
         attention_config.set_backend,
         attention_config.set_backend.__globals__,
+        type(_first_block(model).self_attn),
     )
     return model
+
+
+def config_args(host_root: str | Path | None = None) -> dict[str, Any]:
+    """The flow model's constructor arguments as the checkout's (or stand-in's) config file writes them:
+    the upstream width and depth (`model_channels`, `num_blocks`, `num_heads`, `mlp_ratio`) read, not typed."""
+    return _read_config(_root(host_root) / FLOW_CONFIG)
 
 
 def source_of(model: nn.Module) -> FlowSource:
@@ -177,6 +191,49 @@ def source_of(model: nn.Module) -> FlowSource:
 
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+@dataclass(frozen=True)
+class LayerSize:
+    """One linear layer of the model as the forward uses it: its weight shape [out, in], its parameters
+    (weight and bias), the rows it multiplies (tokens x batch) and its multiply-accumulates per forward."""
+
+    name: str
+    weight_shape: tuple[int, int]
+    parameters: int
+    rows: int
+    macs: int
+
+
+def layer_sizes(model: nn.Module, inputs: Sequence[Any]) -> list[LayerSize]:
+    """Every nn.Linear of `model` with the rows it saw in one forward on `inputs` (hooks record the input
+    shapes; a layer the forward never calls is left out), largest parameter count first. The compiler
+    places layers one by one, so the largest is the first size limit a device half meets."""
+    seen: dict[str, int] = {}
+    hooks = [
+        mod.register_forward_hook(
+            lambda m, args, out, name=name: seen.__setitem__(name, args[0].numel() // m.in_features)
+        )
+        for name, mod in model.named_modules()
+        if isinstance(mod, nn.Linear)
+    ]
+    try:
+        forward(model, inputs)
+    finally:
+        for hook in hooks:
+            hook.remove()
+    layers = dict(model.named_modules())
+    rows = [
+        LayerSize(
+            name,
+            (layers[name].out_features, layers[name].in_features),
+            sum(p.numel() for p in layers[name].parameters()),
+            count,
+            count * layers[name].in_features * layers[name].out_features,
+        )
+        for name, count in seen.items()
+    ]
+    return sorted(rows, key=lambda r: (-r.parameters, -r.macs, r.name))
 
 
 def _first_block(model: nn.Module) -> nn.Module:
@@ -255,15 +312,26 @@ def try_exports(model: nn.Module, inputs: Sequence[Any], *, opset: int = 17) -> 
 # --------------------------------------------------------------------------------------------- real RoPE
 
 
-def _rotate_real(x: torch.Tensor, phases: torch.Tensor, flip_sign: bool = False) -> torch.Tensor:
-    """(a + ib)(cos t + i sin t) = (a cos t - b sin t) + i(a sin t + b cos t), on channel pairs, in reals.
-    The phase table is read as its (cos, sin) pairs (the same numbers the complex version multiplies by)."""
+def phase_cos_sin(phases: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """The phase table [L, P] (complex, as the model holds it, or its real (cos, sin) pairs [L, P, 2]) read as
+    cos and sin [L, P]: the same numbers the complex product multiplies by, so no Cos/Sin is computed."""
+    table = torch.view_as_real(phases) if phases.is_complex() else phases
+    return table[..., 0], table[..., 1]
+
+
+def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, flip_sign: bool = False) -> torch.Tensor:
+    """(a + ib)(cos t + i sin t) = (a cos t - b sin t) + i(a sin t + b cos t) on the channel pairs (2p, 2p+1)
+    of x's last axis, in reals; cos and sin [..., n/2] broadcast against the pairs."""
     pairs = x.float().reshape(*x.shape[:-1], -1, 2)
     a, b = pairs[..., 0], pairs[..., 1]
-    table = torch.view_as_real(phases) if phases.is_complex() else phases
-    cos, sin = table[..., 0].unsqueeze(-2), table[..., 1].unsqueeze(-2)
     imag = a * sin - b * cos if flip_sign else a * sin + b * cos
     return torch.stack([a * cos - b * sin, imag], dim=-1).reshape(x.shape).to(x.dtype)
+
+
+def _rotate_real(x: torch.Tensor, phases: torch.Tensor, flip_sign: bool = False) -> torch.Tensor:
+    """The model's RoPE on x [..., L, H, d] with phases [L, d/2] shared over the heads, in reals."""
+    cos, sin = phase_cos_sin(phases)
+    return rotate_pairs(x, cos.unsqueeze(-2), sin.unsqueeze(-2), flip_sign)
 
 
 @contextlib.contextmanager
@@ -278,18 +346,26 @@ def real_rope(model: nn.Module | None = None, *, flip_sign: bool = False) -> Ite
     classes = [source_of(model).rope_class] if model is not None else _loaded_rope_classes()
     if not classes:
         raise RuntimeError("real_rope: no flow model has been loaded, so there is no RoPE to patch")
-    originals = [(cls, cls.__dict__["apply_rotary_embedding"]) for cls in classes]
 
     def rotate(x: torch.Tensor, phases: torch.Tensor) -> torch.Tensor:
         return _rotate_real(x, phases, flip_sign)
 
+    with patched(classes, "apply_rotary_embedding", staticmethod(rotate)):
+        yield
+
+
+@contextlib.contextmanager
+def patched(classes: Sequence[type], name: str, value: Any) -> Iterator[None]:
+    """Set attribute `name` of each class to `value` for the block; the classes' own attributes put back
+    on exit, also when the block raises (how every patch of the model's own code here is applied)."""
+    originals = [(cls, cls.__dict__[name]) for cls in classes]
     try:
         for cls, _ in originals:
-            cls.apply_rotary_embedding = staticmethod(rotate)
+            setattr(cls, name, value)
         yield
     finally:
         for cls, original in originals:
-            cls.apply_rotary_embedding = original
+            setattr(cls, name, original)
 
 
 _LOADED_ROPE: list[type] = []  # every RoPE class a load_flow_model call used, stand-in or checkout
@@ -314,7 +390,7 @@ def attention_backend(model: nn.Module, backend: str) -> Iterator[None]:
 def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
     if a.shape != b.shape:
         raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
-    return float((a.double() - b.double()).abs().max())
+    return float((a.detach().double() - b.detach().double()).abs().max())
 
 
 def forward(model: nn.Module, inputs: Sequence[Any]) -> torch.Tensor:

@@ -1,30 +1,103 @@
-"""The device layout and the exact changes for one DiT block, and what each variant leaves outside DEVICE_OPS.
+"""The device layouts and the exact variants of one DiT block, and what each leaves outside DEVICE_OPS.
 
-A variant is offered beside the faithful graph, never instead of it: each exact change removes one op family
-(RFD 1129's procedure: an exact rewrite is an alternative, not a substitution), and each is checked against
-the original model's output before it is exported.
+The layout is chosen from the public record: **tokens**. The attention block that DFC 5.3.0 translated,
+compiled and ran took tokens [1, S, C] (rank 3, MatMul linears, the head Reshape glued to its Transpose);
+the same attention with tokens laid along an image axis ([1, C, 1, S], the form an all-rank-4 layout gives
+the conditioning) was refused on its head reshape and its softmax, and RFD 1154's "every input rank 4"
+attempt at this very model crashed further into the parse. So x enters as tokens [B, R^3, C] (the forward's
+own flatten to tokens done on the host, exactly), the conditioning stays [B, L, C] as the model takes it, t
+goes through the host timestep, and the output leaves as tokens [B, R^3, C_out]. The old rank-4 image layout
+(`ImageLayout`) stays only as the comparison.
+
+A variant is offered beside the faithful graph, never instead of it (RFD 1129's procedure: an exact rewrite is
+an alternative, not a substitution); each is checked against the original model's output before export.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
+import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
+from weftlib import console
 from weftlib.onnx_core import export as onnx_export
 
-from .model import CPU_BACKEND, INPUT_NAMES, OUTPUT_NAMES, FlatInputs, attention_backend, flat, max_abs_diff, real_rope
+from .model import (
+    CPU_BACKEND,
+    INPUT_NAMES,
+    OUTPUT_NAMES,
+    FlatInputs,
+    LayerSize,
+    attention_backend,
+    config_args,
+    example_inputs,
+    flat,
+    forward,
+    layer_sizes,
+    load_flow_model,
+    max_abs_diff,
+    parameter_count,
+    real_rope,
+)
+from .rewrites import MatMulRMSNorm, glued_heads, rope_tables
+
+LAYOUTS = ("model", "image", "tokens")  # the forward's own inputs; the old rank-4 comparison; the device layout
+
+# ------------------------------------------------------------------------------------------------ tokens
 
 
-class DeviceLayout(nn.Module):
-    """The flow model with every graph input image-shaped (rank 4, NCHW), the parser's expectation:
-    x [B, C, R, R*R] (the grid's last two axes merged), t [B, 1, 1, 1] (or the host's timestep embedding
-    [B, F, 1, 1]), global [B, Cg, 1, L], proj [B, Cp, R, R*R]; the output [B, C, R, R*R]. Only reshapes and
-    transposes are added, so the arithmetic is the model's own."""
+def to_tokens(x: torch.Tensor) -> torch.Tensor:
+    """x [B, C, R, R, R] -> tokens [B, R^3, C]: the forward's own first step (`view`, `permute`), on the host."""
+    return x.reshape(*x.shape[:2], -1).permute(0, 2, 1).contiguous()
+
+
+def from_tokens(h: torch.Tensor, resolution: int) -> torch.Tensor:
+    """tokens [B, R^3, C] -> [B, C, R, R, R]: the forward's own last step, on the host."""
+    return h.permute(0, 2, 1).reshape(h.shape[0], h.shape[2], *[resolution] * 3).contiguous()
+
+
+class TokensLayout(nn.Module):
+    """The flow model from its input layer to its output layer, on tokens: x [B, R^3, C_in] in, velocity
+    [B, R^3, C_out] out. The forward's flatten to tokens and its reshape back to the grid, pure data movement,
+    are the only steps moved to the host (`to_tokens`, `from_tokens`); every layer between is the model's own
+    module, called in the forward's order (input layer, timestep embedder, shared adaLN modulation, the blocks
+    with the RoPE phase buffer, the final layer norm, the output layer)."""
+
+    def __init__(self, model: nn.Module) -> None:
+        super().__init__()
+        for name, expected in (("pe_mode", "rope"), ("image_attn_mode", "proj")):
+            if getattr(model, name, expected) != expected:
+                raise ValueError(f"TokensLayout: {name} {getattr(model, name)!r}; only {expected!r} is modelled")
+        self.model = model
+
+    def forward(
+        self, x: torch.Tensor, t: torch.Tensor, cond_global: torch.Tensor, cond_proj: torch.Tensor
+    ) -> torch.Tensor:
+        m = self.model
+        h = m.input_layer(x)
+        t_emb = m.t_embedder(t)
+        if hasattr(m, "adaLN_modulation"):  # share_mod: one modulation for every block
+            t_emb = m.adaLN_modulation(t_emb)
+        for block in m.blocks:
+            h = block(h, t_emb, (cond_global, cond_proj), m.rope_phases)
+        return m.out_layer(F.layer_norm(h, h.shape[-1:]))
+
+
+# ------------------------------------------------------------------------------- the old rank-4 comparison
+
+
+class ImageLayout(nn.Module):
+    """The flow model with every graph input image-shaped (rank 4, NCHW), the layout the gate used to ask
+    for, kept as the comparison: x [B, C, R, R*R], t [B, 1, 1, 1], global [B, Cg, 1, L] (tokens along an
+    image axis, the form the record shows refused), proj [B, Cp, R, R*R]; the output [B, C, R, R*R].
+    Only reshapes and transposes are added, so the arithmetic is the model's own."""
 
     def __init__(self, model: nn.Module) -> None:
         super().__init__()
@@ -36,26 +109,25 @@ class DeviceLayout(nn.Module):
     ) -> torch.Tensor:
         r, batch = self.resolution, x.shape[0]
         volume = x.reshape(batch, x.shape[1], r, r, r)
-        steps = t.reshape(batch) if t.shape[1] == 1 else t.reshape(batch, -1)  # t [B], or its embedding [B, F]
         tokens = tuple(c.flatten(2).transpose(1, 2) for c in (cond_global, cond_proj))
-        return self.model(volume, steps, tokens).reshape(batch, self.out_channels, r, r * r)
+        return self.model(volume, t.reshape(batch), tokens).reshape(batch, self.out_channels, r, r * r)
 
 
-def to_device_layout(inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
-    """The model's inputs rearranged for `DeviceLayout` (no values change)."""
+def to_image_layout(inputs: Sequence[Any]) -> tuple[torch.Tensor, ...]:
+    """The model's inputs rearranged for `ImageLayout` (no values change)."""
     x, t, (c_global, c_proj) = inputs
     batch, r = x.shape[0], x.shape[-1]
     return (
         x.reshape(batch, x.shape[1], r, r * r),
-        t.reshape(batch, -1, 1, 1),
+        t.reshape(batch, 1, 1, 1),
         c_global.transpose(1, 2).unsqueeze(2),
         c_proj.transpose(1, 2).reshape(batch, -1, r, r * r),
     )
 
 
-def device_layout(model: nn.Module, inputs: Sequence[Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
+def image_layout(model: nn.Module, inputs: Sequence[Any]) -> tuple[nn.Module, tuple[torch.Tensor, ...]]:
     """A module and its inputs, all rank 4, computing the same as `model(*inputs)` (output [B, C, R, R*R])."""
-    return DeviceLayout(model).eval(), to_device_layout(inputs)
+    return ImageLayout(model).eval(), to_image_layout(inputs)
 
 
 def input_ranks(path: str | Path) -> dict[str, int]:
@@ -67,40 +139,35 @@ def input_ranks(path: str | Path) -> dict[str, int]:
     return {v.name: len(v.type.tensor_type.shape.dim) for v in proto.graph.input if v.name not in inits}
 
 
+# ---------------------------------------------------------------------------------------- host timestep
+
+TIMESTEP_RANKS = (2, 3)  # [B, F] or [B, 1, F]: never rank 1, which the parser has no format for
+
+
 class HostTimestep(nn.Module):
     """The timestep embedder with its sinusoid moved to the host: it receives cos/sin(t f) already computed
-    (the same function of t upstream calls) and applies only the MLP, so no Cos/Sin runs on the device."""
+    (the same function of t upstream calls) and applies only the MLP, so no Cos/Sin of a run-time input runs
+    on the device. The graph input is rank 2 [B, F] (the MLP's own Gemm) or rank 3 [B, 1, F] (a token row,
+    flattened to [B, F] before the MLP); never the rank-1 t."""
 
-    def __init__(self, embedder: nn.Module) -> None:
+    def __init__(self, embedder: nn.Module, rank: int = 2) -> None:
         super().__init__()
-        self.mlp = embedder.mlp
+        if rank not in TIMESTEP_RANKS:
+            raise ValueError(f"rank: the host timestep's input is rank {TIMESTEP_RANKS}, got {rank!r}")
+        self.mlp, self.rank = embedder.mlp, rank
 
     def forward(self, t_freq: torch.Tensor) -> torch.Tensor:
-        return self.mlp(t_freq)
+        return self.mlp(t_freq.reshape(t_freq.shape[0], -1) if self.rank == 3 else t_freq)
 
 
-def host_timestep_features(model: nn.Module, t: torch.Tensor) -> torch.Tensor:
-    """What `HostTimestep` expects in place of t: the model's own sinusoidal embedding of t."""
+def host_timestep_features(model: nn.Module, t: torch.Tensor, rank: int = 2) -> torch.Tensor:
+    """What `HostTimestep` expects in place of t: the model's own sinusoidal embedding of t, [B, F] or
+    [B, 1, F]."""
+    if rank not in TIMESTEP_RANKS:
+        raise ValueError(f"rank: the host timestep's input is rank {TIMESTEP_RANKS}, got {rank!r}")
     embedder = model.t_embedder
-    return embedder.timestep_embedding(t, embedder.frequency_embedding_size)
-
-
-class MatMulRMSNorm(nn.Module):
-    """The qk RMS norm x / max(||x||, eps) * gamma * sqrt(d) with ||x||^2 summed by a MatMul against ones
-    instead of `F.normalize` (ReduceL2 + Expand in ONNX): the same arithmetic, only the summation order of
-    the float additions may differ."""
-
-    EPS = 1e-12  # F.normalize's default
-
-    def __init__(self, norm: nn.Module) -> None:
-        super().__init__()
-        self.gamma, self.scale = norm.gamma, norm.scale
-        self.register_buffer("ones", torch.ones(norm.gamma.shape[-1], 1), persistent=False)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        xf = x.float()
-        norm = torch.sqrt((xf * xf) @ self.ones).clamp_min(self.EPS)
-        return (xf / norm * self.gamma * self.scale).to(x.dtype)
+    features = embedder.timestep_embedding(t, embedder.frequency_embedding_size)
+    return features.unsqueeze(1) if rank == 3 else features
 
 
 def _replace_rms_norms(model: nn.Module) -> int:
@@ -116,75 +183,140 @@ def _replace_rms_norms(model: nn.Module) -> int:
     return len(targets)
 
 
+# ------------------------------------------------------------------------------------------------ variants
+
 CHANGES = {
-    "host_timestep": "timestep embedding (cos/sin of t) computed on the host",
-    "matmul_rms_norm": "qk RMS norm summed by MatMul instead of F.normalize",
-    "naive_attention": "attention through the model's own 'naive' backend instead of sdpa",
+    "host_timestep": "timestep sinusoid (Cos/Sin of t) on the host; t enters as its features, rank 2 or 3",
+    "glued_heads": "q/k/v as channel Slices, per-head RMS norm and RoPE on tokens [B, L, C], then the head "
+    "Reshape directly followed by its Transpose",
+    "rope_tables": "RoPE as x * cos + (x @ P) * sin with constant tables and a signed pair-swap P",
+    "matmul_rms_norm": "per-head RMS norm summed by MatMul instead of F.normalize (ReduceL2 + Expand)",
+    "naive_attention": "attention through the model's own 'naive' backend (MatMul, Softmax) instead of sdpa",
 }
 
 
 @dataclass
 class Variant:
-    """One graph to export: a module, its example inputs, and what differs from the faithful model."""
+    """One graph to export: a module, its example inputs, its layout, and what differs from the faithful model."""
 
     name: str
     module: nn.Module
     args: tuple[torch.Tensor, ...]
     changes: tuple[str, ...]
     backend: str
-    flow: nn.Module  # the flow model inside (for its RoPE and backend switch)
-    rank4: bool
+    flow: nn.Module  # the flow model inside (for its RoPE, attention class and backend switch)
+    layout: str
+
+    @contextlib.contextmanager
+    def patches(self) -> Iterator[None]:
+        """The patches of the model's own code this variant runs and exports under: real RoPE always (ONNX has
+        no complex type), its attention backend, and the rewrites among its changes."""
+        with contextlib.ExitStack() as stack:
+            stack.enter_context(real_rope(self.flow))
+            stack.enter_context(attention_backend(self.flow, self.backend))
+            if "rope_tables" in self.changes:
+                stack.enter_context(rope_tables(self.flow))
+            if "glued_heads" in self.changes:
+                form = "tables" if "rope_tables" in self.changes else "pairs"
+                stack.enter_context(glued_heads(self.flow, rope=form))
+            yield
 
     def output(self) -> torch.Tensor:
-        """The variant's output in the model's own layout [B, C, R, R, R], under real RoPE."""
-        with real_rope(self.flow), attention_backend(self.flow, self.backend), torch.no_grad():
+        """The variant's output in the model's own layout [B, C, R, R, R], under its patches."""
+        with self.patches(), torch.no_grad():
             out = self.module(*self.args)
         r = int(self.flow.resolution)
+        if self.layout == "tokens":
+            return from_tokens(out, r)
         return out.reshape(out.shape[0], out.shape[1], r, r, r)
 
 
-def _variant(model: nn.Module, inputs: Sequence[Any], name: str, changes: Sequence[str], rank4: bool) -> Variant:
+def build_variant(
+    model: nn.Module,
+    inputs: Sequence[Any],
+    layout: str,
+    changes: Sequence[str] = (),
+    *,
+    name: str | None = None,
+    timestep_rank: int = 2,
+) -> Variant:
+    """One variant of `model` on its example `inputs` (the forward's own signature): `layout` one of LAYOUTS,
+    `changes` a subset of CHANGES (the model is copied first, so the original is never modified)."""
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout: expected one of {LAYOUTS}, got {layout!r}")
     unknown = set(changes) - set(CHANGES)
     if unknown:
         raise ValueError(f"changes: unknown {sorted(unknown)}; known: {sorted(CHANGES)}")
+    if changes and layout != "tokens":
+        raise ValueError(f"changes: offered on the tokens layout only, not on {layout!r}")
+    name = name or variant_name(layout, changes)
     flow = copy.deepcopy(model) if changes else model
-    args = list(flat(inputs))
+    x, t, c_global, c_proj = flat(inputs)
     if "host_timestep" in changes:
-        args[1] = host_timestep_features(model, args[1])
-        flow.t_embedder = HostTimestep(flow.t_embedder)
+        t = host_timestep_features(model, t, timestep_rank)
+        flow.t_embedder = HostTimestep(flow.t_embedder, timestep_rank)
     if "matmul_rms_norm" in changes and not _replace_rms_norms(flow):
         raise ValueError("matmul_rms_norm: the model has no per-head RMS norm to replace")
     backend = "naive" if "naive_attention" in changes else CPU_BACKEND
-    if rank4:
-        x, t, c_global, c_proj = args
-        module, laid = device_layout(flow, (x, t, (c_global, c_proj)))
-        return Variant(name, module, laid, tuple(changes), backend, flow, True)
-    return Variant(name, FlatInputs(flow).eval(), tuple(args), tuple(changes), backend, flow, False)
+    if layout == "model":
+        module, args = FlatInputs(flow).eval(), (x, t, c_global, c_proj)
+    elif layout == "image":
+        module, args = image_layout(flow, (x, t, (c_global, c_proj)))
+    else:
+        module, args = TokensLayout(flow).eval(), (to_tokens(x), t, c_global, c_proj)
+    return Variant(name, module, args, tuple(changes), backend, flow, layout)
 
 
-def exact_variants(model: nn.Module, inputs: Sequence[Any]) -> list[Variant]:
-    """The faithful graph (inputs as the model takes them), the device layout (all inputs rank 4), then the
-    device layout with each exact change alone and with all of them: which change removes which op."""
-    layout = (
-        [("device_layout", ())]
-        + [(f"device_layout+{c}", (c,)) for c in CHANGES]
-        + [("device_layout+all", tuple(CHANGES))]
+def variant_plan() -> list[tuple[str, tuple[str, ...]]]:
+    """(layout, changes) of every variant `exact_variants` builds, in order: the faithful graph, the old image
+    layout (the comparison), the tokens layout alone, with each exact change alone, and with all of them."""
+    return (
+        [("model", ()), ("image", ()), ("tokens", ())]
+        + [("tokens", (c,)) for c in CHANGES]
+        + [("tokens", tuple(CHANGES))]
     )
-    return [_variant(model, inputs, "faithful", (), False)] + [
-        _variant(model, inputs, name, changes, True) for name, changes in layout
+
+
+def variant_name(layout: str, changes: Sequence[str]) -> str:
+    """faithful, image_layout, tokens, tokens+<change>, tokens+all (every change)."""
+    base = {"model": "faithful", "image": "image_layout", "tokens": "tokens"}[layout]
+    if tuple(changes) == tuple(CHANGES):
+        return f"{base}+all"
+    return "+".join([base, *changes])
+
+
+def exact_variants(
+    model: nn.Module, inputs: Sequence[Any], *, names: Sequence[str] | None = None, timestep_rank: int = 2
+) -> list[Variant]:
+    """The variants of `variant_plan`, or only those `names` (e.g. the faithful graph and tokens+all at the
+    upstream width): which change removes which op, and which pattern."""
+    plan = [(variant_name(layout, changes), layout, changes) for layout, changes in variant_plan()]
+    if names is not None:
+        unknown = set(names) - {n for n, _, _ in plan}
+        if unknown:
+            raise ValueError(f"names: unknown variants {sorted(unknown)}; known: {[n for n, _, _ in plan]}")
+        plan = [p for p in plan if p[0] in names]
+    return [
+        build_variant(model, inputs, layout, changes, name=name, timestep_rank=timestep_rank)
+        for name, layout, changes in plan
     ]
+
+
+def onnx_name(variant_name: str, prefix: str = "dit") -> str:
+    """The file a variant is exported to: `<prefix>_<name>.onnx`, '+' written '__' (tokens+all ->
+    dit_tokens__all.onnx)."""
+    return f"{prefix}_{variant_name.replace('+', '__')}.onnx"
 
 
 def export_variant(
     variant: Variant, folder: str | Path, *, prefix: str = "dit", opset: int = 17, atol: float = 1e-4
 ) -> onnx_export.ExportReport:
-    """Export one variant under real RoPE with `weftlib.onnx_export` to `<folder>/<prefix>_<name>.onnx`."""
-    path = Path(folder) / f"{prefix}_{variant.name.replace('+', '__')}.onnx"
-    with real_rope(variant.flow), attention_backend(variant.flow, variant.backend):
+    """Export one variant under its patches with `weftlib.onnx_core.export` to `<folder>/<onnx_name>`."""
+    with variant.patches():
         return onnx_export.export(
             variant.module,
             variant.args,
-            path,
+            Path(folder) / onnx_name(variant.name, prefix),
             input_names=list(INPUT_NAMES),
             output_names=list(OUTPUT_NAMES),
             opset=opset,
@@ -195,29 +327,82 @@ def export_variant(
 # ------------------------------------------------------------------------------------------------ tables
 
 
-def op_origins(path: str | Path, ops: Sequence[str]) -> dict[str, list[str]]:
-    """For each op, the torch modules its nodes were traced from (the exporter's `name_scopes` metadata),
-    block indices folded to `*`, so one line says e.g. 'blocks.*.self_attn.q_rms_norm'."""
+def _origin(node: Any) -> str:
+    """The torch module a node was traced from (the exporter's `name_scopes` metadata), block indices folded
+    to `*`, so one line says e.g. 'blocks.*.self_attn.q_rms_norm'."""
     import ast
     import re
 
+    meta = {p.key: p.value for p in node.metadata_props}
+    try:
+        scopes = ast.literal_eval(meta.get("pkg.torch.onnx.name_scopes", "[]"))
+    except (ValueError, SyntaxError):
+        scopes = []
+    modules = [s for s in scopes[:-1] if s]
+    where = re.sub(r"^(model\.)+", "", modules[-1] if modules else "(top level)")
+    return re.sub(r"\.\d+(?=\.|$)", ".*", where)
+
+
+def op_origins(path: str | Path, ops: Sequence[str]) -> dict[str, list[str]]:
+    """For each op, the torch modules its nodes were traced from (see `_origin`)."""
     import onnx
 
     proto = onnx.load(str(path), load_external_data=False)
     found: dict[str, set[str]] = {op: set() for op in ops}
     for node in proto.graph.node:
-        if node.op_type not in found:
-            continue
-        meta = {p.key: p.value for p in node.metadata_props}
-        try:
-            scopes = ast.literal_eval(meta.get("pkg.torch.onnx.name_scopes", "[]"))
-        except (ValueError, SyntaxError):
-            scopes = []
-        modules = [s for s in scopes[:-1] if s]
-        where = modules[-1] if modules else "(top level)"
-        where = re.sub(r"^(model\.)+", "", where)
-        found[node.op_type].add(re.sub(r"\.\d+(?=\.|$)", ".*", where))
+        if node.op_type in found:
+            found[node.op_type].add(_origin(node))
     return {op: sorted(s) for op, s in found.items()}
+
+
+def head_splits(path: str | Path, heads: int, head_dim: int) -> list[dict[str, Any]]:
+    """Every Reshape of the graph that splits the channel axis into [..., heads, head_dim] (the head split,
+    [B, L, C] -> [B, L, H, d], or upstream's fused split [B, L, 3C] -> [B, L, 3, H, d]), with the ops that read its output and
+    whether they are all Transposes (the pair DFC 5.3.0 fuses into a format conversion). A description of
+    the graph for the tables; the verdict on the pattern is the device gate's."""
+    import onnx
+
+    proto = onnx.shape_inference.infer_shapes(onnx.load(str(path), load_external_data=False))
+    shapes = {
+        v.name: [d.dim_value for d in v.type.tensor_type.shape.dim]
+        for v in [*proto.graph.value_info, *proto.graph.input, *proto.graph.output]
+    }
+    readers: dict[str, list[str]] = {}
+    for node in proto.graph.node:
+        for name in dict.fromkeys(node.input):  # a node reading one tensor twice reads it once
+            readers.setdefault(name, []).append(node.op_type)
+    rows = []
+    for node in proto.graph.node:
+        if node.op_type != "Reshape":
+            continue
+        before, out = shapes.get(node.input[0], []), shapes.get(node.output[0], [])
+        lead = len(before) - 1
+        splits_channels = (
+            0 < lead < len(out) - 1 and out[:lead] == before[:lead] and math.prod(out[lead:]) == before[-1]
+        )
+        if splits_channels and out[-2:] == [heads, head_dim]:
+            after = readers.get(node.output[0], [])
+            rows.append(
+                {
+                    "reshape": node.name,
+                    "from": _origin(node),
+                    "input": shapes.get(node.input[0], []),
+                    "output": out,
+                    "read by": ", ".join(sorted(after)),
+                    "glued to its Transpose": bool(after) and set(after) == {"Transpose"},
+                }
+            )
+    return rows
+
+
+def op_changes(before: dict[str, int], after: dict[str, int]) -> dict[str, dict[str, int]]:
+    """What a change did to an op inventory: ops whose count fell (removed, by how many) and rose (added)."""
+    ops = sorted(set(before) | set(after))
+    delta = {op: after.get(op, 0) - before.get(op, 0) for op in ops}
+    return {
+        "removed": {op: -d for op, d in delta.items() if d < 0},
+        "added": {op: d for op, d in delta.items() if d > 0},
+    }
 
 
 def op_table(inventories: dict[str, dict[str, int]], allowed: Sequence[str] | frozenset[str]) -> list[dict[str, Any]]:
@@ -249,6 +434,7 @@ class VariantResult:
 
     name: str
     changes: tuple[str, ...]
+    layout: str
     max_abs_diff: float  # against the unpatched model's output (complex RoPE, sdpa), in torch
     report: onnx_export.ExportReport
     verdict: Any  # weftlib.gate.GateResult
@@ -267,19 +453,21 @@ def evaluate(
     *,
     opset: int = 17,
     atol: float = 1e-4,
+    prefix: str = "dit",
 ) -> list[VariantResult]:
-    """Export each variant into `folder`, compare its torch output with `reference`, run the device gate
-    (`ops`: a `weftlib.gate.DeviceOps`) and read its input ranks."""
+    """Export each variant into `folder` (files `onnx_name(variant.name, prefix)`), compare its torch output
+    with `reference`, run the device gate (`ops`: a `weftlib.gate.DeviceOps`) and read its input ranks."""
     from weftlib import gate
 
     results = []
-    for variant in variants:
+    for variant in console.progress(variants, desc="DiT variants", unit="graph"):
         diff = max_abs_diff(variant.output(), reference)
-        report = export_variant(variant, folder, opset=opset, atol=atol)
+        report = export_variant(variant, folder, prefix=prefix, opset=opset, atol=atol)
         results.append(
             VariantResult(
                 variant.name,
                 variant.changes,
+                variant.layout,
                 diff,
                 report,
                 gate.device_gate(report.path, ops),
@@ -307,3 +495,118 @@ def outside_table(result: VariantResult, ops: Any) -> list[dict[str, Any]]:
         }
         for op, use in sorted(result.verdict.outside.items())
     ]
+
+
+def glued_count(result: VariantResult, heads: int, head_dim: int) -> tuple[int, int]:
+    """(head splits glued to their Transpose, head splits) in the exported graph (see `head_splits`)."""
+    rows = head_splits(result.report.path, heads, head_dim)
+    return sum(r["glued to its Transpose"] for r in rows), len(rows)
+
+
+def variant_rows(results: Sequence[VariantResult], heads: int, head_dim: int) -> list[dict[str, Any]]:
+    """One row per exported variant: what changed, its equality with the model as written and onnxruntime's
+    with torch, its size, input ranks, head splits glued, the ops outside DEVICE_OPS, today's gate verdict."""
+    rows = []
+    for r in results:
+        glued, splits = glued_count(r, heads, head_dim)
+        rows.append(
+            {
+                "graph": r.name,
+                "layout": r.layout,
+                "changes": ", ".join(r.changes) or "none",
+                "max |diff| vs model": r.max_abs_diff,
+                "onnx vs torch": r.report.max_abs_diff,
+                "nodes": r.report.node_count,
+                "input ranks": r.ranks,
+                "head splits glued": f"{glued} of {splits}",
+                "outside DEVICE_OPS": ", ".join(r.outside) or "none",
+                "today's gate": ("PASS" if r.verdict.passed else "FAIL")
+                + ("" if r.verdict.readable else " (inputs not rank 4)"),
+                "file": r.report.path.name,
+            }
+        )
+    return rows
+
+
+def change_rows(results: Sequence[VariantResult], base: str = "tokens") -> list[dict[str, Any]]:
+    """What each exact change does alone, against the `base` variant: the ops it removes and adds (counts)."""
+    by_name = {r.name: r for r in results}
+    if base not in by_name:
+        raise ValueError(f"base: no variant {base!r} among {sorted(by_name)}")
+    before = by_name[base].report.ops
+    rows = []
+    for r in results:
+        if r.name == base or r.layout != by_name[base].layout:
+            continue
+        delta = op_changes(before, r.report.ops)
+        rows.append(
+            {
+                "graph": r.name,
+                "change": "; ".join(CHANGES[c] for c in r.changes) if len(r.changes) == 1 else "all of them",
+                "removes": ", ".join(f"{op} x{n}" for op, n in delta["removed"].items()) or "nothing",
+                "adds": ", ".join(f"{op} x{n}" for op, n in delta["added"].items()) or "nothing",
+                "nodes": f"{by_name[base].report.node_count} -> {r.report.node_count}",
+            }
+        )
+    return rows
+
+
+# ------------------------------------------------------------------------------------- upstream width
+
+UPSTREAM_VARIANTS = ("faithful", "tokens+all")  # only these two at 1536 channels: each export takes ~25 s
+
+
+@dataclass
+class UpstreamBlock:
+    """One block at the width the checkout's config file gives (upstream 1536 channels, 12 heads of 128):
+    its size, its largest layers and the two graphs exported at that width."""
+
+    channels: int
+    heads: int
+    head_dim: int
+    mlp_hidden: int
+    parameters: int
+    layers: list[LayerSize]
+    results: list[VariantResult]
+
+    @property
+    def largest(self) -> LayerSize:
+        """The layer with the most parameters (ties: the one with more multiply-accumulates)."""
+        return self.layers[0]
+
+    @property
+    def busiest(self) -> LayerSize:
+        """The layer with the most multiply-accumulates per forward."""
+        return max(self.layers, key=lambda s: (s.macs, s.parameters))
+
+
+def upstream_block(
+    host_root: str | Path | None,
+    folder: str | Path,
+    ops: Any,
+    *,
+    seed: int = 0,
+    global_tokens: int = 5,
+    timestep_rank: int = 2,
+    opset: int = 17,
+    atol: float = 1e-4,
+    prefix: str = "dit_upstream",
+) -> UpstreamBlock:
+    """Build one block at the config file's own `model_channels` (heads and MLP ratio from the same file),
+    size its layers and export `UPSTREAM_VARIANTS` into `folder` (files `onnx_name(name, prefix)`)."""
+    channels = int(config_args(host_root)["model_channels"])
+    model = load_flow_model(host_root, blocks=1, channels=channels, seed=seed)
+    inputs = example_inputs(model, global_tokens=global_tokens, seed=seed)
+    reference = forward(model, inputs)
+    variants = exact_variants(model, inputs, names=UPSTREAM_VARIANTS, timestep_rank=timestep_rank)
+    results = evaluate(variants, folder, reference, ops, opset=opset, atol=atol, prefix=prefix)
+    heads = int(model.num_heads)
+    return UpstreamBlock(
+        channels,
+        heads,
+        channels // heads,
+        int(model.blocks[0].mlp.mlp[0].out_features),
+        parameter_count(model),
+        layer_sizes(model, inputs),
+        results,
+    )
