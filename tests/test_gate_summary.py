@@ -89,3 +89,24 @@ def test_unmet_dfc_names_the_script_inside_the_run_folder(tmp_path):
     assert "run `bash 04_gate_pairing/dfc_pack/run_dfc.sh` in the run folder and rerun 04" in unmet[0]
     assert str(tmp_path) not in unmet[0] and "1 graphs unjudged" in unmet[0]
     assert str(script) in conclusion(results, pairings, "not run", script)[2][0]
+
+
+def test_the_prediction_sentence_names_causes_apart_from_their_consequences(tmp_path):
+    """A refused head reshape, and the Softmax it leaves with no format: the reshape is the cause."""
+    from weftlib.gate import prediction_rows, prediction_sentence
+    from weftlib.gate import rules as R
+
+    ops = load_device_ops()
+    width = save(R.RULES["softmax_untracked"].example(), tmp_path / "width.onnx")
+    glued = save(R.RULES["head_split_glued"].example(), tmp_path / "glued.onnx")
+    odd = save(R.RULES["input_rank_5"].example(), tmp_path / "odd.onnx")
+    results = {"faithful": device_gate(width, ops), "glued": device_gate(glued, ops), "odd": device_gate(odd, ops)}
+    sentence = prediction_sentence(results, ["faithful"])
+    assert sentence.startswith("faithful is predicted fail, refused by image_channel_split (qvl-block-tokens-as-width)")
+    assert "(and, downstream of those, softmax_untracked)" in sentence
+    assert sentence.endswith("predicted to parse: glued")
+    without = prediction_sentence({k: v for k, v in results.items() if k != "glued"}, ["faithful"])
+    assert without.endswith("no variant is predicted to parse; the closest, odd, is unjudged by input_rank_5")
+    rows = {r["graph"]: r for r in prediction_rows(results)}
+    assert rows["glued"]["prediction"] == "pass" and rows["glued"]["refused by"] == "-"
+    assert rows["faithful"]["refused by"].startswith("image_channel_split x1")

@@ -482,13 +482,14 @@ def outside_table(result: VariantResult, ops: Any) -> list[dict[str, Any]]:
     the evidence recorded for it, and the torch modules its nodes come from."""
     from weftlib import gate
 
-    evidence = {row["op"]: row for row in gate.evidence_table(ops)}
+    evidence = {row["name"]: row for row in gate.evidence_table(ops) if row["kind"] == "op"}
     origins = op_origins(result.report.path, result.outside)
     return [
         {
             "op": op,
             "count": use.count,
             "listed": ops.status(op),
+            "predicted": evidence.get(op, {}).get("prediction", "unjudged (unlisted)"),
             "reason": use.blocker,
             "evidence": evidence.get(op, {}).get("sources", "") or "none recorded",
             "from": ", ".join(origins[op]),
@@ -505,7 +506,7 @@ def glued_count(result: VariantResult, heads: int, head_dim: int) -> tuple[int, 
 
 def variant_rows(results: Sequence[VariantResult], heads: int, head_dim: int) -> list[dict[str, Any]]:
     """One row per exported variant: what changed, its equality with the model as written and onnxruntime's
-    with torch, its size, input ranks, head splits glued, the ops outside DEVICE_OPS, today's gate verdict."""
+    with torch, its size, input ranks, head splits glued, the ops outside DEVICE_OPS, the gate's prediction."""
     rows = []
     for r in results:
         glued, splits = glued_count(r, heads, head_dim)
@@ -520,8 +521,7 @@ def variant_rows(results: Sequence[VariantResult], heads: int, head_dim: int) ->
                 "input ranks": r.ranks,
                 "head splits glued": f"{glued} of {splits}",
                 "outside DEVICE_OPS": ", ".join(r.outside) or "none",
-                "today's gate": ("PASS" if r.verdict.passed else "FAIL")
-                + ("" if r.verdict.readable else " (inputs not rank 4)"),
+                "predicted": r.verdict.verdict,
                 "file": r.report.path.name,
             }
         )

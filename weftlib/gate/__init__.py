@@ -30,8 +30,12 @@ from .summary import (
     op_matrix,
     pack_models,
     pairing_table,
+    blocking,
     plot_backtest,
     plot_op_matrix,
+    prediction_rows,
+    prediction_sentence,
+    reasons,
     standing_table,
 )
 
@@ -69,6 +73,10 @@ __all__ = [
     "held",
     "findings_table",
     "plot_backtest",
+    "blocking",
+    "prediction_rows",
+    "prediction_sentence",
+    "reasons",
     "collect_dfc",
     "commands_table",
     "edits_table",

@@ -35,6 +35,8 @@ class Finding:
     evidence: str  # the basis in words, then the sources
     detail: str = ""  # what the rule matched
     inferred: bool = False  # the prediction rests on an inference: probe it
+    cites: tuple[str, ...] = ()  # the public-record cases (or short source names) the prediction rests on
+    downstream: bool = False  # a consequence of an earlier node's verdict (its input's format), not a cause
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -69,8 +71,10 @@ def _words(standing: Standing) -> str:
     return standing.basis + (f" ({standing.sources})" if standing.sources else "")
 
 
-def _finding(node: str, op: str, rule: str, standing: Standing, detail: str = "") -> Finding:
-    return Finding(node, op, rule, standing.prediction, _words(standing), detail, standing.inferred)
+def _finding(node: str, op: str, rule: str, standing: Standing, detail: str = "", downstream: bool = False) -> Finding:
+    return Finding(
+        node, op, rule, standing.prediction, _words(standing), detail, standing.inferred, standing.citations, downstream
+    )
 
 
 def predict(graph: Graph, ops: DeviceOps) -> Prediction:
@@ -105,7 +109,7 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
 def _judge_node(ctx: R.Context, node: onnx.NodeProto, name: str, ops: DeviceOps) -> list[Finding]:
     op = ctx.graph.op_key(node)
     matched = [
-        _finding(name, op, rule.name, rule_standing(rule.name, ops), detail)
+        _finding(name, op, rule.name, rule_standing(rule.name, ops), detail, rule.downstream)
         for rule in R.rules_for(node.op_type)
         if op == node.op_type and (detail := rule.match(ctx, node)) is not None
     ]
@@ -113,6 +117,7 @@ def _judge_node(ctx: R.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
     if entry is not None and entry.by_pattern:
         if matched:
             return matched
+        upstream = R.worse_format([ctx.format(n) for n in ctx.data_inputs(node)]) in (R.UNKNOWN, R.LOST)
         return [
             Finding(
                 name,
@@ -120,6 +125,8 @@ def _judge_node(ctx: R.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
                 "op",
                 UNJUDGED,
                 f"{op} is judged by pattern, and no pattern of the public record covers this node",
+                "its input's format is unknown: an unjudged or refused node upstream" if upstream else "",
+                downstream=upstream,
             )
         ]
     return [_finding(name, op, "op", op_standing(op, ops)), *matched]

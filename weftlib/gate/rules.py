@@ -108,6 +108,7 @@ class Rule:
     what: str
     match: Callable[[Context, object], str | None]
     example: Callable[[], onnx.ModelProto]
+    downstream: bool = False  # it matches only where an earlier refusal left no format: a consequence, not a cause
 
 
 # ------------------------------------------------------------------------------------------ helpers
@@ -977,6 +978,7 @@ RULES: dict[str, Rule] = {
             "a Softmax whose input lost its format upstream (after a refused shuffle)",
             _softmax(LOST),
             _ex_softmax(LOST),
+            downstream=True,
         ),
         Rule(
             "softmax_not_last_axis",
@@ -998,6 +1000,7 @@ RULES: dict[str, Rule] = {
             "a LayerNormalization whose input lost its format upstream",
             _layernorm(LOST),
             _ex_layernorm(LOST),
+            downstream=True,
         ),
         Rule(
             "layernorm_fed_by_concat",

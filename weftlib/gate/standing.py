@@ -48,6 +48,12 @@ class Standing:
         return any(e.inferred for e in self.weighed)
 
     @property
+    def citations(self) -> tuple[str, ...]:
+        """Short references to what was weighed: the public-record cases, else the sources' short names."""
+        refs = [e.case or e.source.split(" ")[0].rstrip(";,") for e in self.weighed if e.case or e.source]
+        return tuple(dict.fromkeys(refs))
+
+    @property
     def sources(self) -> str:
         return "; ".join(dict.fromkeys(e.source for e in self.weighed + self.shown if e.source))
 

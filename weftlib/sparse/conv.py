@@ -466,20 +466,24 @@ def export_methods(
 
 
 def inventory_table(reports: dict[str, Any], device_ops: Any) -> "pd.DataFrame":
-    """Op counts per exported graph, with each op's standing in the device allowlist (`gate.DeviceOps`):
-    allowed / blocker / unlisted, its condition, and how many Gathers read a data-dependent index."""
+    """Op counts per exported graph, with each op's listing in the device allowlist (`gate.DeviceOps`):
+    allowed / blocker / unlisted, what its own entry predicts ("by pattern": its nodes are judged by the
+    graph rules), and how many Gathers read a data-dependent index."""
     import pandas as pd
 
+    from weftlib.gate.evidence import evidence_table
+
+    predicted = {row["name"]: row["prediction"] for row in evidence_table(device_ops) if row["kind"] == "op"}
     ops = sorted({op for r in reports.values() for op in r.ops})
     rows = []
     for op in ops:
-        row: dict[str, Any] = {"op": op, "standing": device_ops.status(op), "condition": device_ops.condition(op)}
+        row: dict[str, Any] = {"op": op, "standing": device_ops.status(op), "predicted": predicted.get(op, "unjudged")}
         row.update({name: r.ops.get(op, 0) for name, r in reports.items()})
         rows.append(row)
     gathers = {
         "op": "(Gather, data-dependent index)",
-        "standing": "blocker if condition unmet",
-        "condition": "constant_index",
+        "standing": "rule gather_computed_index",
+        "predicted": "unjudged",
     }
     gathers.update({name: len(r.dynamic_gathers) for name, r in reports.items()})
     return pd.DataFrame(rows + [gathers])
