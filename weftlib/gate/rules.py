@@ -326,7 +326,9 @@ def _batch_axis(ctx: Context, node: object) -> str | None:
         repeats = ctx.const(node.input[1]) if len(node.input) > 1 else None
         return "repeats axis 0 (batch)" if repeats is not None and int(np.ravel(repeats)[0]) != 1 else None
     if node.op_type == "Reshape" and before is not None and after is not None:
-        return f"{list(before)} -> {list(after)}" if shuffles.batch_changed(before, after) else None
+        # a rank-2 [S, C] has no batch axis unless its first axis is a batch of one ([1, N], the view reshape)
+        has_batch = len(before) >= 3 or before[0] == 1
+        return f"{list(before)} -> {list(after)}" if has_batch and shuffles.batch_changed(before, after) else None
     return None
 
 
