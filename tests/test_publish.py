@@ -225,3 +225,24 @@ def test_a_planted_temporary_file_is_never_followed(runs, tmp_path):
     assert sorted(p.name for p in rfd.iterdir()) == sorted(
         [".page.qmd.tmp", "DETAILS.md", "README.md", "SKILL.md", "page.qmd"]
     )
+
+
+@pytest.mark.parametrize("summary", ["[1,2", "[1, 2]", '{"passed": true, "notebooks": [1]}', "\udcff"])
+def test_publish_and_status_refuse_a_corrupt_run_folder_without_a_traceback(tmp_path, summary, capsys):
+    """status on a corrupt state.json, publish on a corrupt summary.json: one line, exit 1 or 2, no traceback."""
+    from weftlib.__main__ import main
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "state.json").write_text("{not json")
+    assert main(["status", str(run)]) == 1
+    assert "not JSON" in capsys.readouterr().out
+    (run / "state.json").write_text('{"state": "passed"}')
+    (run / "summary.json").write_bytes(summary.encode("utf-8", "surrogateescape"))
+    rfd = tmp_path / "rfd"
+    rfd.mkdir()
+    (rfd / "README.md").write_text("# RFD 1129: operator coverage\n")
+    assert main(["publish", str(run), "--rfd", str(rfd)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: ") and "Traceback" not in err
+    assert sorted(p.name for p in rfd.iterdir()) == ["README.md"]

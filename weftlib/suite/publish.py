@@ -532,8 +532,14 @@ def check_run(run_dir: Path) -> dict[str, Any]:
         )
     if not summary_path.is_file():
         raise PublishError(f"{run_dir}: no summary.json")
-    summary = json.loads(summary_path.read_text())
-    if not summary.get("passed") or any(nb.get("status") != "passed" for nb in summary.get("notebooks", [])):
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise PublishError(f"{summary_path}: unreadable or not JSON ({exc}); publish a run this suite wrote") from exc
+    notebooks = summary.get("notebooks", []) if isinstance(summary, dict) else None
+    if not isinstance(notebooks, list) or not all(isinstance(nb, dict) for nb in notebooks):
+        raise PublishError(f"{summary_path}: not a summary this suite wrote")
+    if not summary.get("passed") or any(nb.get("status") != "passed" for nb in notebooks):
         raise PublishError(f"{run_dir}: not every notebook passed; only a fully passing run is published")
     if summary.get("partial"):
         raise PublishError(f"{run_dir}: a partial run (--only); publish a run of the whole parameter file")

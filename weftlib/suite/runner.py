@@ -124,12 +124,23 @@ def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
     path = Path(run_dir) / STATE_FILE
     if not path.is_file():
         return {"state": "unknown", "reason": f"no {STATE_FILE} in {run_dir}: not a run folder of this suite"}
-    state = json.loads(path.read_text())
-    if state.get("state") == "running" and state.get("host") == socket.gethostname() and not _alive(state["pid"]):
+    try:
+        state = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        return {"state": "unknown", "reason": f"{path} is unreadable or not JSON ({exc}): not a state this suite wrote"}
+    if not isinstance(state, dict) or not isinstance(state.get("state"), str):
+        return {"state": "unknown", "reason": f"{path} holds no run state this suite wrote"}
+    pid = state.get("pid")
+    if (
+        state["state"] == "running"
+        and state.get("host") == socket.gethostname()
+        and isinstance(pid, int)
+        and not _alive(pid)
+    ):
         state = {
             **state,
             "state": "interrupted",
-            "reason": f"the runner (pid {state['pid']}) is gone: killed without a chance to say so",
+            "reason": f"the runner (pid {pid}) is gone: killed without a chance to say so",
         }
     return state
 
