@@ -8,6 +8,8 @@ pair MODEL.onnx --dfc R.json|LOG [--matched-by-hand]
                                                result is about another model (or names none) or a path is bad
 probes --out DIR                               one small graph per unjudged op and rule, a manifest, the DFC script
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
+partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
+                                               computes the graph, 1 when it does not
 
 Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed result or pack,
 an unwritable --out), never a traceback.
@@ -73,6 +75,11 @@ def _parser() -> argparse.ArgumentParser:
     ev = sub.add_parser("evidence", help="turn a folder of probe results into the device_ops.yaml edit")
     ev.add_argument("folder")
     ev.add_argument("--ops", default=None)
+    cut = sub.add_parser("partition", help="cut a graph into device and host segments and prove the chain")
+    cut.add_argument("model")
+    cut.add_argument("--out", required=True)
+    cut.add_argument("--ops", default=None)
+    cut.add_argument("--tolerance", type=float, default=None, help="max |chain - graph| allowed (default 1e-6)")
     return ap
 
 
@@ -194,7 +201,46 @@ def _evidence(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"device": _device, "dfc": _dfc, "pair": _pair, "probes": _probes, "evidence": _evidence}
+def _partition(args: argparse.Namespace) -> int:
+    from .partition import TOLERANCE, PartitionError, write_partition
+
+    _existing_file(args.model, "MODEL")
+    ops = load_device_ops(args.ops)
+    gate = device_gate(args.model, ops)
+    if not gate.read:
+        raise BadInput(f"MODEL: {'; '.join(gate.problems)}")
+    tolerance = TOLERANCE if args.tolerance is None else args.tolerance
+    if not (tolerance >= 0 and tolerance != float("inf")):
+        raise BadInput(f"--tolerance: expected a finite number >= 0, got {args.tolerance}")
+    try:
+        part = write_partition(args.model, ops, args.out, tolerance=tolerance)
+    except PartitionError as exc:
+        raise BadInput(str(exc)) from exc
+    c = part.coverage
+    print(
+        f"{part.model}: {len(part.device_segments)} device segment(s) of {len(part.segments)}; "
+        f"{c.nodes[0]} of {c.nodes[1]} nodes, {c.share('macs'):.1%} of the MACs and {c.share('params'):.1%} of the "
+        f"parameters on the device; {c.crossings} crossings, {c.bytes_crossing:,} bytes per inference"
+    )
+    for s in part.segments:
+        what = f"  {s.file}: {s.runs_on}, {len(s.nodes)} nodes"
+        if s.runs_on == "device":
+            what += f", start {list(s.start_node_names)}, end {list(s.end_node_names)}"
+        print(what)
+    print(
+        f"chain vs graph: max |diff| {part.max_abs_diff:.3g} (tolerance {part.tolerance:g}): {'proven' if part.proven else 'NOT equal'}"
+    )
+    return 0 if part.proven else 1
+
+
+COMMANDS = {
+    "device": _device,
+    "dfc": _dfc,
+    "pair": _pair,
+    "probes": _probes,
+    "evidence": _evidence,
+    "partition": _partition,
+}
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -33,7 +33,17 @@ SEEN = ("parsed", "rejected", "miscompiled", "documented")
 OBSERVED = ("parsed", "rejected", "miscompiled")
 OUTCOMES = ("parsed", "refused", "crashed", "miscompiled")  # miscompiled: parsed, but not computed
 STAGES = ("translate", "optimize", "compile", "ran")
-TOP_KEYS = {"target", "compiler", "sources", "public_record", "device_ops", "known_blockers", "graph_rules"}
+TOP_KEYS = {
+    "target",
+    "compiler",
+    "sources",
+    "compile_record",
+    "public_record",
+    "device_ops",
+    "known_blockers",
+    "graph_rules",
+}
+COMPILE_KEYS = {"layer", "params", "dfc", "result", "source"}
 OP_KEYS = {"evidence", "note", "reason", "by_pattern"}
 RULE_KEYS = {"what", "evidence", "note"}
 EVIDENCE_KEYS = {"seen", "dfc", "arch", "source", "note", "case", "inferred", "retracted"}
@@ -117,6 +127,7 @@ class DeviceOps:
     opsets: tuple[int, int] = (13, 23)
     source: str = "<memory>"
     sources: dict[str, str] = field(default_factory=dict)  # short name -> the source in full
+    compile_figures: tuple[dict[str, Any], ...] = ()  # a layer's size against what the compiler did with it
 
     def cited(self, *texts: str) -> dict[str, str]:
         """The short source names these texts cite, spelled out (for a reader of a finding or a table)."""
@@ -191,11 +202,19 @@ def parse_device_ops(data: Any, source: str = "<memory>") -> DeviceOps:
         where.text(k, "sources"): where.text(v, f"sources.{k}")
         for k, v in where.mapping(top.get("sources", {}), "sources", None).items()
     }
+    figures = tuple(
+        {
+            **where.mapping(f, f"compile_record[{i}]", COMPILE_KEYS, required=COMPILE_KEYS),
+            "params": where.integer(f["params"], f"compile_record[{i}].params"),
+        }
+        for i, f in enumerate(where.sequence(top.get("compile_record", []), "compile_record"))
+    )
     return DeviceOps(
         entries=entries,
         rules=rules,
         cases=cases,
         sources=sources,
+        compile_figures=figures,
         target_dfc=where.text(target["dfc"], "target.dfc"),
         target_arch=where.text(target["arch"], "target.arch"),
         max_ir_version=where.integer(compiler.get("max_ir_version", 10), "compiler.max_ir_version"),

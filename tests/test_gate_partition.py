@@ -1,0 +1,152 @@
+"""The cut: device segments and the host remainder of small graphs built here, the DFC's translate arguments
+checked against the graph's node names, and the proof that the chain of segments computes the graph, with its
+negative control (a cut that drops an edge must fail)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from weftlib.gate import load_device_ops
+from weftlib.gate.__main__ import main
+from weftlib.gate.graphs import Builder
+from weftlib.gate.partition import DEVICE, HOST, PartitionError, partition, prove
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return load_device_ops()
+
+
+def chain(name: str, ops_in_order: list[str], x_shape=(1, 8, 4, 4)) -> onnx.ModelProto:
+    """Conv layers with the given op between them at each step: "conv", "sin" (refused), "topk-free"
+    "hardswish" (unjudged), "relu"."""
+    g = Builder(name)
+    x = g.input("x", list(x_shape))
+    for i, op in enumerate(ops_in_order):
+        if op == "conv":
+            x = g.conv1x1(x, 8, 8, f"/l{i}", seed=i)
+        elif op == "sin":
+            x = g.node("Sin", [x], f"/l{i}/Sin")
+        elif op == "hardswish":
+            x = g.node("HardSwish", [x], f"/l{i}/HardSwish")
+        elif op == "relu":
+            x = g.node("Relu", [x], f"/l{i}/Relu")
+    g.output(x)
+    return g.model()
+
+
+def sides(part) -> list[tuple[str, tuple[str, ...]]]:
+    return [(s.runs_on, s.nodes) for s in part.segments]
+
+
+def cut_of(model, ops, tmp_path):
+    path = tmp_path / f"{model.graph.name}.onnx"
+    onnx.save(model, str(path))
+    folder = tmp_path / f"{model.graph.name}.parts"
+    folder.mkdir()
+    return prove(partition(path, ops, folder), path, folder), path, folder
+
+
+def test_a_refused_op_in_the_middle_cuts_device_host_device(ops, tmp_path):
+    part, _, _ = cut_of(chain("middle", ["conv", "relu", "sin", "conv"]), ops, tmp_path)
+    assert sides(part) == [
+        (DEVICE, ("/l0/Conv", "/l1/Relu")),
+        (HOST, ("/l2/Sin",)),
+        (DEVICE, ("/l3/Conv",)),
+    ]
+    assert part.proven and part.max_abs_diff <= part.tolerance
+    first, _, last = part.segments
+    assert first.start_node_names == ("x",) and first.end_node_names == ("/l1/Relu",)
+    assert first.net_input_shapes == {"x": [1, 8, 4, 4]}
+    assert last.start_node_names == ("/l3/Conv",) and last.net_input_shapes == {"/l3/Conv": [1, 8, 4, 4]}
+    assert part.coverage.nodes == (3, 4) and part.coverage.crossings == 4  # x in, Relu out, Sin out back in, Conv out
+    assert part.coverage.bytes_crossing == 4 * 8 * 4 * 4 * 4  # four [1, 8, 4, 4] fp32 tensors
+    assert part.coverage.macs[0] == part.coverage.macs[1] == 2 * 8 * 8 * 16
+
+
+def test_refused_at_the_start_at_the_end_and_two_regions(ops, tmp_path):
+    start, _, _ = cut_of(chain("start", ["sin", "conv", "conv"]), ops, tmp_path)
+    assert [s.runs_on for s in start.segments] == [HOST, DEVICE] and start.proven
+    end, _, _ = cut_of(chain("end", ["conv", "conv", "sin"]), ops, tmp_path)
+    assert [s.runs_on for s in end.segments] == [DEVICE, HOST] and end.proven
+    two, _, _ = cut_of(chain("two", ["conv", "sin", "conv", "hardswish", "conv"]), ops, tmp_path)
+    assert [s.runs_on for s in two.segments] == [DEVICE, HOST, DEVICE, HOST, DEVICE] and two.proven
+    assert two.segments[3].nodes == ("/l3/HardSwish",)  # unjudged stays on the host too
+
+
+def test_a_refused_input_keeps_what_reads_it_on_the_host(ops, tmp_path):
+    g = Builder("rank1")
+    t = g.input("t", [8])
+    x = g.input("x", [1, 8, 4, 4])
+    scaled = g.node("Mul", [t, g.const("/k", np.full(8, 2.0))], "/t/Mul")
+    as_image = g.node("Reshape", [scaled, g.ints("/t.shape", [1, 8, 1, 1])], "/t/Reshape")
+    g.output(g.conv1x1(g.node("Add", [x, as_image], "/Add"), 8, 8, "/post"))
+    part, _, _ = cut_of(g.model(), ops, tmp_path)
+    host = {n for s in part.segments if s.runs_on == HOST for n in s.nodes}
+    assert "/t/Mul" in host  # it reads the rank-1 input the parser refuses
+    device = [s for s in part.segments if s.runs_on == DEVICE]
+    assert device and all(n in {"/Add", "/post/Conv"} for s in device for n in s.nodes) and part.proven
+
+
+def test_translate_arguments_name_nodes_of_the_original_graph_never_tensors(ops, tmp_path):
+    model = chain("names", ["conv", "relu", "sin", "conv", "relu"])
+    part, _, _ = cut_of(model, ops, tmp_path)
+    nodes = {n.name for n in model.graph.node}
+    inputs = {i.name for i in model.graph.input}
+    outputs_not_nodes = {t for n in model.graph.node for t in n.output} - nodes
+    for s in part.device_segments:
+        assert set(s.start_node_names) <= nodes | inputs and set(s.end_node_names) <= nodes
+        assert not set(s.end_node_names) & outputs_not_nodes
+        assert set(s.net_input_shapes) == set(s.start_node_names)
+
+
+def test_negative_control_a_cut_that_drops_an_edge_fails_the_proof(ops, tmp_path):
+    part, path, folder = cut_of(chain("edge", ["conv", "sin", "conv"]), ops, tmp_path)
+    assert part.proven
+    handed = part.segments[1].outputs[0]  # what the host hands back to the device
+    broken = prove(part, path, folder, replace={handed: np.zeros((1, 8, 4, 4), np.float32)})
+    assert not broken.proven and broken.max_abs_diff > 1e-3
+
+
+def test_the_command_writes_the_segments_and_partition_json(tmp_path, capsys):
+    model = chain("cli", ["conv", "sin", "conv"])
+    path = tmp_path / "cli.onnx"
+    onnx.save(model, str(path))
+    out = tmp_path / "parts"
+    assert main(["partition", str(path), "--out", str(out)]) == 0
+    report = json.loads((out / "partition.json").read_text())
+    assert [s["runs_on"] for s in report["segments"]] == [DEVICE, HOST, DEVICE]
+    assert all((out / s["file"]).is_file() for s in report["segments"])
+    assert report["max_abs_diff"] <= report["tolerance"] and report["coverage"]["nodes"]["device"] == 2
+    assert {"start_node_names", "end_node_names", "net_input_shapes"} <= set(report["segments"][0])
+    assert "end_node_names" not in report["segments"][1]  # the host part needs no DFC arguments
+    assert "2 of 3 nodes" in capsys.readouterr().out
+
+
+def test_the_command_refuses_bad_input_and_writes_nothing(tmp_path, capsys):
+    theirs = tmp_path / "theirs"
+    theirs.mkdir()
+    (theirs / "notes.txt").write_text("mine")
+    path = tmp_path / "m.onnx"
+    onnx.save(chain("m", ["conv"]), str(path))
+    assert main(["partition", str(path), "--out", str(theirs)]) == 2
+    assert [p.name for p in theirs.iterdir()] == ["notes.txt"]
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"not a model")
+    assert main(["partition", str(broken), "--out", str(tmp_path / "new")]) == 2
+    assert not (tmp_path / "new").exists() and not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 2
+
+
+def test_unnamed_nodes_cannot_be_cut(ops, tmp_path):
+    model = chain("unnamed", ["conv", "sin"])
+    model.graph.node[0].name = ""
+    path = tmp_path / "u.onnx"
+    onnx.save(model, str(path))
+    with pytest.raises(PartitionError, match="unique name"):
+        partition(path, ops, tmp_path)
