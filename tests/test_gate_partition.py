@@ -150,3 +150,67 @@ def test_unnamed_nodes_cannot_be_cut(ops, tmp_path):
     onnx.save(model, str(path))
     with pytest.raises(PartitionError, match="unique name"):
         partition(path, ops, tmp_path)
+
+
+def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(ops, tmp_path, monkeypatch):
+    """The pack parses each graph whole and each device segment as its cut; read back, a segment the DFC
+    (the test double of tests/test_gate_probes.py) refuses on a node sends that node to the host, and the new
+    cut is proven again. A failure before any operator moves nothing."""
+    from tests.test_gate_probes import install_dfc
+    from weftlib.gate import run_dfc
+    from weftlib.gate.cuts import cut_all, cut_stem, pack_cuts, read_back
+    from weftlib.gate.probes import SCRIPT, results_in
+
+    models = []
+    for name, layers in (("a", ["conv", "relu", "sin", "conv", "relu"]), ("b", ["conv", "sin", "conv"])):
+        path = tmp_path / f"{name}.onnx"
+        onnx.save(chain(name, layers), str(path))
+        models.append(path)
+    parts = cut_all(models, ops, tmp_path / "cuts")
+    assert all(p.proven for p in parts.values())
+    pack = pack_cuts(parts, tmp_path / "pack", "hailo10h")
+    script = (pack.folder / SCRIPT).read_text()
+    assert script.count("docker run") == 2 + sum(len(p.device_segments) for p in parts.values())
+    assert "--out /pack/a.cut00.dfc.json --start-node-names x --end-node-names /l1/Relu" in script
+    install_dfc(monkeypatch, {"a": "reject /l4/Relu", "b": "input layers"})
+    stems = []
+    for model, part in parts.items():
+        for s in part.device_segments:
+            stem = cut_stem(model, s.index)
+            args = {"start_node_names": list(s.start_node_names), "end_node_names": list(s.end_node_names)}
+            (pack.folder / f"{stem}.dfc.json").write_text(run_dfc(pack.folder / model.name, **args).to_json())
+            stems.append(stem)
+    again, verdicts = read_back(parts, results_in(pack.folder, stems), ops, tmp_path / "again")
+    by = {(v.model, v.segment): v for v in verdicts}
+    assert by[("a", 2)].dfc == "rejected" and by[("a", 2)].moved == ("/l4/Relu",)
+    assert by[("a", 0)].dfc == "rejected" and by[("a", 0)].moved == ("/l0/Conv", "/l1/Relu")  # it names none of them
+    assert {v.dfc for v in verdicts if v.model == "b"} == {"unjudged"}
+    moved_a = {n for s in again[models[0]].segments if s.runs_on == HOST for n in s.nodes}
+    assert {"/l4/Relu", "/l0/Conv"} <= moved_a and again[models[0]].proven
+    assert again[models[1]] is parts[models[1]]  # nothing moved: the same cut
+
+
+def test_the_picture_and_the_node_data_cover_every_node(ops, tmp_path):
+    from weftlib.gate.predict import predict
+    from weftlib.gate.summary import SIDE_COLOURS, node_data, node_sides, plot_partition
+    from weftlib.onnx_core.walk import index_model
+
+    model = chain("pic", ["conv", "hardswish", "conv", "sin", "conv"])
+    part, _, _ = cut_of(model, ops, tmp_path)
+    prediction = predict(index_model(model), ops)
+    sides = node_sides(part, prediction)
+    assert sides == {
+        "/l0/Conv": "device",
+        "/l1/HardSwish": "host (unjudged)",
+        "/l2/Conv": "device",
+        "/l3/Sin": "host (refused)",
+        "/l4/Conv": "device",
+    }
+    fig = plot_partition(part, prediction)
+    strip = fig.axes[0]
+    assert len(strip.patches) == len(sides)  # one bar per node, coloured by its side
+    data = node_data(part, prediction, "pic")
+    assert set(data["pic"]["results"]) == set(sides)
+    assert [t["bgColor"] for t in data["pic"]["thresholds"]] == [
+        SIDE_COLOURS[k] for k in ("host (refused)", "host (unjudged)", "host", "device")
+    ]

@@ -66,7 +66,7 @@ class Coverage:
     nodes: tuple[int, int]  # (on the device, in all)
     macs: tuple[int, int]
     params: tuple[int, int]
-    crossings: int  # tensors handed between a device and a host segment
+    crossings: int  # tensors entering or leaving a device segment
     bytes_crossing: int
 
     def share(self, what: str) -> float:
@@ -204,7 +204,10 @@ def _segments(nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph) -
 
 
 def cut(
-    model: onnx.ModelProto, ops: DeviceOps, prediction: Prediction | None = None
+    model: onnx.ModelProto,
+    ops: DeviceOps,
+    prediction: Prediction | None = None,
+    host: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[Segment], dict[str, str]]:
     """The segments of `model` (no files yet) and why each node that could not go to the device stays on
     the host.
@@ -212,7 +215,8 @@ def cut(
     A node may go to the device when it is predicted to parse, or when it is unjudged only for what an
     earlier node left it (its input's format): cut out, it starts from a fresh input. Each device segment is
     then extracted and judged alone, as the DFC parses a cut; a node that does not parse there goes to the
-    host, and the graph is cut again until every device segment parses alone."""
+    host, and the graph is cut again until every device segment parses alone. `host`: nodes kept on the host
+    whatever their prediction (the DFC refused them in a cut)."""
     graph = index_model(model)
     prediction = prediction or predict(graph, ops)
     nodes = _top_nodes(graph)
@@ -222,6 +226,9 @@ def cut(
     causes = {f.node for f in prediction.judgements if f.prediction != PARSE and not f.downstream}
     side = {n.name: DEVICE if n.name not in causes and not _has_subgraph(n) else HOST for n in nodes}
     moved: dict[str, str] = {}
+    for name in host:
+        if side.get(name) == DEVICE:
+            side[name], moved[name] = HOST, "the DFC refused it in a cut"
     extractor = onnx.utils.Extractor(model)
     while True:
         segments = _segments(nodes, side, graph)
@@ -327,21 +334,20 @@ def largest_layer(segment: Segment, graph: Graph, ops: DeviceOps) -> dict[str, A
 
 
 def coverage(segments: list[Segment], graph: Graph) -> Coverage:
+    """Nodes, MACs and parameters on the device against the whole graph, and every tensor that enters or
+    leaves a device segment (each device segment is its own network: what it reads and what it hands on
+    travel to or from the device, whichever segment is on the other side)."""
     nodes = {n.name: n for n in _top_nodes(graph)}
     device = {name for s in segments if s.runs_on == DEVICE for name in s.nodes}
     macs = {name: node_macs(n, graph) for name, n in nodes.items()}
     params = {name: node_params(n, graph) for name, n in nodes.items()}
-    side_of = {t: s.runs_on for s in segments for t in s.outputs}
-    side_of.update({name: HOST for name, _ in graph_inputs(graph)})  # the inputs come from the host
-    crossing = {t for s in segments for t in s.inputs if side_of.get(t, HOST) != s.runs_on}
-    crossing |= {o.name for o in graph.model.graph.output if side_of.get(o.name) == DEVICE}  # back to the host
-    bytes_crossing = sum(int(math.prod(graph.shapes.get(t) or (0,))) * _itemsize(graph, t) for t in crossing)
+    moving = [t for s in segments if s.runs_on == DEVICE for t in (*s.inputs, *s.outputs)]
     return Coverage(
         nodes=(len(device), len(nodes)),
         macs=(sum(macs[n] for n in device), sum(macs.values())),
         params=(sum(params[n] for n in device), sum(params.values())),
-        crossings=len(crossing),
-        bytes_crossing=bytes_crossing,
+        crossings=len(moving),
+        bytes_crossing=sum(int(math.prod(graph.shapes.get(t) or (0,))) * _itemsize(graph, t) for t in moving),
     )
 
 
@@ -355,13 +361,15 @@ def _itemsize(graph: Graph, name: str) -> int:
 # ---------------------------------------------------------------------------------- files and the proof
 
 
-def partition(path: str | os.PathLike, ops: DeviceOps, folder: str | os.PathLike) -> Partition:
-    """Cut the graph at `path`, write each segment as its own ONNX file into `folder`, and describe the cut.
-    `prove` then runs it."""
+def partition(
+    path: str | os.PathLike, ops: DeviceOps, folder: str | os.PathLike, host: frozenset[str] | set[str] = frozenset()
+) -> Partition:
+    """Cut the graph at `path`, write each segment as its own ONNX file into `folder`, and describe the cut
+    (`host`: nodes kept on the host whatever their prediction). `prove` then runs it."""
     model = onnx.load(str(path))
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     graph = index_model(inferred)
-    segments, moved = cut(inferred, ops)
+    segments, moved = cut(inferred, ops, host=host)
     if not graph_inputs(graph):
         raise PartitionError(f"{path}: the graph has no input")
     if any(any(d is None for d in graph.shapes.get(t) or (None,)) for name, _ in graph_inputs(graph) for t in [name]):

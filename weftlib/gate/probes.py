@@ -109,13 +109,14 @@ def write_dfc_pack(
     arch: str | None = None,
     *,
     extra: dict[str, Any] | None = None,
-    translate: dict[str, dict[str, Any]] | None = None,
+    cuts: dict[str, dict[str, Any]] | None = None,
 ) -> DfcPack:
     """Copy `models` (and their `.parity.json`) into `folder` and write the script, the tool and the manifest.
 
     A model already inside `folder` stays where it is. Stems must be unique (the DFC names results by stem).
-    `arch` defaults to the allowlist's target arch. `translate`: per file name, the `start_node_names`,
-    `end_node_names` and `net_input_shapes` its parse passes to `translate_onnx_model` (a cut of a graph).
+    `arch` defaults to the allowlist's target arch. `cuts`: more parses of the same graphs, each a cut
+    (result stem -> {"graph": a file of the pack, "start_node_names", "end_node_names", "net_input_shapes"} as
+    `translate_onnx_model` takes them); each cut's result lands as `<result stem>.dfc.json`.
     """
     arch = check_arch(arch or default_arch())
     folder = Path(folder)
@@ -135,7 +136,11 @@ def write_dfc_pack(
         names.append(target.name)
     _write_tool(folder / TOOL)
     script = folder / SCRIPT
-    script.write_text(script_text(names, arch, translate or {}))
+    cuts = cuts or {}
+    unknown = sorted({c.get("graph") for c in cuts.values()} - set(names))
+    if unknown:
+        raise ValueError(f"cuts: graphs {unknown} are not in the pack")
+    script.write_text(script_text(names, arch, cuts))
     script.chmod(0o755)
     manifest = folder / MANIFEST
     manifest.write_text(
@@ -146,7 +151,7 @@ def write_dfc_pack(
                 "arch": arch,
                 "script": SCRIPT,
                 "graphs": names,
-                "translate": translate or {},
+                "cuts": cuts,
                 **(extra or {}),
             },
             indent=2,
@@ -155,8 +160,8 @@ def write_dfc_pack(
     return DfcPack(folder=folder, script=script, manifest=manifest, graphs=tuple(names), arch=arch)
 
 
-def script_text(graphs: Sequence[str], arch: str, translate: dict[str, dict[str, Any]] | None = None) -> str:
-    """The bash script: one `docker run` per graph, everything relative to the script's own folder."""
+def script_text(graphs: Sequence[str], arch: str, cuts: dict[str, dict[str, Any]] | None = None) -> str:
+    """The bash script: one `docker run` per graph and per cut, everything relative to the script's own folder."""
     dfc_image = image()
     lines = [
         "#!/usr/bin/env bash",
@@ -168,8 +173,9 @@ def script_text(graphs: Sequence[str], arch: str, translate: dict[str, dict[str,
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
         "status=0",
     ]
-    for name in graphs:
-        stem = Path(name).stem
+    parses = [(name, Path(name).stem, {}) for name in graphs]
+    parses += [(cut["graph"], stem, cut) for stem, cut in (cuts or {}).items()]
+    for name, stem, cut in parses:
         inner = [
             "python",
             "-m",
@@ -179,7 +185,7 @@ def script_text(graphs: Sequence[str], arch: str, translate: dict[str, dict[str,
             arch,
             "--out",
             f"/pack/{stem}.dfc.json",
-            *_translate_options((translate or {}).get(name, {})),
+            *_translate_options(cut),
         ]
         lines.append(
             f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {dfc_image} '

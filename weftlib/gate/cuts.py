@@ -1,0 +1,137 @@
+"""Every graph of a run cut into device and host segments, the cuts packed for one DFC session, and the
+DFC's word on them read back.
+
+The DFC pack parses each graph whole and each device segment as a cut of the original graph (its start and
+end node names). A segment the DFC rejects on an operator sends the nodes it named to the host (all of the
+segment's nodes when it names none of them), and the graph is cut again and proven again; a failure before
+any operator, or an inconclusive one, moves nothing and leaves the segment unjudged.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+import onnx
+
+from ..onnx_core.walk import index_model
+from .allowlist import DeviceOps
+from .dfc_log import DfcResult, failure_cause
+from .partition import HOST, Partition, partition, prove
+
+CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
+
+
+@dataclass(frozen=True)
+class CutVerdict:
+    """One device segment next to what the DFC did when parsing it as a cut."""
+
+    model: str
+    segment: int
+    dfc: str  # "not run", "parsed", "rejected", "unjudged"
+    moved: tuple[str, ...] = ()  # nodes sent to the host
+    why: str = ""
+
+
+def cut_all(models: Sequence[Path], ops: DeviceOps, folder: str | os.PathLike) -> dict[Path, Partition]:
+    """Cut every model (its segments under `folder/<stem>/`) and prove each chain."""
+    from ..console import headless
+    from ..console import progress as tqdm
+
+    out = {}
+    for model in tqdm(list(models), desc="cut", disable=headless() or len(models) < 4):
+        target = Path(folder) / model.stem
+        target.mkdir(parents=True, exist_ok=True)
+        out[model] = prove(partition(model, ops, target), model, target)
+    return out
+
+
+def cut_stem(model: Path, segment: int) -> str:
+    return f"{model.stem}{CUT}{segment:02d}"
+
+
+def pack_cuts(partitions: dict[Path, Partition], folder: str | os.PathLike, arch: str):
+    """One DFC pack: every graph parsed whole, and every device segment parsed as its cut."""
+    from .probes import write_dfc_pack
+
+    cuts = {
+        cut_stem(model, s.index): {
+            "graph": model.name,
+            "start_node_names": list(s.start_node_names),
+            "end_node_names": list(s.end_node_names),
+            "net_input_shapes": s.net_input_shapes,
+        }
+        for model, part in partitions.items()
+        for s in part.device_segments
+    }
+    return write_dfc_pack(list(partitions), folder, arch, cuts=cuts)
+
+
+def read_back(
+    partitions: dict[Path, Partition], results: dict[str, DfcResult], ops: DeviceOps, folder: str | os.PathLike
+) -> tuple[dict[Path, Partition], list[CutVerdict]]:
+    """The partitions again, with every device segment the DFC rejected sent (by node name) to the host,
+    cut and proven again; and one verdict per device segment."""
+    verdicts, again = [], {}
+    for model, part in partitions.items():
+        graph = index_model(onnx.load(str(model)))
+        node_ops = graph.node_ops()
+        forced: set[str] = set()
+        for s in part.device_segments:
+            result = results.get(cut_stem(model, s.index))
+            if result is None:
+                verdicts.append(CutVerdict(part.model, s.index, "not run"))
+                continue
+            if result.verdict == "parsed":
+                verdicts.append(CutVerdict(part.model, s.index, "parsed"))
+                continue
+            cause = failure_cause(result, node_ops) if result.verdict == "rejected" else "inconclusive"
+            if cause != "operator":
+                verdicts.append(CutVerdict(part.model, s.index, "unjudged", why=f"{cause}: {result.reason}"))
+                continue
+            named = {e.node for e in result.errors if e.node} & set(s.nodes)
+            moved = tuple(n for n in s.nodes if n in (named or set(s.nodes)))
+            forced |= set(moved)
+            verdicts.append(CutVerdict(part.model, s.index, "rejected", moved, "; ".join(e.cls for e in result.errors)))
+        if forced:
+            target = Path(folder) / model.stem
+            target.mkdir(parents=True, exist_ok=True)
+            again[model] = prove(partition(model, ops, target, host=forced), model, target)
+        else:
+            again[model] = part
+    return again, verdicts
+
+
+def host_ops(part: Partition, model: Path) -> dict[str, int]:
+    """Op types computed on the host, with counts."""
+    graph = index_model(onnx.load(str(model), load_external_data=False))
+    kinds = {n.name: n.op_type for n in graph.nodes}
+    counts: dict[str, int] = {}
+    for s in part.segments:
+        if s.runs_on == HOST:
+            for n in s.nodes:
+                counts[kinds[n]] = counts.get(kinds[n], 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def cut_sentence(partitions: dict[str, Partition], host: dict[str, dict[str, int]]) -> str:
+    """The practical answer, per named graph: the share of MACs on the device, where the graph is cut, and
+    what the host computes."""
+    parts = []
+    for name, part in partitions.items():
+        c = part.coverage
+        if not part.device_segments:
+            parts.append(
+                f"{name}: nothing is predicted to run on the device (the host computes all {c.nodes[1]} nodes)"
+            )
+            continue
+        ends = [e for s in part.device_segments for e in s.end_node_names]
+        computed = ", ".join(f"{op} x{n}" for op, n in list(host[name].items())[:4]) or "nothing"
+        parts.append(
+            f"{name}: {c.share('macs'):.0%} of the MACs ({c.nodes[0]} of {c.nodes[1]} nodes) on the device in "
+            f"{len(part.device_segments)} segment(s), cut at {', '.join(ends[:3])}{' …' if len(ends) > 3 else ''}; "
+            f"the host computes {computed}"
+        )
+    return "; ".join(parts)
