@@ -135,3 +135,136 @@ def cut_sentence(partitions: dict[str, Partition], host: dict[str, dict[str, int
             f"the host computes {computed}"
         )
     return "; ".join(parts)
+
+
+def predictions(models: Sequence[Path], ops: DeviceOps) -> dict[Path, object]:
+    """The gate's per-node prediction for each model (what the pictures colour by)."""
+    from .predict import predict
+
+    return {m: predict(index_model(onnx.load(str(m), load_external_data=False)), ops) for m in models}
+
+
+def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
+    """One row per graph: segments, the device's share of nodes, MACs and parameters, what crosses, the proof."""
+    import pandas as pd
+
+    rows = []
+    for model, part in partitions.items():
+        c = part.coverage
+        rows.append(
+            {
+                "graph": _label(model, root),
+                "segments": len(part.segments),
+                "device segments": len(part.device_segments),
+                "nodes on device": f"{c.nodes[0]} of {c.nodes[1]}",
+                "MACs on device": c.share("macs"),
+                "params on device": c.share("params"),
+                "tensors in/out of the device": c.crossings,
+                "MiB per inference": c.bytes_crossing / 2**20,
+                "chain vs graph": part.max_abs_diff,
+                "proven": part.proven,
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def segment_table(partitions: dict[Path, Partition], root: str | os.PathLike):
+    """One row per device segment: the DFC's translate arguments on the original graph, its largest layer and
+    the end nodes the parser may absorb."""
+    import pandas as pd
+
+    rows = []
+    for model, part in partitions.items():
+        for s in part.device_segments:
+            layer = s.largest_layer
+            rows.append(
+                {
+                    "graph": _label(model, root),
+                    "segment": s.index,
+                    "nodes": len(s.nodes),
+                    "start_node_names": ", ".join(s.start_node_names),
+                    "end_node_names": ", ".join(s.end_node_names),
+                    "net_input_shapes": s.net_input_shapes,
+                    "largest layer": f"{layer['node']} {layer['weight_shape']} ({layer['params']:,} params)"
+                    if layer
+                    else "",
+                    "end nodes the parser may absorb": ", ".join(s.end_risks),
+                }
+            )
+    return pd.DataFrame(rows)
+
+
+def compile_risks(partitions: dict[Path, Partition], ops: DeviceOps, root: str | os.PathLike):
+    """Each graph's largest device layer beside the compile-stage figures of the public record: a layer at
+    least as large as one the compiler needed several contexts for, or could not place, is a risk to check
+    at compile time (the record is about DFC 5.4.0 mostly), never a parse verdict."""
+    import pandas as pd
+
+    figures = sorted(ops.compile_figures, key=lambda f: f["params"])
+    rows = []
+    for model, part in partitions.items():
+        layers = [s.largest_layer for s in part.device_segments if s.largest_layer]
+        if not layers:
+            continue
+        top = max(layers, key=lambda layer: layer["params"])
+        beyond = [f for f in figures if f["params"] <= top["params"]]
+        nearest = beyond[-1] if beyond else figures[0]
+        rows.append(
+            {
+                "graph": _label(model, root),
+                "largest device layer": f"{top['node']} {top['weight_shape']}",
+                "params": top["params"],
+                "nearest recorded layer": nearest["layer"] + ("" if beyond else " (larger than this one)"),
+                "what the compiler did with it": f"{nearest['result']} (DFC {nearest['dfc']}, {nearest['source']})",
+                "risk": "check at compile"
+                if beyond and any(w in nearest["result"] for w in ("failed", "contexts"))
+                else "none recorded at this size",
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def pictures(partitions: dict[Path, Partition], prediction: dict[Path, object]) -> dict[str, object]:
+    """A picture of each cut (file name -> figure): `summary.plot_partition`."""
+    from .summary import plot_partition
+
+    return {f"{model.stem}.png": plot_partition(part, prediction[model]) for model, part in partitions.items()}
+
+
+def node_data_files(
+    partitions: dict[Path, Partition], prediction: dict[Path, object], folder: str | os.PathLike
+) -> list[Path]:
+    """Model Explorer node data for each cut, written as `<stem>.node_data.json` into `folder`."""
+    import json
+
+    from .summary import node_data
+
+    Path(folder).mkdir(parents=True, exist_ok=True)
+    written = []
+    for model, part in partitions.items():
+        graph_id = onnx.load(str(model), load_external_data=False).graph.name
+        path = Path(folder) / f"{model.stem}.node_data.json"
+        path.write_text(json.dumps(node_data(part, prediction[model], graph_id), indent=1))
+        written.append(path)
+    return written
+
+
+def _label(path: Path, root: str | os.PathLike) -> str:
+    try:
+        return str(Path(path).relative_to(root))
+    except ValueError:
+        return Path(path).name
+
+
+def unmet(results: dict[str, DfcResult], script: Path, run_dir: str | os.PathLike | None = None) -> list[str]:
+    """Notebook 06's unmet precondition when no DFC result came back: the script to run, named inside the run
+    folder (the published appendix is a copy of it, so the command names no machine's path)."""
+    from .dfc_runner import image
+
+    if results:
+        return []
+    command = f"`bash {script}`" if run_dir is None else f"`bash {os.path.relpath(script, run_dir)}` in the run folder"
+    return [
+        f"DFC not run here: needs the {image()} image; run {command} and rerun 06 with dfc_results_dir set to its "
+        "folder (the cuts rest on the gate's prediction)"
+    ]

@@ -129,7 +129,7 @@ def write_dfc_pack(
         if target.name in names:
             raise ValueError(f"models: two graphs are named {model.name}; the DFC names its results by stem")
         if model.resolve() != target.resolve():
-            shutil.copyfile(model, target)
+            _place(model, target)
             parity = model.with_suffix(".parity.json")
             if parity.is_file():
                 shutil.copyfile(parity, target.with_suffix(".parity.json"))
@@ -158,6 +158,16 @@ def write_dfc_pack(
         )
     )
     return DfcPack(folder=folder, script=script, manifest=manifest, graphs=tuple(names), arch=arch)
+
+
+def _place(source: Path, target: Path) -> None:
+    """A copy of `source` at `target`: a hard link where the file system allows (large graphs, same disk),
+    else a byte copy; either way the pack holds the file itself."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
 
 
 def script_text(graphs: Sequence[str], arch: str, cuts: dict[str, dict[str, Any]] | None = None) -> str:

@@ -329,3 +329,22 @@ def interactive(
             file_mark=FILE_MARK,
         )
     )
+
+
+def explore(path: str | os.PathLike, node_data: str | os.PathLike) -> Any:
+    """How to see `path` in Google's Model Explorer with `node_data` (its node-data JSON) overlaid, so every
+    node shows the value given to it (e.g. the side of a cut it runs on); netron takes no overlay (its issue
+    #1241). Model Explorer is not started from the kernel: its server blocks the kernel while it lives and
+    checks PyPI for a newer version, so the command is given to run beside Lab (`pip install
+    ai-edge-model-explorer model-explorer-onnx`, offline once installed)."""
+    from IPython.display import Markdown
+
+    target, data = Path(path), Path(node_data)
+    for file, what in ((target, "ONNX file"), (data, "node data")):
+        if not file.is_file():
+            raise FileNotFoundError(f"{what}: no file at {str(file)!r}")
+    relative = os.path.relpath(data.resolve(), target.resolve().parent)
+    command = f"model-explorer {target.name} --node_data_paths={relative} --no_open_in_browser"
+    return Markdown(
+        f"Open the graph with its overlay in Model Explorer, from the folder `{target.parent.name}/`: `{command}`"
+    )

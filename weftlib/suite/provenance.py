@@ -190,6 +190,11 @@ def capabilities(
             "device gate runs anywhere; the DFC parse "
             + ("runs here" if dfc else f"needs the {image()} Docker image (Linux x86-64)"),
         ),
+        "06_device_cut": (
+            dfc,
+            "the cuts and their proof run anywhere; the DFC's word on each cut "
+            + ("comes here" if dfc else f"needs the {image()} Docker image (Linux x86-64)"),
+        ),
     }
     names = list(notebook_names() if notebooks is None else notebooks)
     unknown = [n for n in names if n not in needs]

@@ -149,6 +149,18 @@ class Recorder:
                 fig.savefig(target.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
         return target
 
+    def savefigs(self, figures: dict[str, Any], folder: str) -> list[Path]:
+        """Save many figures (file name -> figure) into a subfolder, each with its SVG twin, and close them:
+        artefacts to open, not figures the published page inlines (it inlines the top-level ones only)."""
+        import matplotlib.pyplot as plt
+
+        (self.dir / folder).mkdir(parents=True, exist_ok=True)
+        saved = []
+        for name, fig in figures.items():
+            saved.append(self.savefig(fig, f"{folder}/{name}"))
+            plt.close(fig)
+        return saved
+
     def sibling(self, name: str) -> Path:
         """The artefact folder of another notebook in the same run (notebook 04 reads 02's and 03's)."""
         return self.run_dir / name

@@ -158,6 +158,7 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
         "atol": Tolerance,
         "exact_tol": Tolerance,
     },
+    "06_device_cut": {"tolerance": Annotated[float, Field(ge=0, allow_inf_nan=False)]},  # 0: bit-identical
 }
 
 
