@@ -3,7 +3,8 @@
 `na2d` is the one public entry (as `natten.functional.na2d`); `method` picks the formulation
 (`formulations`, built on the index math in `index_math`). Around it: `naf` (NAF's upsampler with natten
 swapped out, and real natten as the reference), `benchmark` (time and peak memory per formulation and
-backend) and `device_layout` (every graph again with rank-4 inputs).
+backend), `device_layout` (images in and out of the 5-D layout) and `image_shift` (the formulation computed
+entirely in the image layout, no Reshape: the device layout chosen from the public record).
 """
 
 from .neighborhood import METHODS, Pair, na2d, NA2d, upsample_nearest, natten_reference, lowres_from_full, swap_natten

@@ -1,33 +1,28 @@
-"""Attention in the device layout: `NA2dImage` takes q `[B, heads*D, H, W]`, k/v `[B, heads_kv*D, h, w]` and
-returns `[B, heads*Dv, H, W]`; the head split and merge happen inside the graph.
+"""Images in and out of the 5-D layout, and the head-split layout built on them.
 
-The arithmetic is `weftlib.attention.na2d`'s own, so the layout is checked against the faithful formulation
-before it is exported (see `weftlib.onnx_core.layout` for why rank 4).
+`to_image` / `from_image` move between natten's `[B, H, W, heads, D]` and images `[B, heads*D, H, W]`.
+`NA2dImage` takes q `[B, heads*D, H, W]`, k/v `[B, heads_kv*D, h, w]` and returns `[B, heads*Dv, H, W]`, with
+the head split and merge inside the graph and `weftlib.attention.na2d`'s own arithmetic between. Its inputs
+are rank 4, yet the split back to 5-D and the merge from it are Reshapes the public record refuses
+(`reshape_5d_to_4d` in `params/device_ops.yaml`), so notebook 02's device layout is `image_shift`, which
+never splits the heads; `NA2dImage` stays as the layout the record refuses (the tests' negative control).
 """
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Sequence
 
 import torch
 from torch import Tensor, nn
 
 from weftlib.onnx_core import export as onnx_export
-from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport, layout_table
+from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport
 
 from . import neighborhood as attention
 
-__all__ = [
-    "NA2dImage",
-    "export_attention",
-    "export_attention_all",
-    "from_image",
-    "layout_table",
-    "methods_passing",
-    "to_image",
-]
+__all__ = ["NA2dImage", "export_attention", "from_image", "to_image"]
 
 
 def to_image(x: Tensor) -> Tensor:
@@ -97,35 +92,3 @@ def export_attention(
         {n: tuple(t.shape) for n, t in zip("qkv", images)},
         float((layout - faithful).abs().max()),
     )
-
-
-def export_attention_all(
-    exported: Sequence[tuple[str, str]], geometries: Sequence[Any], folder: str | os.PathLike, *, atol: float = 1e-4
-) -> dict[tuple[str, str], LayoutExport]:
-    """A device layout for every (geometry name, method) that was exported faithfully (`weftlib.attention.benchmark`
-    geometries and their inputs), written to `folder/layout_<geometry>_<method>.onnx`."""
-    from . import benchmark as bench
-
-    by_name = {g.name: g for g in geometries}
-    unknown = sorted({g for g, _ in exported} - set(by_name))
-    if unknown:
-        raise ValueError(f"exported: geometries {unknown} are not among {sorted(by_name)}")
-    out = {}
-    for name, method in exported:
-        geom = by_name[name]
-        args = bench.method_args(geom, method, bench.make_inputs(geom))
-        out[(name, method)] = export_attention(
-            *args,
-            geom.kernel,
-            geom.dilation,
-            method,
-            Path(folder) / f"layout_{name.replace('^', 'p')}_{method}.onnx",
-            atol=atol,
-        )
-    return out
-
-
-def methods_passing(layouts: dict[tuple[str, str], LayoutExport], gate_results: dict[Any, Any]) -> list[str]:
-    """The methods whose device layout passes the device gate at every geometry it was exported at."""
-    methods = sorted({m for _, m in layouts})
-    return [m for m in methods if all(gate_results[e.path].passed for (_, mm), e in layouts.items() if mm == m)]
