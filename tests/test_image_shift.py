@@ -125,7 +125,7 @@ def test_export_has_no_reshape_and_is_predicted_to_parse(tmp_path, low: bool) ->
     result = device_gate(exp.path, load_device_ops())
     assert result.verdict == "pass" and not result.findings, result.findings
     matched = {f.rule for f in result.prediction.judgements}
-    assert {"input_rank_4", "concat_tracked", "reduce_channel_axis"} <= matched
+    assert {"input_rank_4", "concat_image_height", "reduce_max_channel_axis"} <= matched
     # the negative control: the head-split layout of the same call is refused (its Reshape from rank 5 to 4)
     q, k, v = (device_layout.from_image(t, geom.heads) for t in images)
     if low:

@@ -51,7 +51,8 @@ def test_every_figure_is_saved_as_png_and_svg(default_run):
         "01_trace_natten": ["call_chains"],
         "02_export_attention": ["latency", "op_inventory", "naf_graph"],
         "03_sparse_conv_memory": ["memory_vs_resolution"],
-        "04_gate_pairing": ["op_matrix"],
+        "04_gate_pairing": ["op_matrix", "public_record"],
+        "06_device_cut": ["dit_tokens__all", "image_16p2"],
     }
     for name, stems in figures.items():
         for stem in stems:
@@ -98,7 +99,7 @@ def test_gate_pairs_every_graph_02_03_and_05_exported(default_run):
     m = metrics(default_run, "04_gate_pairing")
     exported = sorted(p.relative_to(result.run_dir).as_posix() for p in result.run_dir.glob("0[235]_*/**/*.onnx"))
     assert m["graphs_found"] == len(exported) > 0
-    assert m["contradicted_ops"] == []
+    assert m["contradicted_entries"] == [] and m["public_record_held"] == []
     # this machine has no DFC (00 records it), so every graph rests on the allowlist alone and 04 says so;
     # the pairing itself runs on DFC results from a test double in tests/test_gate_notebook.py
     assert m["dfc_source"] == "not run" and m["graphs_unjudged"] == len(exported)
@@ -128,3 +129,18 @@ def test_dit_block_exports_exactly_and_names_what_blocks_it(default_run):
     assert exported == sorted(m["onnx_files"].values()) and "dit_tokens__all.onnx" in exported
     assert m["upstream_width"] is False  # the CI plan leaves the 1536-wide block to the appendix
     assert m["conclusion"]["status"] == "answered on a stand-in"
+
+
+def test_every_graph_is_cut_proven_and_pictured(default_run):
+    result, _ = default_run
+    m = metrics(default_run, "06_device_cut")
+    exported = list(result.run_dir.glob("0[235]_*/**/*.onnx"))
+    assert m["graphs_cut"] == len(exported) == m["pictures"] > 0
+    assert m["chain_vs_graph_worst"] <= 1e-6
+    assert all(row["proven"] for row in m["coverage"])
+    shares = m["device_share"]
+    assert shares["image_16p2"] > 0.99 and shares["dit_tokens__all"] > 0.99  # the exact variants run on the device
+    assert (
+        m["conclusion"]["unmet"][0].startswith("DFC not run here")
+        and "06_device_cut/cut_pack/run_dfc.sh" in m["conclusion"]["unmet"][0]
+    )

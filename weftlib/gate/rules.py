@@ -29,7 +29,8 @@ TRACKED, UNKNOWN, LOST, NONE = "tracked", "unknown", "lost", "none"
 _ORDER = {TRACKED: 0, UNKNOWN: 1, LOST: 2}
 INPUT, GRAPH = "(input)", "(graph)"  # what an input rule / the graph-level rule judges instead of an op
 SLICING = {"Split", "Slice", "Gather", "Squeeze", "Unsqueeze", "Identity"}  # move data, compute nothing
-REDUCTIONS = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceL2", "ReduceSumSquare", "ReduceProd")
+SUMMING = ("ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare")  # one reduce_sum-like layer each
+REDUCTIONS = (*SUMMING, "ReduceMax", "ReduceMin", "ReduceProd")
 # inputs that only parameterise the op (a shape, axes, indices into a shape): not data for the format
 _PARAMETER_INPUTS_FROM = {
     "Reshape": 1,
@@ -574,9 +575,12 @@ def _concat(state: str) -> Callable[[Context, object], str | None]:
             return None
         if state == NONE:
             return "no input has a format (shape arithmetic or constants only)" if set(formats) == {NONE} else None
-        if TRACKED in formats and set(formats) <= {TRACKED, NONE}:
-            return "inputs with a tracked format" + (" and constants" if NONE in formats else "")
-        return None
+        shape = ctx.shape(node.output[0])
+        height = shape is not None and len(shape) == 4 and int(attribute(node, "axis", 0)) % 4 == 2
+        if height != (state == "height") or not (TRACKED in formats and set(formats) <= {TRACKED, NONE}):
+            return None
+        where = "the height axis of an image" if height else f"axis {attribute(node, 'axis', 0)}"
+        return f"over {where}, inputs with a tracked format" + (" and constants" if NONE in formats else "")
 
     return match
 
@@ -589,6 +593,11 @@ def _ex_concat(state: str) -> Callable[[], onnx.ModelProto]:
             first = g.node("Gather", [shape, g.ints("zero", [0])], "probe/Gather", axis=0)
             target = g.node("Concat", [first, g.ints("rest", [8, 16])], "probe/Concat", axis=0)
             g.output(g.linear(g.node("Reshape", [x, target], "probe/Reshape"), 16, 16, "probe/post"))
+            return g.model()
+        if state == "height":
+            g, x = _ex_image("concat_image_height", c=8, h=4, w=4)
+            top = g.node("Slice", [x, g.ints("t0", [0]), g.ints("t1", [1]), g.ints("ta", [2])], "probe/Slice")
+            g.output(g.conv1x1(g.node("Concat", [top, x], "probe/Concat", axis=2), 8, 8, "probe/post"))
             return g.model()
         joined = g.node("Concat", [g.const("cls", np.zeros((1, 1, 16))), x], "probe/Concat", axis=1)
         g.output(g.linear(joined, 16, 16, "probe/post"))
@@ -666,7 +675,7 @@ def _reduce(kind: str) -> Callable[[Context, object], str | None]:
             return None
         rank, axes = len(shape), _axes(ctx, node)
         keep = int(attribute(node, "keepdims", 1))
-        if kind == "channel":
+        if kind in ("channel", "max_channel"):
             ok = axes == [_channel_axis(rank)] and keep == 1 and ctx.format(node.input[0]) == TRACKED
             return f"axis {axes[0]} (features) of a rank-{rank} input, keepdims" if ok and axes else None
         if kind == "minus2_dropped":
@@ -686,6 +695,10 @@ def _ex_reduce(kind: str) -> Callable[[], onnx.ModelProto]:
             g.output(g.conv1x1(r, 8, 8, "probe/post"))
             return g.model()
         g, x = _ex_tokens(f"reduce_{kind}")
+        if kind == "max_channel":
+            r = g.node("ReduceMax", [x], "probe/ReduceMax", axes=[-1], keepdims=1)
+            g.output(g.node("Sub", [x, r], "probe/post_Sub"))
+            return g.model()
         axis, keep = (-1, 1) if kind == "channel" else (-2, 0)
         r = g.node("ReduceSum", [x, g.ints("axes", [axis])], "probe/ReduceSum", keepdims=keep)
         g.output(g.node("Mul", [r, g.const("k", 2.0)], "probe/post_Mul"))
@@ -1021,9 +1034,16 @@ RULES: dict[str, Rule] = {
         Rule(
             "concat_tracked",
             ("Concat",),
-            "a Concat over a non-batch axis of inputs with a tracked format (and constants, e.g. a CLS token)",
+            "a Concat over the tokens or features of inputs with a tracked format (and constants, e.g. a CLS token)",
             _concat(TRACKED),
             _ex_concat(TRACKED),
+        ),
+        Rule(
+            "concat_image_height",
+            ("Concat",),
+            "a Concat over the height axis of NCHW images with a tracked format",
+            _concat("height"),
+            _ex_concat("height"),
         ),
         Rule(
             "concat_no_format",
@@ -1048,10 +1068,17 @@ RULES: dict[str, Rule] = {
         ),
         Rule(
             "reduce_channel_axis",
-            REDUCTIONS,
-            "a reduction over the features axis (1 of an image, the last of tokens) with keepdims, format tracked",
+            SUMMING,
+            "a sum or mean over the features axis (1 of an image, the last of tokens) with keepdims, format tracked",
             _reduce("channel"),
             _ex_reduce("channel"),
+        ),
+        Rule(
+            "reduce_max_channel_axis",
+            ("ReduceMax", "ReduceMin"),
+            "a maximum or minimum over the features axis with keepdims, format tracked",
+            _reduce("max_channel"),
+            _ex_reduce("max_channel"),
         ),
         Rule(
             "reduce_minus2_dropped",
