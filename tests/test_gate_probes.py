@@ -266,3 +266,14 @@ def test_evidence_refuses_a_malformed_pack_without_a_traceback(tmp_path, capsys)
     (bad / MANIFEST).write_text(json.dumps({"kind": "weftlib.gate/dfc-pack", "probes": [entry]}))
     assert main(["evidence", str(bad)]) == 2
     assert "not a graph of the pack folder" in capsys.readouterr().err
+
+
+def test_an_out_folder_that_cannot_be_written_is_exit_2(tmp_path, capsys):
+    blocker = tmp_path / "a-file"
+    blocker.write_text("in the way")
+    assert main(["probes", "--out", str(blocker / "pack")]) == 2
+    assert main(["probes", "--out", str(blocker)]) == 2
+    model = save(attention(), tmp_path / "attn.onnx")
+    assert main(["dfc", str(model), "--out", str(blocker / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("error: ") == 3 and "Traceback" not in err

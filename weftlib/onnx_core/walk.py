@@ -138,25 +138,6 @@ def graph_inputs(graph: Graph) -> list[tuple[str, tuple[int | str, ...]]]:
     return out
 
 
-def dynamic_inputs(graph: Graph) -> list[str]:
-    """Graph inputs (not weights) whose shape is missing or has a symbolic/unknown dimension."""
-    out = []
-    for info in graph.model.graph.input:
-        if info.name in graph.constants:
-            continue
-        tensor = info.type.tensor_type
-        if not tensor.HasField("shape"):
-            out.append(f"{info.name} (no shape)")
-            continue
-        dims = [
-            d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else (d.dim_param or "?")
-            for d in tensor.shape.dim
-        ]
-        if any(isinstance(d, str) for d in dims):
-            out.append(f"{info.name} {dims}")
-    return out
-
-
 def attribute(node: onnx.NodeProto, name: str, default: object = None) -> object:
     for attr in node.attribute:
         if attr.name == name:
