@@ -19,8 +19,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import shutil
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -481,19 +479,9 @@ def write_partition(
         raise PartitionError(
             f"--out: {target} is not empty and not a partition of this suite; give an empty or new folder"
         )
-    target.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    from .probes import building
+
+    with building(target) as build:
         part = prove(partition(path, ops, build), path, build, tolerance=tolerance)
         (build / "partition.json").write_text(json.dumps(part.as_json(), indent=2))
-        old = None
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.replace(target, old)
-        os.replace(build, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        raise
     return part

@@ -15,6 +15,7 @@ scripts/gen_op_tests.py records why: an unnamed or unwrapped op reads like a ref
 
 from __future__ import annotations
 
+import contextlib
 import difflib
 import io
 import json
@@ -24,7 +25,7 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import onnx
@@ -483,14 +484,8 @@ def write_probes(
     ops = ops if ops is not None else load_device_ops()
     target = Path(out)
     _check_target(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
+    with building(target) as build:
         pack = _write_probes_into(build, ops, extra, arch)
-        _swap_in(build, target)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
-        raise
     moved = DfcPack(
         folder=target, script=target / SCRIPT, manifest=target / MANIFEST, graphs=pack.pack.graphs, arch=pack.pack.arch
     )
@@ -511,15 +506,24 @@ def _check_target(target: Path) -> None:
             raise ValueError(f"--out: {target} is a DFC pack of exported graphs, not of probes; give another folder")
 
 
-def _swap_in(build: Path, target: Path) -> None:
-    """Move the finished pack to `target`; an earlier pack there is moved aside first, then deleted."""
-    old = None
-    if target.exists():
-        old = target.with_name(f".{target.name}.old-{os.getpid()}")
-        os.replace(target, old)
-    os.replace(build, target)
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
+@contextlib.contextmanager
+def building(target: Path) -> Iterator[Path]:
+    """A fresh folder beside `target` to build in; on success it replaces `target` (an earlier one is moved
+    aside first, then deleted), on any failure it is removed and `target` is left as it was."""
+    target.parent.mkdir(parents=True, exist_ok=True)
+    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        yield build
+        old = None
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+        os.replace(build, target)
+        if old is not None:
+            shutil.rmtree(old, ignore_errors=True)
+    except BaseException:
+        shutil.rmtree(build, ignore_errors=True)
+        raise
 
 
 def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch: str | None) -> ProbePack:
