@@ -29,6 +29,7 @@ from . import params as params_mod
 from .publish import publish_appendix, render_html, write_index
 from ..console import HEADLESS_ENV
 from ..paths import REPO_ROOT
+from .record import format_duration as _duration
 from .record import headlines, load_metrics
 
 KERNEL_NAME = "weftlib"
@@ -246,17 +247,6 @@ def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
 
 
 # ---- progress and the estimate of the time left ------------------------------------------------------------
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, sec = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {sec:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def last_durations(plan: params_mod.SuitePlan, folders: tuple[Path, ...] | None = None) -> dict[str, Any]:
