@@ -26,6 +26,19 @@ def test_peak_counts_the_workload_not_the_setup():
     assert 290 * 2**20 <= big["peak_bytes"] <= 340 * 2**20
 
 
+def killed_workload():
+    """Setup for the harness: a run that dies the way the kernel's OOM killer kills."""
+    import os
+    import signal
+
+    return lambda: os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_child_killed_outright_is_reported_not_waited_for():
+    with pytest.raises(RuntimeError, match=r"failed \(exit -9\):\nthe measuring process ended without a result"):
+        measure.peak_rss_subprocess("tests.test_measure:killed_workload")
+
+
 def test_failing_child_raises_with_its_error():
     with pytest.raises(RuntimeError, match="unexpected keyword argument .wrong."):
         measure.peak_rss_subprocess("tests.test_measure:alloc_workload", {"wrong": 1})
@@ -144,3 +157,10 @@ def test_the_measuring_child_times_the_calls_that_give_the_peak_and_saves_the_fi
     import numpy as np
 
     assert np.load(tmp_path / "out.npy").shape == ()  # alloc_workload returns an int
+
+
+def test_a_forked_measuring_process_counts_as_this_blocks_own_work(monkeypatch):
+    """The forkserver's children are not this process's: their CPU, noted with the window, is not other work."""
+    block = _fake_bracket(monkeypatch, _rates(190, 30), _rates(190, 30), busy_s=10.0, own_s=2.0, wall=10.0)
+    block.note(1.0, 11.0, cpu_seconds=8.0)
+    assert block.verdict()["others_cores"] == pytest.approx(0.0) and block.verdict()["contended"] is False

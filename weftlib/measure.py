@@ -2,7 +2,9 @@
 
 Timings are medians of repeats (one slow repeat from a busy neighbour does not move a median). Peak memory
 is measured in a fresh Python process per measurement: an allocator that kept pages from an earlier
-measurement would otherwise hide the next one's peak. A time is compared with a lower bound (`limit_seconds`:
+measurement would otherwise hide the next one's peak. The processes are forked from a server that has only
+imported the workload's module (multiprocessing's forkserver), so each starts in milliseconds with the
+allocator state of a new interpreter, instead of spending a second and a half importing torch. A time is compared with a lower bound (`limit_seconds`:
 compulsory bytes at the copy rate or FLOPs at the sgemm rate, both measured in the same run) that it must not
 beat (`check_bound`), and every timed block is bracketed by those rates (`Bracket`) so a row says whether
 the machine was quiet while it ran.
@@ -11,11 +13,8 @@ the machine was quiet while it ran.
 from __future__ import annotations
 
 import importlib
-import json
 import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -83,24 +82,49 @@ def measure_here(run: Callable[[], Any], repeats: int = 1, save: str | None = No
         np.save(save, np.asarray(result))
     del result
     samples = sample_adaptive(run, repeats, first=seconds) if repeats > 1 else [seconds]
+    own = os.times()
     return {
         "peak_bytes": max(peak - baseline, 0),
         "baseline_bytes": baseline,
         "seconds": seconds,
         "samples": samples,
         "window": [start, time.perf_counter()],
+        "cpu_seconds": own.user + own.system,  # the whole process's, setup included (`Bracket.note`)
         "peak_reset": reset,
     }
 
 
-def _child(target: str, kwargs_json: str, repeats: str = "1", save: str = "") -> None:
-    """Entry point of the measuring subprocess: build the workload, measure it, print JSON."""
-    module_name, _, func_name = target.partition(":")
-    setup = getattr(importlib.import_module(module_name), func_name)
-    run = setup(**json.loads(kwargs_json))
-    if not callable(run):
-        raise TypeError(f"{target} must return a zero-argument callable, got {type(run).__name__}")
-    print(json.dumps(measure_here(run, int(repeats), save or None)))
+def _child(target: str, kwargs: dict[str, Any], repeats: int, save: str | None, conn: Any) -> None:
+    """Entry point of the measuring process: build the workload, measure it, send (True, result) back, or
+    (False, the traceback) when anything fails."""
+    try:
+        module_name, _, func_name = target.partition(":")
+        setup = getattr(importlib.import_module(module_name), func_name)
+        run = setup(**kwargs)
+        if not callable(run):
+            raise TypeError(f"{target} must return a zero-argument callable, got {type(run).__name__}")
+        conn.send((True, measure_here(run, repeats, save)))
+    except BaseException:
+        import traceback
+
+        conn.send((False, traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+_SERVER: dict[str, Any] = {}
+
+
+def _forkserver(module: str) -> Any:
+    """multiprocessing's forkserver context, its server preloading `module` (and this one) when this is the
+    first measurement of the process; later targets in other modules import them in the child."""
+    import multiprocessing
+
+    if "ctx" not in _SERVER:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["weftlib.measure", module])
+        _SERVER["ctx"] = ctx
+    return _SERVER["ctx"]
 
 
 def peak_rss_subprocess(
@@ -110,25 +134,36 @@ def peak_rss_subprocess(
     repeats: int = 1,
     save: str | Path | None = None,
 ) -> dict[str, Any]:
-    """Run `module:function(**kwargs)` in a fresh interpreter and measure the callable it returns.
+    """Run `module:function(**kwargs)` in a fresh process and measure the callable it returns.
 
     The function builds its inputs (not counted) and returns `run`; the result holds `peak_bytes` (extra
     resident memory at the peak of `run()` over the resident memory before it), `baseline_bytes` and
     `seconds`, and with `repeats` > 1 the timing `samples` of the same process (`measure_here`); `save` a
-    .npy path for the first call's result. A failure in the child raises RuntimeError carrying its stderr.
+    .npy path for the first call's result. A failure in the child raises RuntimeError carrying its
+    traceback; a child killed outright (the kernel's OOM killer) or out of time raises one naming that.
     """
     if ":" not in target:
         raise ValueError(f"target must look like 'package.module:function', got {target!r}")
-    code = "import sys; from weftlib.measure import _child; _child(*sys.argv[1:])"
-    proc = subprocess.run(
-        [sys.executable, "-c", code, target, json.dumps(kwargs or {}), str(repeats), str(save or "")],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    ctx = _forkserver(target.partition(":")[0])
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_child, args=(target, dict(kwargs or {}), int(repeats), str(save) if save else None, send)
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"measurement of {target} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    proc.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            proc.kill()
+            raise RuntimeError(f"measurement of {target} took over {timeout:g} s; stopped")
+        ok, payload = receive.recv()
+    except EOFError:
+        ok, payload = False, "the measuring process ended without a result"
+    finally:
+        receive.close()
+        proc.join()
+    if not ok:
+        raise RuntimeError(f"measurement of {target} failed (exit {proc.exitcode}):\n{payload[-4000:]}")
+    return payload
 
 
 # ----------------------------------------------------------------------------------------------- machine limits
@@ -254,6 +289,7 @@ class Bracket:
         self.after: dict[str, float] | None = None
         self.window: tuple[float, float] | None = None
         self._marks: dict[str, float] = {}
+        self._forked_cpu = 0.0
         self._cpu: tuple[tuple[float | None, float], tuple[float | None, float]] | None = None
 
     def __enter__(self) -> "Bracket":
@@ -272,10 +308,13 @@ class Bracket:
         self._marks["end"] = time.perf_counter()
         self._cpu = (self._cpu[0], _cpu_seconds()) if self._cpu else None
 
-    def note(self, start: float, end: float) -> None:
-        """Add [start, end] (perf_counter seconds) to the block's timed window."""
+    def note(self, start: float, end: float, cpu_seconds: float = 0.0) -> None:
+        """Add [start, end] (perf_counter seconds) to the block's timed window, and the CPU seconds of a
+        measuring process that ran for it (forked by the forkserver, not this process's child, so its CPU
+        would otherwise count as other work)."""
         lo, hi = self.window or (start, end)
         self.window = (min(lo, start), max(hi, end))
+        self._forked_cpu += cpu_seconds
 
     def timed(self, fn: Callable[[], Any], repeats: int = 5, warmup: int = 0) -> list[float]:
         """`sample_seconds` inside the block, its timed calls (not the warm-up) noted as the window."""
@@ -303,7 +342,7 @@ class Bracket:
         (busy0, mine0), (busy1, mine1) = self._cpu
         wall = self._marks["end"] - self._marks["start"]
         if busy0 is not None and busy1 is not None and wall > 0:
-            others = max(0.0, (busy1 - busy0) - (mine1 - mine0)) / wall
+            others = max(0.0, (busy1 - busy0) - (mine1 - mine0) - self._forked_cpu) / wall
         return {
             "sgemm_gflops": chosen["sgemm_gflops"],
             "copy_gbps": chosen["copy_gbps"],

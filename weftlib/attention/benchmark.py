@@ -387,7 +387,7 @@ def _timed(
                 got, status = _peak(*child, repeats=repeats, save=saved)
                 out = torch.from_numpy(np.load(saved)) if got else None
             if got is not None:
-                block.note(*got["window"])
+                block.note(*got["window"], got["cpu_seconds"])
                 samples, row["peak_bytes"] = got["samples"], int(got["peak_bytes"])
         else:
             try:

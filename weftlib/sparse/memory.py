@@ -339,7 +339,7 @@ def measured_row(
         },
     )
     if block is not None:
-        block.note(*got["window"])
+        block.note(*got["window"], got["cpu_seconds"])
     model = peak_model(
         method,
         res,
