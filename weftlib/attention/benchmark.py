@@ -5,10 +5,11 @@ Why it is built this way:
   peak_rss_subprocess`), under an address-space cap: natten's CPU path (Flex, uncompiled) is dense
   attention over all H*W keys, and 'gather' holds kh*kw copies of k and v, so at NAF's geometry some
   entries cannot run at all. A capped child fails alone and its row says so; the sweep goes on.
-- Only entries whose child fitted are then timed here (median of repeats), with torch and onnxruntime on the
-  same thread count, so the ratios in one run are comparable. natten's dense call (over a minute at 128^2) is
-  timed in its measuring child instead: the call that gives its peak is its first timing sample and its
-  output, and a minute-long call stops at two samples that agree (`measure.sample_adaptive`).
+- That child also gives the entry's output and its timing samples, from the same calls: its first call,
+  after a warm-up on a tiny map, is the peak and the first sample, so no call (over a minute for natten at
+  128^2) is made twice for the two measurements; a minute-long call stops at two samples that agree
+  (`measure.sample_adaptive`). Without memory measured, entries are timed here, the output call their
+  warm-up. torch and onnxruntime run on the same thread count, so the ratios in one run are comparable.
 - Each timed row is bracketed by the machine's rates (`measure.Bracket`): it carries the rates taken nearer
   it and `contended` when the machine was not quiet, and `with_bounds` sets its lower bound (compulsory bytes
   at the copy rate or FLOPs at the sgemm rate) and refuses a row that beats it.
@@ -359,9 +360,8 @@ def _measure_natten(
     """natten's row and its output (the reference), from as few of its dense calls as stay honest (`_timed`).
     Up to `repeats` samples, two for a call over a minute whose two samples agree."""
     row = _row(geom, "natten", "natten")
-    ref = _timed(
-        row, lambda: _natten_call(geom, inputs), ("natten", "natten", geom, threads, cap_bytes), repeats, memory
-    )
+    child = ("natten", "natten", geom, threads, cap_bytes)
+    ref = _timed(row, lambda: _natten_call(geom, inputs), child, repeats, memory, threads)
     return row, ref
 
 
@@ -371,6 +371,7 @@ def _timed(
     child: tuple[Any, ...],
     repeats: int,
     memory: bool,
+    threads: int,
     refusals: tuple[type[BaseException], ...] = (),
 ) -> Any:
     """Time one entry into `row` and return its output (None when it could not run; `row["status"]` says why).
@@ -379,7 +380,6 @@ def _timed(
     the same calls: its first call, after a warm-up on a tiny map, is the peak and the first sample, so no
     call is made twice for the two measurements. Without, the output call here is the warm-up of the timed
     calls. Either way the timed calls are bracketed by the machine's rates (`measure.Bracket`)."""
-    threads = child[3]
     with measure.Bracket(threads) as block:
         if memory:
             with tempfile.TemporaryDirectory() as tmp:
@@ -427,6 +427,7 @@ def _measure_method(
         ("torch", method, geom, threads, cap_bytes),
         repeats,
         memory,
+        threads,
         (ValueError, RuntimeError, MemoryError),
     )
     if out is None:
@@ -462,6 +463,7 @@ def _measure_method(
         ("onnxruntime", method, geom, threads, cap_bytes, path),
         repeats,
         memory,
+        threads,
     )
     if ort_out is not None:
         ort_row["max_abs_diff"] = _diff(ort_out, ref)

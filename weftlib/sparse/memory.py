@@ -4,8 +4,9 @@ The model counts the bytes a method allocates on top of its inputs (features, ne
 runs, following the implementation in `weftlib.sparse` tensor by tensor. Measurements run each method in a
 fresh Python process (`measure.peak_rss_subprocess`): the workload is built there from the voxel set and
 neighbour table the parent built once and saved (`child_inputs`), warmed up on a tiny problem so library
-initialisation is not counted, and the extra peak resident memory of one forward is read from the kernel. The dense method's model is exact for its two grids; its conv3d workspace is the CPU backend's business
-and is reported, not modelled. At 1024 the dense case is only ever computed from the model.
+initialisation is not counted, and the extra peak resident memory of one forward is read from the kernel. The
+dense method's model is exact for its two grids; its conv3d workspace is the CPU backend's business and is
+reported, not modelled. At 1024 the dense case is only ever computed from the model.
 """
 
 from __future__ import annotations
