@@ -282,10 +282,13 @@ class Bracket:
 
     `verdict` keeps the rates taken nearer the timed calls (never the better of the two) and marks the block
     contended when the two differ by more than `CONTENDED` or other work took more than `CONTENDED` of a core.
+    Each rate is the fastest of `repeats` calls (about 0.15 s for both at 9): on a virtual machine whose host
+    lends its cores to others, the rates dip for tenths of a second with no process of its own to blame, and a
+    dip that outlasts a sample is interference the timed row may have met too, so it marks the row.
     Work timed elsewhere (a child process) is placed with `note(start, end)` (`time.perf_counter` values).
     """
 
-    def __init__(self, threads: int | None = None, repeats: int = 3) -> None:
+    def __init__(self, threads: int | None = None, repeats: int = 9) -> None:
         self.threads, self.repeats = threads, repeats
         self.before: dict[str, float] | None = None
         self.after: dict[str, float] | None = None
