@@ -52,3 +52,6 @@ def test_index_and_summary_say_which_notebooks_timings_were_contended(tmp_path):
     page = (run_dir / "index.html").read_text()
     assert "CONTENDED: 1 of 2 timed rows (bench_rows 1 of 2)" in page and "no timed rows" in page
     assert "<td>1 min 50 s</td>" in page and "<td>3 s</td>" in page and "e+02" not in page
+    rfd_page = publish.render_page(run_dir, summary)  # the RFD page says it beside the notebook's figures
+    assert "*Timings:* CONTENDED: 1 of 2 timed rows (bench_rows 1 of 2)." in rfd_page
+    assert rfd_page.count("*Timings:*") == 1  # a notebook without timed rows gets no such line
