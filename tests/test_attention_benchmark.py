@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from weftlib import attention
+from weftlib import attention, measure
 from weftlib.attention import benchmark
 
 
@@ -104,25 +104,87 @@ def test_naf_geometry_exports_only_lowres_and_keeps_full_resolution_rows_in_torc
     assert all(r["max_abs_diff"] <= 1e-5 for r in rows if r["max_abs_diff"] is not None)
 
 
-def test_against_limits_divides_by_the_data_movement_bound():
-    g = benchmark.naf_geometry()
-    assert g.gathered_bytes() == 4 * 512 * 512 * 81 * 4 * (64 + 256)  # about 109 GB of gathered k, v
-    limits = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
-    rows = [
-        {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": 21.74, "peak_bytes": 2**30},
-        {"geometry": g.name, "method": "gather", "backend": "onnxruntime", "seconds": None, "peak_bytes": None},
-    ]
-    (row,) = benchmark.against_limits(rows, [g], limits)
-    assert row["bound_seconds"] == pytest.approx(g.gathered_bytes() / 10e9)
-    assert row["over_bound"] == pytest.approx(21.74 / row["bound_seconds"]) and row["peak_GiB"] == 1.0
+RATES = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
 
 
-def test_against_limits_skips_rows_that_did_not_run_whether_none_or_nan():
+def test_compulsory_bytes_read_each_input_once_and_write_the_output_once():
+    g = benchmark.naf_geometry()
+    tokens, low = 512 * 512, 32 * 32
+    assert g.compulsory_bytes("shift") == 4 * 4 * (tokens * 64 + tokens * (64 + 256) + tokens * 256)
+    assert g.compulsory_bytes("lowres") == 4 * 4 * (tokens * 64 + low * (64 + 256) + tokens * 256)
+    # the no-reuse traffic (every neighbour read once per query) is 40x the compulsory bytes here: no bound
+    assert g.no_reuse_bytes() == 4 * tokens * 81 * 4 * (64 + 256) > 40 * g.compulsory_bytes("shift")
+
+
+def test_with_bounds_takes_the_larger_of_bytes_and_flops_at_the_rows_own_rates():
     g = benchmark.naf_geometry()
     rows = [
-        {"geometry": g.name, "method": "gather", "backend": "torch", "seconds": float("nan"), "peak_bytes": None},
-        {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": None, "peak_bytes": None},
-        {"geometry": g.name, "method": "matmul", "backend": "torch", "seconds": 3.0, "peak_bytes": 2**30},
+        {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": 21.74, **RATES},
+        {"geometry": g.name, "method": "lowres", "backend": "torch", "seconds": 9.0, "sgemm_gflops": 1e4},
+        {"geometry": g.name, "method": "gather", "backend": "onnxruntime", "seconds": None},
     ]
-    out = benchmark.against_limits(rows, [g], {"sgemm_gflops": 100.0, "copy_gbps": 10.0})
-    assert [r["method"] for r in out] == ["matmul"] and out[0]["peak_GiB"] == 1.0
+    rows[1]["copy_gbps"] = 1.0  # a slow copy rate: bytes set this row's bound
+    shift, lowres, untimed = benchmark.with_bounds(rows, [g])
+    flops_s = g.attention_flops() / 100e9
+    assert flops_s > g.compulsory_bytes("shift") / 10e9  # at these rates the FLOPs are the longer side
+    assert shift["bound_seconds"] == pytest.approx(flops_s) and shift["bound_by"] == "flops"
+    assert shift["over_bound"] == pytest.approx(21.74 / flops_s) and shift["no_reuse_GB"] == g.no_reuse_bytes() / 1e9
+    assert lowres["bound_by"] == "bytes" and lowres["bound_seconds"] == pytest.approx(
+        g.compulsory_bytes("lowres") / 1e9
+    )
+    assert untimed["bound_seconds"] is None and untimed["over_bound"] is None
+
+
+def test_a_row_that_beats_its_bound_is_refused():
+    g = benchmark.naf_geometry()
+    bound = g.attention_flops() / 100e9
+    beaten = {"geometry": g.name, "method": "matmul", "backend": "torch", "seconds": 0.9 * bound, **RATES}
+    with pytest.raises(measure.BoundBeaten, match="naf_512 matmul .torch.*below its lower bound"):
+        benchmark.with_bounds([beaten], [g])
+    (ok,) = benchmark.with_bounds([{**beaten, "seconds": bound}], [g])  # at the bound exactly: allowed
+    assert ok["over_bound"] == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="without its rates"):
+        benchmark.with_bounds([{**beaten, "sgemm_gflops": None}], [g])
+
+
+def test_with_bounds_skips_rows_that_did_not_run_whether_none_or_nan():
+    g = benchmark.naf_geometry()
+    rows = [
+        {"geometry": g.name, "method": "gather", "backend": "torch", "seconds": float("nan")},
+        {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": None},
+        {"geometry": g.name, "method": "matmul", "backend": "torch", "seconds": 3.0, **RATES},
+    ]
+    out = benchmark.with_bounds(rows, [g])
+    assert [r["over_bound"] is not None for r in out] == [False, False, True]
+
+
+def test_timed_rows_carry_their_rates_and_whether_the_machine_was_quiet(tmp_path):
+    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=2, natten_repeats=2, memory=False)
+    for r in rows:
+        assert isinstance(r["contended"], bool) and r["rates_from"] in ("before", "after")
+        assert r["sgemm_gflops"] > 0 and r["copy_gbps"] > 0 and r["rate_change"] >= 0
+        nearer = r["rates_" + r["rates_from"]]
+        assert r["sgemm_gflops"] == pytest.approx(nearer["sgemm_gflops"], abs=1e-3)
+    assert all(r["over_bound"] >= 1 for r in benchmark.with_bounds(rows, [g]))
+
+
+def test_natten_in_its_measuring_child_gives_peak_output_and_samples_from_the_same_calls(tmp_path):
+    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=2, memory=True)
+    natten_row, shift_row = rows[0], rows[1]
+    assert natten_row["status"] == "ok" and natten_row["peak_bytes"] >= 0 and natten_row["repeats"] == 2
+    assert natten_row["spread"] is not None and isinstance(natten_row["contended"], bool)
+    assert shift_row["reference"] == "natten" and shift_row["max_abs_diff"] <= 1e-5  # the child's saved output
+    for r in rows[1:]:  # the formulation too: peak, samples and output from its one measuring child
+        assert r["status"] == "ok" and r["peak_bytes"] >= 0 and r["repeats"] == 1 and r["max_abs_diff"] <= 1e-5
+
+
+def test_without_natten_the_fallback_is_timed_first_and_its_output_is_the_reference(tmp_path):
+    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    rows = benchmark.measure_geometry(
+        g, ["gather", "shift"], folder=tmp_path, repeats=1, memory=False, natten_max_bytes=g.natten_dense_bytes() - 1
+    )
+    assert [(r["method"], r["backend"]) for r in rows][1:3] == [("gather", "torch"), ("gather", "onnxruntime")]
+    assert {r["reference"] for r in rows[1:]} == {"shift"}
+    assert rows[3]["max_abs_diff"] == 0.0 and rows[1]["max_abs_diff"] <= 1e-5

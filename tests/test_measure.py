@@ -26,6 +26,19 @@ def test_peak_counts_the_workload_not_the_setup():
     assert 290 * 2**20 <= big["peak_bytes"] <= 340 * 2**20
 
 
+def killed_workload():
+    """Setup for the harness: a run that dies the way the kernel's OOM killer kills."""
+    import os
+    import signal
+
+    return lambda: os.kill(os.getpid(), signal.SIGKILL)
+
+
+def test_a_child_killed_outright_is_reported_not_waited_for():
+    with pytest.raises(RuntimeError, match=r"failed \(exit -9\):\nthe measuring process ended without a result"):
+        measure.peak_rss_subprocess("tests.test_measure:killed_workload")
+
+
 def test_failing_child_raises_with_its_error():
     with pytest.raises(RuntimeError, match="unexpected keyword argument .wrong."):
         measure.peak_rss_subprocess("tests.test_measure:alloc_workload", {"wrong": 1})
@@ -56,3 +69,98 @@ def test_machine_limits_are_positive_rates_and_the_roofline_takes_the_slower_sid
     assert measure.limit_seconds(1e9, 5e10, fake) == pytest.approx(5.0)  # data-bound
     with pytest.raises(ValueError, match="flops and bytes"):
         measure.limit_seconds(-1, 0, fake)
+
+
+def test_bound_of_names_the_side_that_sets_it_and_check_bound_refuses_a_beaten_one():
+    fake = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
+    assert measure.bound_of(2e11, 1e9, fake) == (pytest.approx(2.0), "flops")
+    assert measure.bound_of(1e9, 5e10, fake) == (pytest.approx(5.0), "bytes")
+    assert measure.check_bound(3.0, 2.0, "row") == pytest.approx(1.5)
+    with pytest.raises(measure.BoundBeaten, match="row: 1.9 s is below its lower bound 2 s"):
+        measure.check_bound(1.9, 2.0, "row")
+
+
+def _fake_bracket(monkeypatch, before, after, busy_s=0.0, own_s=0.0, wall=10.0):
+    """A Bracket on a fake clock and fake rates: `busy_s` machine CPU and `own_s` of this process in the block."""
+    samples = iter([before, after])
+    clock = iter([0.0, 1.0, 1.0 + wall, wall + 2.0])  # start, before done, after starts, end
+    cpu = iter([(100.0, 50.0), (100.0 + busy_s, 50.0 + own_s)])
+    monkeypatch.setattr(measure, "machine_limits", lambda threads=None, repeats=3: dict(next(samples)))
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: next(clock))
+    monkeypatch.setattr(measure, "_cpu_seconds", lambda: next(cpu))
+    with measure.Bracket(2) as block:
+        pass
+    return block
+
+
+def _rates(sgemm, copy, load=1.0):
+    return {"sgemm_gflops": sgemm, "copy_gbps": copy, "load_average": load, "threads": 2}
+
+
+def test_bracket_marks_a_block_contended_when_its_rates_moved_more_than_a_quarter(monkeypatch):
+    quiet = _fake_bracket(monkeypatch, _rates(200, 30), _rates(190, 29), busy_s=20.0, own_s=20.0)
+    quiet.note(1.5, 10.5)  # the timed calls ended nearer the "after" sample
+    v = quiet.verdict()
+    assert v["contended"] is False and v["rates_from"] == "after" and v["sgemm_gflops"] == 190
+    assert v["rate_change"] == pytest.approx(200 / 190 - 1) and v["others_cores"] == pytest.approx(0.0)
+    # 03's layer in the appendix run of issue 21: sgemm 261 before, 169 after
+    moved = _fake_bracket(monkeypatch, _rates(261, 23.6), _rates(169, 14.2))
+    moved.note(1.2, 5.0)  # nearer "before": its rate is kept, never the better of the two by choice
+    v = moved.verdict()
+    assert v["contended"] is True and v["rates_from"] == "before" and v["sgemm_gflops"] == 261
+    assert v["rates_after"]["sgemm_gflops"] == 169
+
+
+def test_bracket_marks_a_block_contended_when_other_work_took_a_quarter_core(monkeypatch):
+    steady = _fake_bracket(monkeypatch, _rates(150, 20), _rates(150, 20), busy_s=24.0, own_s=20.0, wall=10.0)
+    v = steady.verdict()  # rates agree, but others took 4 CPU seconds over 12 s of wall time
+    assert v["rate_change"] == 0 and v["others_cores"] == pytest.approx(4 / 12) and v["contended"] is True
+
+
+def test_bracket_has_no_verdict_before_it_ends():
+    with pytest.raises(RuntimeError, match="not finished"):
+        measure.Bracket().verdict()
+
+
+def test_bracket_measures_real_rates_and_this_processes_cpu():
+    with measure.Bracket(threads=1, repeats=1) as block:
+        block.timed(lambda: sum(range(10_000)), repeats=2)
+    v = block.verdict()
+    assert v["sgemm_gflops"] > 0 and v["copy_gbps"] > 0 and isinstance(v["contended"], bool)
+    assert v["others_cores"] is None or v["others_cores"] >= 0
+
+
+def test_adaptive_samples_stop_at_two_that_agree_for_a_minute_long_call(monkeypatch):
+    """On a fake clock: each call takes the next duration."""
+    clock = [0.0]
+    durations = iter([64.0, 70.0, 70.0, 70.0])
+
+    def fn():
+        clock[0] += next(durations)
+
+    monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
+    assert measure.sample_adaptive(fn, 3, first=66.0) == pytest.approx([66.0, 64.0])  # agree within 10 %: stop
+    assert measure.sample_adaptive(fn, 3, first=50.0) == pytest.approx([50.0, 70.0, 70.0])  # disagree: go on
+    durations = iter([1.0, 1.0, 1.0])
+    assert len(measure.sample_adaptive(fn, 3)) == 3  # short calls: every repeat
+    assert measure.spread([1.0, 1.2, 1.1]) == pytest.approx(0.2 / 1.1) and measure.spread([1.0]) is None
+    with pytest.raises(ValueError, match="repeats"):
+        measure.sample_adaptive(fn, 0)
+
+
+def test_the_measuring_child_times_the_calls_that_give_the_peak_and_saves_the_first_result(tmp_path):
+    got = measure.peak_rss_subprocess(
+        "tests.test_measure:alloc_workload", {"megabytes": 64}, repeats=3, save=tmp_path / "out.npy"
+    )
+    assert len(got["samples"]) == 3 and got["samples"][0] == got["seconds"]
+    assert got["window"][0] < got["window"][1] and 60 * 2**20 <= got["peak_bytes"] <= 100 * 2**20
+    import numpy as np
+
+    assert np.load(tmp_path / "out.npy").shape == ()  # alloc_workload returns an int
+
+
+def test_a_forked_measuring_process_counts_as_this_blocks_own_work(monkeypatch):
+    """The forkserver's children are not this process's: their CPU, noted with the window, is not other work."""
+    block = _fake_bracket(monkeypatch, _rates(190, 30), _rates(190, 30), busy_s=10.0, own_s=2.0, wall=10.0)
+    block.note(1.0, 11.0, cpu_seconds=8.0)
+    assert block.verdict()["others_cores"] == pytest.approx(0.0) and block.verdict()["contended"] is False

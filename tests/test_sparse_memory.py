@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
+import torch
 
-from weftlib import sparse
+from weftlib import measure, sparse
 from weftlib.sparse import memory, voxels
 
 
@@ -98,35 +99,42 @@ def test_conv_work_counts_the_taps_that_have_a_neighbour_and_the_summary_names_t
     work = memory.conv_work(nbr, 8, 4, "float32")
     pairs = int((nbr >= 0).sum())
     assert work["flops_occupied"] == 2 * pairs * 8 * 4 and work["flops_all_taps"] == 2 * len(coords) * 27 * 8 * 4
-    assert work["min_bytes"] == len(coords) * (8 + 4) * 4 + nbr.nbytes  # features in and out, the table once
-    row = {
-        "shape": "sphere",
-        "res": 16,
-        "C": 8,
-        "dtype": "float32",
-        "threads": 1,
-        "repeats": 1,
-        "method": "auto",
-        "chunk_rows": None,
-        "median_seconds": 0.5,
-        "of_limit": 0.1,
-        "useful_gflops": 1.0,
-        "of_sgemm": 0.01,
-        "peak_bytes": 2**20,
-        "peak_over_model": 1.0,
-    }
-    text = memory.format_benchmark(
-        {
-            "work": work,
-            "limits": {"sgemm_gflops": 100.0, "copy_gbps": 10.0, "load_average": 0.5},
-            "rows": [row],
-            "spconv": None,
-            "spconv_status": "not asked",
-            "limit_seconds": 0.05,
-            "limit_seconds_all_taps": 0.09,
-        }
+    # compulsory: features in and out and the weight, once; the kernel map in the form a method is given
+    assert work["layer_bytes"] == len(coords) * (8 + 4) * 4 + 27 * 8 * 4 * 4 and work["table_bytes"] == nbr.nbytes
+    rates = {"sgemm_gflops": 100.0, "copy_gbps": 10.0, "contended": False}
+    row = {"shape": "sphere", "res": 16, "C": 8, "dtype": "float32", "threads": 1, "repeats": 1, "method": "auto"}
+    row.update(chunk_rows=None, median_seconds=0.5, peak_bytes=2**20, peak_over_model=1.0, **rates)
+    row.update(memory.against_limit(row, work, work["table_bytes"], "sphere 16 auto"))
+    assert row["limit_by"] == "bytes" and row["limit_seconds"] == pytest.approx(
+        (work["layer_bytes"] + nbr.nbytes) / 10e9
     )
-    assert "sgemm 100 GFLOP/s, copy 10.0 GB/s" in text and "auto" in text and "spconv: not run" in text
+    assert row["of_limit"] == pytest.approx(row["limit_seconds"] / 0.5) and row["of_sgemm"] < row["of_limit"]
+    text = memory.format_benchmark(
+        {"work": work, "rows": [row], "spconv": None, "spconv_status": "not asked", "rulebook": None}
+    )
+    assert "lower bound" in text and "auto" in text and "spconv: not run" in text and "  no" in text
+
+
+def test_a_layer_faster_than_its_bound_is_refused():
+    work = {"flops_occupied": 4e11, "layer_bytes": 10**9}
+    fast = {"median_seconds": 1.0, "sgemm_gflops": 200.0, "copy_gbps": 20.0}  # the bound is 4e11 / 2e11 = 2 s
+    with pytest.raises(measure.BoundBeaten, match="bunny 1024 auto: 1 s is below its lower bound 2 s"):
+        memory.against_limit(fast, work, 0, "bunny 1024 auto")
+    assert memory.against_limit({**fast, "median_seconds": 4.0}, work, 0, "ok")["of_limit"] == pytest.approx(0.5)
+
+
+def test_children_read_the_voxels_and_table_the_parent_built_once():
+    n = len(voxels.voxel_set("sphere", 64))
+    with memory.child_inputs() as folder:
+        memory.save_inputs(folder, "sphere", 64)
+        coords, table = memory._voxels_and_table("sphere", 64, inputs_dir=str(folder))
+        row = memory.measured_row("accumulate", "sphere", 64, 32, n, "float32", inputs_dir=folder)
+    assert not folder.exists()  # removed on exit
+    assert torch.equal(coords, voxels.voxel_set("sphere", 64)) and torch.equal(
+        table, memory.kernel_map_of("sphere", 64)
+    )
+    assert 0.8 <= row["measured_over_model"] <= 1.25, row
+    assert memory.kernel_map_of("sphere", 64) is memory.kernel_map_of("sphere", 64)  # built once
 
 
 def test_compact_peak_is_within_its_model():
@@ -142,5 +150,6 @@ def test_time_methods_hands_the_rulebook_to_auto_and_compact_only():
     )
     assert df.set_index("method")["given"].to_dict() == {"auto": "rulebook", "compact": "rulebook", "im2col": "table"}
     assert df.attrs["rulebook_seconds"] > 0 and df["over_fastest"].min() == 1.0
+    assert df["contended"].isin([True, False]).all() and (df["sgemm_gflops"] > 0).all()  # each row bracketed
     only_table = memory.time_methods(coords, sparse.kernel_map(coords), 16, 8, ["im2col"], repeats=1, progress=False)
     assert only_table.attrs["rulebook_seconds"] is None

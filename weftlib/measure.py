@@ -2,22 +2,26 @@
 
 Timings are medians of repeats (one slow repeat from a busy neighbour does not move a median). Peak memory
 is measured in a fresh Python process per measurement: an allocator that kept pages from an earlier
-measurement would otherwise hide the next one's peak.
+measurement would otherwise hide the next one's peak. The processes are forked from a server that has only
+imported the workload's module (multiprocessing's forkserver), so each starts in milliseconds with the
+allocator state of a new interpreter, instead of spending a second and a half importing torch. A time is compared with a lower bound (`limit_seconds`:
+compulsory bytes at the copy rate or FLOPs at the sgemm rate, both measured in the same run) that it must not
+beat (`check_bound`), and every timed block is bracketed by those rates (`Bracket`) so a row says whether
+the machine was quiet while it ran.
 """
 
 from __future__ import annotations
 
 import importlib
-import json
+import os
 import statistics
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
+_PROC_STAT = Path("/proc/stat")
 
 
 def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float:
@@ -56,60 +60,125 @@ def _reset_peak() -> bool:
         return False
 
 
-def measure_here(run: Callable[[], Any]) -> dict[str, Any]:
-    """Peak extra resident memory and wall time of `run()` in this process (call it in a fresh one)."""
+def measure_here(run: Callable[[], Any], repeats: int = 1, save: str | None = None) -> dict[str, Any]:
+    """Peak extra resident memory and wall time of `run()` in this process (call it in a fresh one).
+
+    With `repeats` > 1 the measured call is also the first timing sample and more calls follow
+    (`sample_adaptive`: a minute-long call stops at two samples that agree), so peak and time come from the
+    same calls; `window` holds their perf_counter span (CLOCK_MONOTONIC, comparable across processes on
+    Linux). `save` writes the first call's result there as a .npy file (the parent's reference output)."""
     import gc
 
     gc.collect()
     baseline = _status_bytes("VmRSS")
     reset = _reset_peak()
     start = time.perf_counter()
-    run()
+    result = run()
     seconds = time.perf_counter() - start
     peak = _status_bytes("VmHWM")
+    if save:
+        import numpy as np
+
+        np.save(save, np.asarray(result))
+    del result
+    samples = sample_adaptive(run, repeats, first=seconds) if repeats > 1 else [seconds]
+    own = os.times()
     return {
         "peak_bytes": max(peak - baseline, 0),
         "baseline_bytes": baseline,
         "seconds": seconds,
+        "samples": samples,
+        "window": [start, time.perf_counter()],
+        "cpu_seconds": own.user + own.system,  # the whole process's, setup included (`Bracket.note`)
         "peak_reset": reset,
     }
 
 
-def _child(target: str, kwargs_json: str) -> None:
-    """Entry point of the measuring subprocess: build the workload, measure it, print JSON."""
-    module_name, _, func_name = target.partition(":")
-    setup = getattr(importlib.import_module(module_name), func_name)
-    run = setup(**json.loads(kwargs_json))
-    if not callable(run):
-        raise TypeError(f"{target} must return a zero-argument callable, got {type(run).__name__}")
-    print(json.dumps(measure_here(run)))
+def _child(target: str, kwargs: dict[str, Any], repeats: int, save: str | None, conn: Any) -> None:
+    """Entry point of the measuring process: build the workload, measure it, send (True, result) back, or
+    (False, the traceback) when anything fails."""
+    try:
+        module_name, _, func_name = target.partition(":")
+        setup = getattr(importlib.import_module(module_name), func_name)
+        run = setup(**kwargs)
+        if not callable(run):
+            raise TypeError(f"{target} must return a zero-argument callable, got {type(run).__name__}")
+        conn.send((True, measure_here(run, repeats, save)))
+    except BaseException:
+        import traceback
+
+        conn.send((False, traceback.format_exc()))
+    finally:
+        conn.close()
 
 
-def peak_rss_subprocess(target: str, kwargs: dict[str, Any] | None = None, timeout: float = 900) -> dict[str, Any]:
-    """Run `module:function(**kwargs)` in a fresh interpreter and measure the callable it returns.
+_SERVER: dict[str, Any] = {}
+
+
+def _forkserver(module: str) -> Any:
+    """multiprocessing's forkserver context, its server preloading `module` (and this one) when this is the
+    first measurement of the process; later targets in other modules import them in the child."""
+    import multiprocessing
+
+    if "ctx" not in _SERVER:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["weftlib.measure", module])
+        _SERVER["ctx"] = ctx
+    return _SERVER["ctx"]
+
+
+def peak_rss_subprocess(
+    target: str,
+    kwargs: dict[str, Any] | None = None,
+    timeout: float = 900,
+    repeats: int = 1,
+    save: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run `module:function(**kwargs)` in a fresh process and measure the callable it returns.
 
     The function builds its inputs (not counted) and returns `run`; the result holds `peak_bytes` (extra
     resident memory at the peak of `run()` over the resident memory before it), `baseline_bytes` and
-    `seconds`. A failure in the child raises RuntimeError carrying its stderr.
+    `seconds`, and with `repeats` > 1 the timing `samples` of the same process (`measure_here`); `save` a
+    .npy path for the first call's result. A failure in the child raises RuntimeError carrying its
+    traceback; a child killed outright (the kernel's OOM killer) or out of time raises one naming that.
     """
     if ":" not in target:
         raise ValueError(f"target must look like 'package.module:function', got {target!r}")
-    code = "import sys; from weftlib.measure import _child; _child(sys.argv[1], sys.argv[2])"
-    proc = subprocess.run(
-        [sys.executable, "-c", code, target, json.dumps(kwargs or {})],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
+    ctx = _forkserver(target.partition(":")[0])
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_child, args=(target, dict(kwargs or {}), int(repeats), str(save) if save else None, send)
     )
-    if proc.returncode != 0:
-        raise RuntimeError(f"measurement of {target} failed (exit {proc.returncode}):\n{proc.stderr[-4000:]}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    proc.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            proc.kill()
+            raise RuntimeError(f"measurement of {target} took over {timeout:g} s; stopped")
+        ok, payload = receive.recv()
+    except EOFError:
+        ok, payload = False, "the measuring process ended without a result"
+    finally:
+        receive.close()
+        proc.join()
+    if not ok:
+        raise RuntimeError(f"measurement of {target} failed (exit {proc.exitcode}):\n{payload[-4000:]}")
+    return payload
 
 
 # ----------------------------------------------------------------------------------------------- machine limits
-def sgemm_gflops(threads: int | None = None, size: int = 2048, repeats: int = 5) -> float:
-    """This machine's fp32 matrix-multiply rate now (GFLOP/s, median of repeats of a square `size` GEMM):
-    the compute limit a benchmark's time is compared with, measured in the same run."""
+CONTENDED = 0.25  # a timed block is contended when its rates before and after differ by more than this fraction,
+# or when other work took more than this share of a core while it ran
+
+
+class BoundBeaten(ValueError):
+    """A timed row ran faster than its lower bound: the bound is wrong, so no fraction of it may be shown."""
+
+
+def sgemm_gflops(threads: int | None = None, size: int = 1024, repeats: int = 5) -> float:
+    """This machine's fp32 matrix-multiply rate now (GFLOP/s, the fastest of `repeats` square `size` GEMMs,
+    which run at the cores' FMA peak here): the compute rate a time is bounded with, measured in the same run.
+    The fastest, not the median: a bound from below must use the highest rate the machine reaches."""
     import torch
 
     before = torch.get_num_threads()
@@ -119,34 +188,35 @@ def sgemm_gflops(threads: int | None = None, size: int = 2048, repeats: int = 5)
         gen = torch.Generator().manual_seed(0)
         a, b = (torch.randn((size, size), generator=gen) for _ in range(2))
         out = torch.empty((size, size))
-        seconds = median_seconds(lambda: torch.mm(a, b, out=out), repeats=repeats, warmup=1)
+        seconds = min(sample_seconds(lambda: torch.mm(a, b, out=out), repeats=repeats, warmup=1))
     finally:
         torch.set_num_threads(before)
     return 2 * size**3 / seconds / 1e9
 
 
-def copy_gbps(threads: int | None = None, nbytes: int = 256 << 20, repeats: int = 5) -> float:
-    """This machine's memory copy rate now (GB/s of bytes copied, median of repeats of a `nbytes` tensor
-    copy, far larger than any cache): the data-movement limit, measured in the same run."""
+def copy_gbps(threads: int | None = None, nbytes: int = 64 << 20, repeats: int = 5) -> float:
+    """This machine's memory traffic rate now (GB/s read plus written, the fastest of `repeats` copies of a
+    `nbytes` tensor of distinct values, twice the last-level cache with its copy): each copied byte is read once
+    and written once, as STREAM's Copy counts it. Compulsory bytes (inputs read once, outputs written once) at
+    this rate bound a time from below; a pure read stream runs at about this rate on the appendix machine, a
+    pure write slower. Distinct values: pages of one repeated value may be merged by the host and read faster."""
     import torch
 
     before = torch.get_num_threads()
     if threads:
         torch.set_num_threads(threads)
     try:
-        src = torch.ones(nbytes // 4)
+        src = torch.arange(nbytes // 4, dtype=torch.float32)
         dst = torch.empty_like(src)
-        seconds = median_seconds(lambda: dst.copy_(src), repeats=repeats, warmup=1)
+        seconds = min(sample_seconds(lambda: dst.copy_(src), repeats=repeats, warmup=1))
     finally:
         torch.set_num_threads(before)
-    return nbytes / seconds / 1e9
+    return 2 * nbytes / seconds / 1e9
 
 
 def machine_limits(threads: int | None = None, repeats: int = 5) -> dict[str, float]:
-    """sgemm GFLOP/s, copy GB/s and the 1-minute load average, measured now: what a benchmark's times are
-    divided by, so runs on a busy and a quiet machine can be compared."""
-    import os
-
+    """sgemm GFLOP/s, copy GB/s (read + written) and the 1-minute load average, measured now (well under a
+    second): what a benchmark's times are bounded with, so runs on a busy and a quiet machine can be compared."""
     return {
         "sgemm_gflops": sgemm_gflops(threads, repeats=repeats),
         "copy_gbps": copy_gbps(threads, repeats=repeats),
@@ -156,8 +226,170 @@ def machine_limits(threads: int | None = None, repeats: int = 5) -> dict[str, fl
 
 
 def limit_seconds(flops: float, nbytes: float, limits: dict[str, float]) -> float:
-    """The least time the work can take on this machine: its FLOPs at the sgemm rate or its bytes at the
-    copy rate, whichever is longer (a roofline with the two rates measured in the same run)."""
+    """The least time the work can take on this machine: its FLOPs at the sgemm rate or its compulsory bytes
+    (each input read once, each output written once) at the copy rate, whichever is longer; the two rates
+    measured in the same run. Only a count of compulsory bytes makes this a lower bound: traffic a formulation
+    may avoid by reusing what it read is no bound."""
     if flops < 0 or nbytes < 0:
         raise ValueError(f"flops and bytes must be >= 0, got {flops} and {nbytes}")
     return max(flops / (limits["sgemm_gflops"] * 1e9), nbytes / (limits["copy_gbps"] * 1e9))
+
+
+def bound_of(flops: float, nbytes: float, limits: dict[str, float]) -> tuple[float, str]:
+    """`limit_seconds` and which side sets it: "flops" (the sgemm rate) or "bytes" (the copy rate)."""
+    seconds = limit_seconds(flops, nbytes, limits)
+    return seconds, "flops" if flops / (limits["sgemm_gflops"] * 1e9) >= nbytes / (
+        limits["copy_gbps"] * 1e9
+    ) else "bytes"
+
+
+def check_bound(seconds: float, bound_seconds: float, what: str) -> float:
+    """time / lower bound (>= 1) of one timed row; BoundBeaten when the row ran faster than its bound, since
+    then the bound is no lower bound and any fraction of it would mislead."""
+    if not bound_seconds > 0:
+        raise ValueError(f"{what}: the bound must be positive, got {bound_seconds}")
+    if seconds < bound_seconds:
+        raise BoundBeaten(
+            f"{what}: {seconds:.4g} s is below its lower bound {bound_seconds:.4g} s: the bound counts more work "
+            "than the row must do, or the rates were measured under other load"
+        )
+    return seconds / bound_seconds
+
+
+def _cpu_seconds() -> tuple[float | None, float]:
+    """(CPU seconds every core of the machine has been busy, hypervisor steal included, or None where
+    /proc/stat cannot be read; CPU seconds of this process and its reaped children)."""
+    own = os.times()
+    mine = own.user + own.system + own.children_user + own.children_system
+    try:
+        fields = _PROC_STAT.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None, mine
+    if not fields or fields[0] != "cpu":
+        return None, mine
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK"), mine
+
+
+class Bracket:
+    """The machine's rates (`machine_limits`) measured right before and right after one timed block, and the
+    CPU other work took while it ran, so a timed row says how quiet the machine was:
+
+        with measure.Bracket(threads) as block:
+            samples = block.timed(call, repeats=3)
+        row.update(block.verdict())
+
+    `verdict` keeps the rates taken nearer the timed calls (never the better of the two) and marks the block
+    contended when the two differ by more than `CONTENDED` or other work took more than `CONTENDED` of a core.
+    Each rate is the fastest of `repeats` calls (about 0.15 s for both at 9): on a virtual machine whose host
+    lends its cores to others, the rates dip for tenths of a second with no process of its own to blame, and a
+    dip that outlasts a sample is interference the timed row may have met too, so it marks the row.
+    Work timed elsewhere (a child process) is placed with `note(start, end)` (`time.perf_counter` values).
+    """
+
+    def __init__(self, threads: int | None = None, repeats: int = 9) -> None:
+        self.threads, self.repeats = threads, repeats
+        self.before: dict[str, float] | None = None
+        self.after: dict[str, float] | None = None
+        self.window: tuple[float, float] | None = None
+        self._marks: dict[str, float] = {}
+        self._forked_cpu = 0.0
+        self._cpu: tuple[tuple[float | None, float], tuple[float | None, float]] | None = None
+
+    def __enter__(self) -> "Bracket":
+        cpu = _cpu_seconds()
+        self._marks["start"] = time.perf_counter()
+        self.before = machine_limits(self.threads, self.repeats)
+        self._marks["before_end"] = time.perf_counter()
+        self._cpu = (cpu, cpu)
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:
+            return
+        self._marks["after_start"] = time.perf_counter()
+        self.after = machine_limits(self.threads, self.repeats)
+        self._marks["end"] = time.perf_counter()
+        self._cpu = (self._cpu[0], _cpu_seconds()) if self._cpu else None
+
+    def note(self, start: float, end: float, cpu_seconds: float = 0.0) -> None:
+        """Add [start, end] (perf_counter seconds) to the block's timed window, and the CPU seconds of a
+        measuring process that ran for it (forked by the forkserver, not this process's child, so its CPU
+        would otherwise count as other work)."""
+        lo, hi = self.window or (start, end)
+        self.window = (min(lo, start), max(hi, end))
+        self._forked_cpu += cpu_seconds
+
+    def timed(self, fn: Callable[[], Any], repeats: int = 5, warmup: int = 0) -> list[float]:
+        """`sample_seconds` inside the block, its timed calls (not the warm-up) noted as the window."""
+        for _ in range(max(warmup, 0)):
+            fn()
+        start = time.perf_counter()
+        samples = sample_seconds(fn, repeats, 0)
+        self.note(start, time.perf_counter())
+        return samples
+
+    def verdict(self) -> dict[str, Any]:
+        """The row's rates and how quiet the block was: `sgemm_gflops`, `copy_gbps`, `load_average` from the
+        nearer sample (`rates_from`), both samples, `rate_change` (largest relative change of a rate),
+        `others_cores` (CPU other processes and the hypervisor took, in cores; None off Linux) and `contended`."""
+        if self.before is None or self.after is None:
+            raise RuntimeError("verdict: the block has not finished (use `with Bracket(...) as block:`)")
+        lo, hi = self.window or (self._marks["before_end"], self._marks["after_start"])
+        nearer = "before" if lo - self._marks["before_end"] < self._marks["after_start"] - hi else "after"
+        chosen = self.before if nearer == "before" else self.after
+        change = max(
+            max(self.before[k], self.after[k]) / min(self.before[k], self.after[k]) - 1
+            for k in ("sgemm_gflops", "copy_gbps")
+        )
+        others = None
+        (busy0, mine0), (busy1, mine1) = self._cpu
+        wall = self._marks["end"] - self._marks["start"]
+        if busy0 is not None and busy1 is not None and wall > 0:
+            others = max(0.0, (busy1 - busy0) - (mine1 - mine0) - self._forked_cpu) / wall
+        return {
+            "sgemm_gflops": chosen["sgemm_gflops"],
+            "copy_gbps": chosen["copy_gbps"],
+            "load_average": chosen["load_average"],
+            "rates_from": nearer,
+            "rates_before": _rates(self.before),
+            "rates_after": _rates(self.after),
+            "rate_change": change,
+            "others_cores": others,
+            "contended": bool(change > CONTENDED or (others is not None and others > CONTENDED)),
+        }
+
+
+def _rates(limits: dict[str, float]) -> dict[str, float]:
+    return {k: round(float(limits[k]), 3) for k in ("sgemm_gflops", "copy_gbps", "load_average")}
+
+
+def sample_adaptive(
+    fn: Callable[[], Any],
+    repeats: int,
+    *,
+    first: float | None = None,
+    long_seconds: float = 60.0,
+    agree: float = 0.1,
+) -> list[float]:
+    """Up to `repeats` timed calls of `fn` (after its warm-up elsewhere), `first` counting as one when given;
+    calls over `long_seconds` stop at two that agree within `agree` ((max - min) / median): a minute-long
+    call is not repeated for a median its two samples already pin down. The caller shows the spread."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    samples = [] if first is None else [first]
+    while len(samples) < repeats:
+        start = time.perf_counter()
+        fn()
+        samples.append(time.perf_counter() - start)
+        if len(samples) >= 2 and min(samples) > long_seconds and spread(samples) <= agree:
+            break
+    return samples
+
+
+def spread(samples: list[float]) -> float | None:
+    """(max - min) / median of timed samples; None for fewer than two."""
+    if len(samples) < 2:
+        return None
+    return (max(samples) - min(samples)) / statistics.median(samples)

@@ -5,8 +5,14 @@ Why it is built this way:
   peak_rss_subprocess`), under an address-space cap: natten's CPU path (Flex, uncompiled) is dense
   attention over all H*W keys, and 'gather' holds kh*kw copies of k and v, so at NAF's geometry some
   entries cannot run at all. A capped child fails alone and its row says so; the sweep goes on.
-- Only entries whose child fitted are then timed here (median of repeats, `measure.median_seconds`), with
-  torch and onnxruntime on the same thread count, so the ratios in one run are comparable.
+- That child also gives the entry's output and its timing samples, from the same calls: its first call,
+  after a warm-up on a tiny map, is the peak and the first sample, so no call (over a minute for natten at
+  128^2) is made twice for the two measurements; a minute-long call stops at two samples that agree
+  (`measure.sample_adaptive`). Without memory measured, entries are timed here, the output call their
+  warm-up. torch and onnxruntime run on the same thread count, so the ratios in one run are comparable.
+- Each timed row is bracketed by the machine's rates (`measure.Bracket`): it carries the rates taken nearer
+  it and `contended` when the machine was not quiet, and `with_bounds` sets its lower bound (compulsory bytes
+  at the copy rate or FLOPs at the sgemm rate) and refuses a row that beats it.
 - Every output is compared with natten (`attention.natten_reference`) where natten fits, else with the
   named fallback formulation (itself proven equal to natten at small sizes by the tests).
 """
@@ -18,6 +24,7 @@ import math
 import resource
 import statistics
 import tempfile
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -66,10 +73,17 @@ class Geometry:
     def tokens(self) -> int:
         return self.size[0] * self.size[1]
 
-    def gathered_bytes(self) -> int:
-        """fp32 bytes of every query's kh*kw keys and values: what a full-resolution formulation moves when
-        it reads each neighbour once per query (its data-movement bound)."""
+    def no_reuse_bytes(self) -> int:
+        """fp32 bytes of every query's kh*kw keys and values read once per query, with no reuse between
+        queries: what 'gather' materialises. No bound: a formulation that reuses what it read moves less."""
         return 4 * self.batch * self.tokens * self.kernel**2 * self.heads * (self.dim + self.v_dim)
+
+    def compulsory_bytes(self, method: str) -> int:
+        """fp32 bytes any call must move: q, k and v as `method` takes them (the low-res grid for 'lowres'),
+        each read once, and the output written once. With `attention_flops`, what bounds a time from below."""
+        kv_tokens = self.low[0] * self.low[1] if method == "lowres" and self.low else self.tokens
+        inputs = self.tokens * self.dim + kv_tokens * (self.dim + self.v_dim)
+        return 4 * self.batch * self.heads * (inputs + self.tokens * self.v_dim)
 
     def attention_flops(self) -> int:
         """FLOPs of the scores and the weighted sum over each query's kh*kw neighbours."""
@@ -185,7 +199,8 @@ def workload(
     seed: int = 0,
 ) -> Callable[[], Any]:
     """Entry for `measure.peak_rss_subprocess`: cap this (fresh) process's address space, build the inputs
-    (not measured) and return the call to measure."""
+    (not measured), run natten or the torch formulation once on a tiny map (so one-off library setup is not
+    measured) and return the call to measure."""
     if backend not in BACKENDS:
         raise ValueError(f"backend must be one of {BACKENDS}, got {backend!r}")
     if cap_bytes:
@@ -193,19 +208,37 @@ def workload(
     torch.set_num_threads(threads)
     geom = Geometry(**{k: tuple(v) if isinstance(v, list) else v for k, v in geometry.items()})
     inputs = make_inputs(geom, seed)
+    tiny = _tiny(geom)
     if backend == "natten":
+        _natten_call(tiny, make_inputs(tiny, seed))()
         return _natten_call(geom, inputs)
     if backend == "torch":
+        _torch_call(tiny, method, make_inputs(tiny, seed))()
         return _torch_call(geom, method, inputs)
     if onnx_path is None:
         raise ValueError("onnx_path is required for backend 'onnxruntime'")
     return _ort_call(onnx_path, geom, method, inputs, threads)
 
 
+def _tiny(geom: Geometry) -> Geometry:
+    """The smallest map of the same call (kernel, dilation, heads, dims, low grid or not): a warm-up."""
+    k, d = geom.kernel, geom.dilation
+    low = (k, k) if geom.low else None
+    return Geometry("warm-up", (k * d, k * d), geom.heads, geom.dim, geom.v_dim, k, d, geom.batch, low)
+
+
 def _peak(
-    backend: str, method: str, geom: Geometry, threads: int, cap_bytes: int, onnx_path: Path | None = None
-) -> tuple[int | None, str]:
-    """Peak extra RSS of one call in a capped child, or (None, why it could not run)."""
+    backend: str,
+    method: str,
+    geom: Geometry,
+    threads: int,
+    cap_bytes: int,
+    onnx_path: Path | None = None,
+    repeats: int = 1,
+    save: Path | None = None,
+) -> tuple[dict[str, Any] | None, str]:
+    """The capped child's measurement of one call (`measure.peak_rss_subprocess`: `peak_bytes`, and with
+    `repeats` > 1 its timing `samples`), or (None, why it could not run)."""
     kwargs = {
         "backend": backend,
         "method": method,
@@ -215,7 +248,9 @@ def _peak(
         "onnx_path": str(onnx_path) if onnx_path else None,
     }
     try:
-        return int(measure.peak_rss_subprocess("weftlib.attention.benchmark:workload", kwargs)["peak_bytes"]), "ok"
+        return measure.peak_rss_subprocess(
+            "weftlib.attention.benchmark:workload", kwargs, repeats=repeats, save=save
+        ), "ok"
     except RuntimeError as exc:
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
         last = lines[-1][:200] if lines else str(exc)[:200]
@@ -239,8 +274,17 @@ def _row(geom: Geometry, method: str, backend: str, **values: Any) -> dict[str, 
         "onnx_path": None,
         "spread": None,
         "repeats": None,
+        "contended": None,
     }
     row.update(values)
+    return row
+
+
+def _timed_row(row: dict[str, Any], samples: list[float], block: measure.Bracket) -> dict[str, Any]:
+    """A row's median, spread and repeats from its samples, and its bracket's rates and `contended`."""
+    row.update(
+        seconds=statistics.median(samples), spread=measure.spread(samples), repeats=len(samples), **block.verdict()
+    )
     return row
 
 
@@ -265,11 +309,11 @@ def measure_geometry(
     """All rows of one geometry: natten first (the reference), then each formulation in torch and in
     onnxruntime (exported to `folder`; `geom.export_methods` only). Entries that do not fit the cap are
     reported, not timed; natten is not even tried when its dense score matrix alone exceeds
-    `natten_max_bytes`. natten's reference call doubles as its warm-up, and its row records the spread of
-    its `natten_repeats` timed calls ((max - min) / median), so few repeats of a long call stay honest."""
+    `natten_max_bytes`. Every timed row records the spread of its samples ((max - min) / median), so few
+    repeats of a long call stay honest, and its bracket's rates and `contended` (`measure.Bracket`)."""
     torch.set_num_threads(threads)
     inputs = make_inputs(geom)
-    methods = tuple(methods or geom.methods or methods_for(geom))
+    methods = order = tuple(methods or geom.methods or methods_for(geom))
     repeats = geom.repeats or repeats
     rows: list[dict[str, Any]] = []
     ref, ref_name = None, None
@@ -284,34 +328,81 @@ def measure_geometry(
             )
         )
     elif run_natten:
-        peak, status = _peak("natten", "natten", geom, threads, cap_bytes) if memory else (None, "ok")
-        row = _row(geom, "natten", "natten", status=status, peak_bytes=peak)
-        if status == "ok":
-            call = _natten_call(geom, inputs)
-            ref, ref_name = call(), "natten"  # the reference call is also the warm-up
-            samples = measure.sample_seconds(call, repeats=natten_repeats, warmup=0)
-            row["seconds"] = statistics.median(samples)
-            row["spread"] = (max(samples) - min(samples)) / row["seconds"] if len(samples) > 1 else None
-            row["repeats"] = natten_repeats
+        row, ref = _measure_natten(geom, inputs, natten_repeats, threads, memory, cap_bytes)
+        ref_name = "natten" if ref is not None else None
         rows.append(row)
-    if ref is None and run_natten:  # natten too big: a formulation proven equal to it answers, timed or not
+    # natten too big: a formulation proven equal to it answers; timed first, its output is the reference
+    if ref is None and run_natten and fallback in methods:
+        ref_name, methods = fallback, (fallback, *(m for m in methods if m != fallback))
+    elif ref is None and run_natten:
         ref, ref_name = _torch_call(geom, fallback, inputs)(), fallback
+    by_method = {}
     for method in methods:
-        rows.extend(
-            _measure_method(
-                geom,
-                method,
-                inputs,
-                ref,
-                ref_name,
-                folder=Path(folder),
-                repeats=repeats,
-                threads=threads,
-                memory=memory,
-                cap_bytes=cap_bytes,
-            )
+        by_method[method], out = _measure_method(
+            geom,
+            method,
+            inputs,
+            ref,
+            ref_name,
+            folder=Path(folder),
+            repeats=repeats,
+            threads=threads,
+            memory=memory,
+            cap_bytes=cap_bytes,
         )
-    return rows
+        ref = out if ref is None and method == ref_name else ref
+    return rows + [r for m in order for r in by_method[m]]
+
+
+def _measure_natten(
+    geom: Geometry, inputs: dict[str, torch.Tensor], repeats: int, threads: int, memory: bool, cap_bytes: int
+) -> tuple[dict[str, Any], torch.Tensor | None]:
+    """natten's row and its output (the reference), from as few of its dense calls as stay honest (`_timed`).
+    Up to `repeats` samples, two for a call over a minute whose two samples agree."""
+    row = _row(geom, "natten", "natten")
+    child = ("natten", "natten", geom, threads, cap_bytes)
+    ref = _timed(row, lambda: _natten_call(geom, inputs), child, repeats, memory, threads)
+    return row, ref
+
+
+def _timed(
+    row: dict[str, Any],
+    make_call: Callable[[], Callable[[], Any]],
+    child: tuple[Any, ...],
+    repeats: int,
+    memory: bool,
+    threads: int,
+    refusals: tuple[type[BaseException], ...] = (),
+) -> Any:
+    """Time one entry into `row` and return its output (None when it could not run; `row["status"]` says why).
+
+    Measuring memory, one capped child (`_peak(*child)`) gives the peak, the output and the timing samples of
+    the same calls: its first call, after a warm-up on a tiny map, is the peak and the first sample, so no
+    call is made twice for the two measurements. Without, the output call here is the warm-up of the timed
+    calls. Either way the timed calls are bracketed by the machine's rates (`measure.Bracket`)."""
+    with measure.Bracket(threads) as block:
+        if memory:
+            with tempfile.TemporaryDirectory() as tmp:
+                saved = Path(tmp) / "out.npy"
+                got, status = _peak(*child, repeats=repeats, save=saved)
+                out = torch.from_numpy(np.load(saved)) if got else None
+            if got is not None:
+                block.note(*got["window"], got["cpu_seconds"])
+                samples, row["peak_bytes"] = got["samples"], int(got["peak_bytes"])
+        else:
+            try:
+                call = make_call()
+                out, status = call(), "ok"
+            except refusals as exc:  # e.g. 'masked' refusing a large map
+                out, status = None, f"refused: {str(exc)[:200]}"
+            if out is not None:
+                start = time.perf_counter()
+                samples = measure.sample_adaptive(call, repeats)
+                block.note(start, time.perf_counter())
+    row["status"] = status
+    if out is not None:
+        _timed_row(row, samples, block)
+    return out
 
 
 def _measure_method(
@@ -326,29 +417,26 @@ def _measure_method(
     threads: int,
     memory: bool,
     cap_bytes: int,
-) -> list[dict[str, Any]]:
-    """torch row, then (if torch fitted) export and onnxruntime row for one formulation."""
-    peak, status = _peak("torch", method, geom, threads, cap_bytes) if memory else (None, "ok")
-    call = None
-    if status == "ok":
-        try:
-            call = _torch_call(geom, method, inputs)
-            out = call()
-        except (ValueError, RuntimeError, MemoryError) as exc:  # e.g. 'masked' refusing a large map
-            status, call = f"refused: {str(exc)[:200]}", None
-    torch_row = _row(geom, method, "torch", status=status, peak_bytes=peak, reference=ref_name)
-    if call is None:
-        return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")]
-    torch_row.update(
-        seconds=measure.median_seconds(call, repeats=repeats, warmup=0),  # `out` was the warm-up
-        max_abs_diff=_diff(out, ref),
-        repeats=repeats,
+) -> tuple[list[dict[str, Any]], torch.Tensor | None]:
+    """torch row, then (if torch ran) export and onnxruntime row for one formulation, and its torch output
+    (the reference when natten could not give one)."""
+    torch_row = _row(geom, method, "torch", reference=ref_name)
+    out = _timed(
+        torch_row,
+        lambda: _torch_call(geom, method, inputs),
+        ("torch", method, geom, threads, cap_bytes),
+        repeats,
+        memory,
+        threads,
+        (ValueError, RuntimeError, MemoryError),
     )
+    if out is None:
+        return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")], None
+    ref = out if ref is None and method == ref_name else ref  # the fallback answers for natten
+    torch_row["max_abs_diff"] = _diff(out, ref)
     if geom.export_methods is not None and method not in geom.export_methods:
-        return [
-            torch_row,
-            _row(geom, method, "onnxruntime", status="not exported: graphs are exported at their small geometry"),
-        ]
+        not_exported = "not exported: graphs are exported at their small geometry"
+        return [torch_row, _row(geom, method, "onnxruntime", status=not_exported)], out
     path = folder / f"{geom.name.replace('^', 'p')}_{method}.onnx"
     args = method_args(geom, method, inputs)
     try:
@@ -360,26 +448,26 @@ def _measure_method(
             output_names=["out"],
         )
     except (onnx_export.ExportError, MemoryError) as exc:
-        return [torch_row, _row(geom, method, "onnxruntime", status=f"export failed: {str(exc)[:200]}")]
-    peak, status = _peak("onnxruntime", method, geom, threads, cap_bytes, path) if memory else (None, "ok")
+        return [torch_row, _row(geom, method, "onnxruntime", status=f"export failed: {str(exc)[:200]}")], out
     ort_row = _row(
         geom,
         method,
         "onnxruntime",
-        status=status,
-        peak_bytes=peak,
         reference=ref_name,
         onnx_bytes=rep.file_bytes,
         onnx_path=str(rep.path),
     )
-    if status == "ok":
-        ort = _ort_call(path, geom, method, inputs, threads)
-        ort_row.update(
-            seconds=measure.median_seconds(ort, repeats=repeats, warmup=1),
-            max_abs_diff=_diff(ort(), ref),
-            repeats=repeats,
-        )
-    return [torch_row, ort_row]
+    ort_out = _timed(
+        ort_row,
+        lambda: _ort_call(path, geom, method, inputs, threads),
+        ("onnxruntime", method, geom, threads, cap_bytes, path),
+        repeats,
+        memory,
+        threads,
+    )
+    if ort_out is not None:
+        ort_row["max_abs_diff"] = _diff(ort_out, ref)
+    return [torch_row, ort_row], out
 
 
 def sweep(
@@ -457,28 +545,25 @@ def to_markdown(rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
-def against_limits(
-    rows: list[dict[str, Any]], geometries: Iterable[Geometry], limits: dict[str, float]
-) -> list[dict[str, Any]]:
-    """Per timed full-resolution row: its data-movement bound (`Geometry.gathered_bytes` at the copy rate,
-    or the FLOPs at the sgemm rate if longer; `measure.limit_seconds`) and time / bound. Rows of 'lowres',
-    which reads the small grid, and of natten get the bound for reference only."""
+def with_bounds(rows: list[dict[str, Any]], geometries: Iterable[Geometry]) -> list[dict[str, Any]]:
+    """The rows with each timed row's lower bound, from the rates its own bracket measured nearer it:
+    `bound_seconds` (`measure.limit_seconds` of `Geometry.attention_flops` and `Geometry.compulsory_bytes`),
+    `bound_by` (flops or bytes), `over_bound` (time / bound, >= 1), and `no_reuse_GB` (what 'gather' moves,
+    `Geometry.no_reuse_bytes`; no bound). Rows that did not run (seconds None, or NaN via pandas) get None.
+    A timed row faster than its bound raises `measure.BoundBeaten`."""
     by_name = {g.name: g for g in geometries}
     out = []
     for r in rows:
-        geom = by_name.get(r["geometry"])
-        if geom is None or r["seconds"] is None or math.isnan(r["seconds"]):  # not run (None, or NaN via pandas)
-            continue
-        bound = measure.limit_seconds(geom.attention_flops(), geom.gathered_bytes(), limits)
-        out.append(
-            {
-                "geometry": r["geometry"],
-                "method": r["method"],
-                "backend": r["backend"],
-                "seconds": r["seconds"],
-                "bound_seconds": bound,
-                "over_bound": r["seconds"] / bound,
-                "peak_GiB": None if r["peak_bytes"] is None else r["peak_bytes"] / 2**30,
-            }
-        )
+        geom, seconds = by_name.get(r["geometry"]), r.get("seconds")
+        bound: dict[str, Any] = dict.fromkeys(("bound_seconds", "bound_by", "over_bound", "no_reuse_GB"))
+        if geom is not None and seconds is not None and not math.isnan(seconds):
+            if r.get("sgemm_gflops") is None or r.get("copy_gbps") is None:
+                raise ValueError(f"{r['geometry']} {r['method']} {r['backend']}: a timed row without its rates")
+            limits = {"sgemm_gflops": r["sgemm_gflops"], "copy_gbps": r["copy_gbps"]}
+            flops, nbytes = geom.attention_flops(), geom.compulsory_bytes(r["method"])
+            bound["bound_seconds"], bound["bound_by"] = measure.bound_of(flops, nbytes, limits)
+            what = f"{r['geometry']} {r['method']} ({r['backend']})"
+            bound["over_bound"] = measure.check_bound(seconds, bound["bound_seconds"], what)
+            bound["no_reuse_GB"] = geom.no_reuse_bytes() / 1e9
+        out.append({**r, **bound})
     return out

@@ -254,10 +254,11 @@ def _matmul_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair
     tables or masks, and the result is natten's (products with the one-hot's zeros and ones are exact).
 
     Why: building the windows S k and S v (every query's 81 keys and values at NAF's 512^2, ~109 GB) by
-    one-hot MatMuls took 126.6 s there, 13x its data-movement bound. Here only the halos move (16 x 16
+    one-hot MatMuls took 126.6 s there, 13x that traffic at the copy rate. Here only the halos move (16 x 16
     positions for an 8 x 8 tile at kernel 9), at the price of 256/81 times the score and output FLOPs
     plus the selection MatMuls, which the machine has to spare. Measured at NAF 512^2 (2 threads, median
-    of 3): 2.44 s against a bound of 13.2 s measured in the same run (0.19x), 1.19 GiB peak above the
+    of 3): 2.44 s, where the no-reuse traffic alone would take 13.2 s (so that traffic is no bound; the
+    lower bound is `benchmark.Geometry.compulsory_bytes` and the FLOPs), 1.19 GiB peak above the
     inputs (1 GiB of it the output); also 4-18x faster than window building at 128-256^2, dilations 1-4.
     Bands of row dilation groups keep one tile step's temporaries within `BAND_BYTES`."""
     b, h, w, heads, d = dims(q)

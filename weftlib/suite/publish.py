@@ -24,7 +24,7 @@ import markupsafe
 
 from .files import locked, write_atomic
 from .provenance import describe_code, environment, outside_code
-from .record import answer_status, format_value, jsonable, load_metrics
+from .record import answer_status, format_duration, format_value, jsonable, load_metrics, timing_quality
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -173,7 +173,7 @@ _STYLE = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:78r
 table{border-collapse:collapse;width:100%;margin-bottom:2rem}td,th{border:1px solid #ccc;padding:.4rem;
 vertical-align:top;text-align:left}th{background:#f6f6f6}.passed .status,.answered .status{background:#d7f5dd}
 .failed .status,.unanswered .status,.interrupted .status{background:#fbd5d5}.stand-in .status{background:#fff1c2}
-.not-run .status{background:#eee}.err{color:#a00;font-family:monospace;white-space:pre-wrap}ul{margin:0;
+.not-run .status{background:#eee}.contended{background:#fbd5d5}.quiet{background:#d7f5dd}.err{color:#a00;font-family:monospace;white-space:pre-wrap}ul{margin:0;
 padding-left:1.1rem}.scope{font-size:1.1rem;padding:.5rem .8rem;border-left:4px solid #c60;background:#fff6ee}
 .scope.full{border-color:#080;background:#eefbef}.answer{font-size:1.02rem}small{color:#555}"""
 
@@ -192,9 +192,10 @@ _INDEX = ENV.from_string("""<!doctype html>
 </table>
 <p><b>Run state: {{ state }}.</b> {{ verdict }}</p>
 <h2>Notebooks</h2>
-<table><tr><th>notebook</th><th>status</th><th>duration</th><th>parameters given</th><th>headline figures</th><th>links</th></tr>
+<table><tr><th>notebook</th><th>status</th><th>duration</th><th>timings</th><th>parameters given</th><th>headline figures</th><th>links</th></tr>
 {% for nb in notebooks %}
 <tr class="{{ nb.css }}"><td>{{ nb.name }}</td><td class="status">{{ nb.status }}</td><td>{{ nb.duration }}</td>
+<td class="{{ 'contended' if nb.timings.contended else 'quiet' if nb.timings.timed_rows else '' }}">{{ nb.timings.text }}</td>
 <td>{{ nb.given }}</td><td><ul>{% for h in nb.figures %}<li><b>{{ h.label }}</b>: {{ h.text }}</li>{% endfor %}</ul>
 {% if nb.error %}<div class="err">{{ nb.error }}</div>{% endif %}</td>
 <td>{% for label, href in nb.links %}<a href="{{ href }}">{{ label }}</a>{{ " · " if not loop.last }}{% endfor %}</td></tr>
@@ -208,7 +209,7 @@ _INDEX = ENV.from_string("""<!doctype html>
 
 
 def _duration(seconds: float) -> str:
-    return format_value(float(seconds), "s", digits=2) if seconds else "—"
+    return format_duration(float(seconds)) if seconds else "—"
 
 
 def provenance_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
@@ -250,6 +251,7 @@ def write_index(
     state = state or ("passed" if passed else "failed")
     run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
     answers = answer_rows(run_dir, results, run_note)
+    timings = {r.name: timing_quality(load_metrics(run_dir, r.name)) for r in results}
     summary = {
         "answers": answers,
         "scope": scope_line(plan.appendix, str(plan.source)),
@@ -263,6 +265,7 @@ def write_index(
         "started": started.isoformat(timespec="seconds"),
         "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "durations": {r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
+        "timings": timings,  # per notebook: timed rows, and how many were taken on a contended machine
         "provenance": {
             **environment(),
             "outside_code": outside_code(plan, [r.name for r in results if r.status != "not run"]),
@@ -289,6 +292,7 @@ def write_index(
                 "status": r.status,
                 "css": r.status.replace(" ", "-"),
                 "duration": _duration(r.seconds),
+                "timings": timings[r.name],
                 "given": given,
                 "figures": r.headline_text,
                 "error": r.describe_error() if r.error else "",
@@ -618,6 +622,9 @@ def render_page(run_dir: Path, summary: dict[str, Any]) -> str:
                 pipe_table(["Figure", "Value"], [[h["label"], h["text"]] for h in figures]),
                 "",
             ]
+        quality = (summary.get("timings") or {}).get(nb["name"])
+        if quality and quality["timed_rows"]:
+            out += [f"*Timings:* {quality['text']}.", ""]
         for label, table in _record_tables(recorded):
             out += [f"**{label[:1].upper() + label[1:]}**", "", table, ""]
         for svg in sorted((run_dir / nb["name"]).glob("*.svg")):

@@ -224,7 +224,7 @@ def _number(x: float, digits: int = 3) -> str:
 def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:
     """A recorded value as a person reads it: rounded, with its unit, lists and mappings spelled out.
 
-    Units: "B" bytes (shown in KiB/MiB/GiB), "s" seconds (ms below one second, min above two minutes),
+    Units: "B" bytes (shown in KiB/MiB/GiB), "s" seconds (ms below one second, `format_duration` from a minute),
     "x" a ratio ("2.4×"), "%" a percentage; any other unit is appended as given.
     """
     if value is None:
@@ -240,8 +240,8 @@ def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:
         if unit == "s":
             if abs(value) < 1:
                 return f"{_number(value * 1000, digits)} ms"
-            if abs(value) >= 120:
-                return f"{_number(value / 60, digits)} min"
+            if value >= 60:
+                return format_duration(value)
             return f"{_number(value, digits)} s"
         if unit == "x":
             return f"{_number(value, digits)}×"
@@ -260,6 +260,52 @@ def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:
             return "none"
         return ", ".join(format_value(v, unit, digits) for v in value)
     return str(value)
+
+
+def format_duration(seconds: float) -> str:
+    """A duration as people write one, to the second: `42 s`, `1 min 50 s`, `17 min`, `2 h 05 min`."""
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, sec = divmod(seconds, 60)
+    if minutes < 60:
+        return f"{minutes} min {sec:02d} s" if sec else f"{minutes} min"
+    hours, minutes = divmod(minutes, 60)
+    return f"{hours} h {minutes:02d} min"
+
+
+def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
+    """Whether a notebook's timings were taken on a quiet machine: every recorded row (a mapping at any depth)
+    holding a boolean `contended` (`measure.Bracket`) is a timed row; counted per record key, so a reader sees
+    which tables rest on contended rows. `text` says it in words for the index."""
+    by_key: dict[str, dict[str, int]] = {}
+    stack = [(key, value) for key, value in recorded.get("metrics", {}).items()]
+    while stack:
+        key, value = stack.pop()
+        if isinstance(value, dict):
+            if isinstance(value.get("contended"), bool):
+                seen = by_key.setdefault(key, {"timed": 0, "contended": 0})
+                seen["timed"] += 1
+                seen["contended"] += value["contended"]
+            stack.extend((key, v) for v in value.values() if isinstance(v, (dict, list)))
+        elif isinstance(value, list):
+            stack.extend((key, v) for v in value if isinstance(v, (dict, list)))
+    timed = sum(c["timed"] for c in by_key.values())
+    contended = sum(c["contended"] for c in by_key.values())
+    if not timed:
+        text = "no timed rows"
+    elif contended:
+        where = ", ".join(f"{k} {c['contended']} of {c['timed']}" for k, c in sorted(by_key.items()) if c["contended"])
+        text = f"CONTENDED: {contended} of {timed} timed rows ({where})"
+    else:
+        text = f"quiet: {timed} timed rows"
+    return {
+        "timed_rows": timed,
+        "contended_rows": contended,
+        "contended": contended > 0,
+        "by_record": by_key,
+        "text": text,
+    }
 
 
 def label_of(key: str) -> str:

@@ -32,6 +32,7 @@ from .publish import check_target, publish_appendix, render_html, write_index
 from ..console import HEADLESS_ENV
 from ..paths import REPO_ROOT
 from .provenance import describe_code, outside_code
+from .record import format_duration as _duration
 from .record import headlines, load_metrics
 
 KERNEL_NAME = "weftlib"
@@ -265,17 +266,6 @@ def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
 
 
 # ---- progress and the estimate of the time left ------------------------------------------------------------
-
-
-def _duration(seconds: float) -> str:
-    seconds = max(0, int(round(seconds)))
-    if seconds < 60:
-        return f"{seconds} s"
-    minutes, sec = divmod(seconds, 60)
-    if minutes < 60:
-        return f"{minutes} min {sec:02d} s"
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours} h {minutes:02d} min"
 
 
 def last_durations(plan: params_mod.SuitePlan, folders: tuple[Path, ...] | None = None) -> dict[str, Any]:

@@ -1,0 +1,57 @@
+"""The run index says per notebook whether its timings were taken on a quiet machine, and durations read like
+durations."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+
+from tests.conftest import write_notebook
+from weftlib.suite import params, publish, record
+from weftlib.suite.runner import NotebookResult
+
+TIMED = [
+    {"method": "gather", "seconds": 4.9, "contended": True},
+    {"method": "shift", "seconds": 8.1, "contended": False},
+    {"method": "masked", "seconds": None, "contended": None},  # refused: no timed row
+]
+
+
+def test_timing_quality_counts_timed_rows_per_record_at_any_depth():
+    recorded = {
+        "metrics": {
+            "bench_rows": TIMED,
+            "layer": {"rows": [{"contended": False}], "spconv": {"seconds": 9.6, "contended": True}},
+            "answer": "no timings here",
+        }
+    }
+    q = record.timing_quality(recorded)
+    assert (q["timed_rows"], q["contended_rows"], q["contended"]) == (4, 2, True)
+    assert q["by_record"] == {"bench_rows": {"timed": 2, "contended": 1}, "layer": {"timed": 2, "contended": 1}}
+    assert q["text"] == "CONTENDED: 2 of 4 timed rows (bench_rows 1 of 2, layer 1 of 2)"
+    assert record.timing_quality({"metrics": {"bench_rows": TIMED[1:]}})["text"] == "quiet: 1 timed rows"
+    assert record.timing_quality({"metrics": {}})["text"] == "no timed rows"
+
+
+def test_index_and_summary_say_which_notebooks_timings_were_contended(tmp_path):
+    nb_dir, run_dir = tmp_path / "nbs", tmp_path / "run"
+    nb_dir.mkdir()
+    for name in ("10_timed", "20_untimed"):
+        write_notebook(nb_dir / f"{name}.ipynb", 'run_dir = ""', "")
+    (tmp_path / "p.yaml").write_text("notebooks: [10_timed, 20_untimed]\n")
+    plan = params.load_plan(tmp_path / "p.yaml", None, nb_dir)
+    record.Recorder("10_timed", run_dir).record("bench_rows", TIMED)
+    record.Recorder("20_untimed", run_dir).record("size", 3)
+    results = [
+        NotebookResult("10_timed", status="passed", seconds=110.4),
+        NotebookResult("20_untimed", status="passed", seconds=2.6),
+    ]
+    summary = publish.write_index(run_dir, plan, results, datetime.now(timezone.utc))
+    assert summary["timings"]["10_timed"]["contended"] and not summary["timings"]["20_untimed"]["contended"]
+    assert json.loads((run_dir / "summary.json").read_text())["timings"]["10_timed"]["contended_rows"] == 1
+    page = (run_dir / "index.html").read_text()
+    assert "CONTENDED: 1 of 2 timed rows (bench_rows 1 of 2)" in page and "no timed rows" in page
+    assert "<td>1 min 50 s</td>" in page and "<td>3 s</td>" in page and "e+02" not in page
+    rfd_page = publish.render_page(run_dir, summary)  # the RFD page says it beside the notebook's figures
+    assert "*Timings:* CONTENDED: 1 of 2 timed rows (bench_rows 1 of 2)." in rfd_page
+    assert rfd_page.count("*Timings:*") == 1  # a notebook without timed rows gets no such line
