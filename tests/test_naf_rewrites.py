@@ -87,6 +87,12 @@ def test_nearest_as_resize_copies_exactly_and_exports_resize_not_gathernd(tmp_pa
     assert resized.parity_ok and "Resize" in resized.ops and "GatherND" not in resized.ops, resized.ops
 
 
+def test_load_hub_takes_a_local_checkout_only(tmp_path):
+    with pytest.raises(FileNotFoundError, match="no hubconf.py"):
+        naf.load_hub(tmp_path)
+    assert not standin().training
+
+
 def test_attention_layer_is_found_by_behaviour_with_its_inputs():
     model = standin()
     image, feats = torch.rand(1, 3, 24, 24, generator=_gen()), torch.randn(1, 8, 6, 6, generator=_gen(1))

@@ -133,8 +133,14 @@ def _run(module: nn.Module, args: Sequence[torch.Tensor], method: str) -> torch.
 
 
 def _wanted(variants: dict[str, tuple[str, ...]], names: Iterable[str] | None) -> dict[str, tuple[str, ...]]:
-    chosen = dict(variants) if names is None else {n: variants[n] for n in names}
-    return chosen
+    """The named variants (all when `names` is None), refusing a name that is none of them."""
+    if names is None:
+        return dict(variants)
+    names = list(names)
+    unknown = [n for n in names if n not in variants]
+    if unknown:
+        raise ValueError(f"variants: {unknown} are not among {list(variants)}")
+    return {n: variants[n] for n in names}
 
 
 def natten_equality(
@@ -222,10 +228,13 @@ def export_variants(
     atol: float,
     upsampler_variants: Iterable[str] | None = None,
     layer_variants: Iterable[str] | None = None,
+    references: dict[tuple, torch.Tensor] | None = None,
 ) -> dict[str, VariantExport]:
     """Each variant of the upsampler and of the attention layer exported at the prepared geometry (natten
     swapped for `method`), keyed by file stem. Before each export its torch output is compared with the
-    faithful module run with `reference` (a formulation proven equal to natten, or natten itself)."""
+    faithful module run with `reference` (a formulation proven equal to natten, or natten itself).
+    `references`, if given, keeps those reference outputs across calls (at NAF's full geometry each one is
+    minutes of work), keyed by graph, reference and input shapes."""
     if reference == method:
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     folder = Path(folder)
@@ -248,14 +257,15 @@ def export_variants(
     ]
     todo = [(g, b, a, n, v, c) for g, b, a, n, vs in plans for v, c in vs.items()]
     out: dict[str, VariantExport] = {}
-    references: dict[str, torch.Tensor] = {}
+    references = {} if references is None else references
     for graph, build, args, names, variant, changes in console.progress(
         todo, desc="NAF graphs", disable=console.headless()
     ):
-        if graph not in references:
-            references[graph] = naf.reference_output(build(), *args, reference=reference)
+        key = (graph, reference, *(tuple(a.shape) for a in args))
+        if key not in references:
+            references[key] = naf.reference_output(build(), *args, reference=reference)
         module = build(changes)
-        vs = _max_diff(_run(module, args, method), references[graph])
+        vs = _max_diff(_run(module, args, method), references[key])
         with attention.swap_natten(method):
             report = onnx_export.export(
                 module,
