@@ -37,11 +37,15 @@ $(LAB_SETTINGS): lab/overrides.json $(VENV)/.installed-lab
 git-filter:
 	$(NBSTRIP)
 
-appendix: $(VENV)/.installed   ## the full-size plan (params/appendix.yaml) -> outputs/appendix/
-	$(PY) -m weftlib run --params params/appendix.yaml
+# The real sources, brought by the user (nothing is fetched): `make appendix PIXAL3D=DIR NAF=DIR` gives each
+# directory to every notebook with that parameter (host_root, hub_dir); refused unless each is that checkout.
+SETS   := $(if $(PIXAL3D),--set "host_root=$(PIXAL3D)") $(if $(NAF),--set "hub_dir=$(NAF)")
 
-smoke: $(VENV)/.installed      ## the small CPU plan (params/default.yaml) -> outputs/smoke/
-	$(PY) -m weftlib run --params params/default.yaml
+appendix: $(VENV)/.installed   ## the full-size plan (params/appendix.yaml) -> outputs/appendix/ [PIXAL3D=DIR NAF=DIR]
+	$(PY) -m weftlib run --params params/appendix.yaml $(SETS)
+
+smoke: $(VENV)/.installed      ## the small CPU plan (params/default.yaml) -> outputs/smoke/ [PIXAL3D=DIR NAF=DIR]
+	$(PY) -m weftlib run --params params/default.yaml $(SETS)
 
 test: $(VENV)/.installed       ## lint, format, import layering, unit tests + the small plan under papermill (CI)
 	$(VENV)/bin/ruff check .

@@ -184,6 +184,14 @@ def refused_by_check(path, capsys, *words):
             "bench_naf_methods[1]",
             "'lowres', got str 'fast'",
         ),
+        (
+            "02_export_attention",
+            "naf_image_grid",
+            "[12, 16]",
+            "naf_image_grid",
+            "expected [] or [low, ratio, channels]",
+        ),
+        ("02_export_attention", "hub_kwargs", "[pretrained]", "hub_kwargs", "valid dictionary"),
         ("03_sparse_conv_memory", "measure_threads", "0", "measure_threads", "greater than or equal to 1"),
         ("03_sparse_conv_memory", "measure_dtype", "float64", "measure_dtype", "'float32' or 'float16'"),
         ("03_sparse_conv_memory", "shapes", "[sphere, cube]", "shapes[1]", "'bunny', got str 'cube'"),
@@ -295,3 +303,94 @@ def test_covers():
     assert not params.covers({"pretrained": True, "channels": 1024}, {"pretrained": False, "channels": 1024})
     assert params.covers("lowres", "lowres") and not params.covers("shift", "lowres")
     assert not params.covers(True, 1) and params.covers([[512, 32]], [[512, 32]])
+
+
+# ---- --set KEY=VALUE: one value for every notebook that has the parameter ----------------------------------
+
+
+def _checkout(root, files):
+    for name, text in files.items():
+        (root / name).parent.mkdir(parents=True, exist_ok=True)
+        (root / name).write_text(text)
+    return root
+
+
+def test_set_gives_the_value_to_every_notebook_with_that_parameter():
+    from weftlib import standins
+
+    plan_ = params.apply_settings(
+        params.load_plan(params.DEFAULT_PLAN),
+        [f"hub_dir={standins.NAF_HUB_DIR}", f"host_root={standins.HOST_ROOT}", "threads=3"],
+    )
+    given = {nb.name: nb.parameters for nb in plan_.notebooks}
+    assert {n for n, p in given.items() if "hub_dir" in p} == {"01_trace_natten", "02_export_attention"}
+    assert {n for n, p in given.items() if "host_root" in p} == {"01_trace_natten", "05_export_dit_block"}
+    assert given["02_export_attention"]["threads"] == 3 and plan_.settings[-1] == "threads=3"
+    params.validate(plan_)
+    assert plan_.digest() != params.load_plan(params.DEFAULT_PLAN).digest()
+
+
+@pytest.mark.parametrize(
+    "setting, words",
+    [
+        ("no_such_knob=1", ["--set no_such_knob: no notebook of this plan", "has a parameter 'no_such_knob'"]),
+        ("hub_dr=x", ["did you mean 'hub_dir'?"]),
+        ("run_dir=/tmp/x", ["--set run_dir: is set by the runner"]),
+        ("hub_dir", ["expected KEY=VALUE"]),
+        ("hub_dir=/no/such/checkout", ["01_trace_natten.parameters.hub_dir", "no directory '/no/such/checkout'"]),
+        ("threads=two", ["02_export_attention.parameters.threads", "valid integer"]),
+    ],
+)
+def test_set_refuses_what_no_notebook_may_take_and_runs_nothing(tmp_path, capsys, setting, words):
+    with pytest.raises(params.ParamsError, match="--set"):
+        params.apply_settings(params.load_plan(params.DEFAULT_PLAN), [setting])
+    assert main(["check", "--set", setting]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("error: --set ") and "Traceback" not in err and all(w in err for w in words), err
+    out = tmp_path / "never"
+    assert main(["run", "--set", setting, "--out", str(out), "--no-publish"]) == 2
+    assert not out.exists()
+
+
+def test_a_directory_parameter_must_be_a_checkout_of_its_repository(tmp_path, capsys):
+    """hub_dir is valeoai/NAF (hubconf.py with a `naf` entry), host_root is Pixal3D (its flow model file),
+    checked by reading the files, never running them; the stand-ins are laid out so they pass."""
+    other = _checkout(tmp_path / "other", {"hubconf.py": "dependencies = []\n\ndef dino():\n    pass\n"})
+    naf = _checkout(tmp_path / "NAF", {"hubconf.py": "raise SystemExit('never run')\nfrom src.model import naf\n"})
+    pixal = _checkout(tmp_path / "Pixal3D", {"pixal3d/models/sparse_structure_flow.py": "raise SystemExit\n"})
+    cases = [
+        (f"hub_dir={tmp_path}", "is not a checkout of valeoai/NAF: it has no hubconf.py"),
+        (f"hub_dir={other}", "is not a checkout of valeoai/NAF: its hubconf.py defines no `naf` entry"),
+        (f"hub_dir={pixal}", "it has no hubconf.py"),
+        (f"host_root={naf}", "is not a checkout of Pixal3D: it has no pixal3d/models/sparse_structure_flow.py"),
+    ]
+    for setting, why in cases:
+        assert main(["check", "--set", setting]) == 2
+        err = capsys.readouterr().err
+        assert why in err and err.count("\n") == 1, err
+    plan_ = params.apply_settings(params.load_plan(params.DEFAULT_PLAN), [f"hub_dir={naf}", f"host_root={pixal}"])
+    params.validate(plan_)
+    assert main(["check", "--set", f"hub_dir={naf}", "--set", f"host_root={pixal}"]) == 0
+    capsys.readouterr()
+    with pytest.raises(params.ParamsError, match="given twice"):
+        params.apply_settings(params.load_plan(params.DEFAULT_PLAN), [f"hub_dir={naf}", f"hub_dir={naf}"])
+
+
+def test_sources_name_each_checkout_with_its_commit(tmp_path):
+    import subprocess
+
+    from weftlib.suite import provenance
+
+    naf = _checkout(tmp_path / "NAF", {"hubconf.py": "def naf():\n    pass\n"})
+    git = ["git", "-C", str(naf), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "x"], check=True)
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    text = provenance.sources("01_trace_natten", host_root="", hub_dir=str(naf))
+    assert text == f"stand-in for Pixal3D; valeoai/NAF checkout at {commit[:12]}, {naf}"
+    assert provenance.sources("02_export_attention", hub_dir="") == "stand-in for valeoai/NAF"
+    plain = _checkout(tmp_path / "Pixal3D", {"pixal3d/models/sparse_structure_flow.py": ""})
+    assert provenance.sources("05_export_dit_block", host_root=str(plain)).endswith(
+        "(not a git checkout), " + str(plain)
+    )

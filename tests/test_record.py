@@ -127,3 +127,11 @@ def test_recorder_widens_pandas_cells():
     pd.set_option("display.max_colwidth", 50)
     record.Recorder("99_x", "")
     assert pd.get_option("display.max_colwidth") is None
+
+
+def test_a_stand_in_anywhere_among_the_sources_reads_as_answered_on_a_stand_in(tmp_path):
+    rec = record.Recorder("99_x", tmp_path)
+    mixed = "stand-in for Pixal3D; valeoai/NAF checkout at ad4e24d2ec32, /src/NAF"
+    assert rec.conclude("yes", rests_on={"sources": mixed})["status"] == "answered on a stand-in"
+    real = "Pixal3D checkout at cdbb2bbffbf4, /src/stand-in-copies/Pixal3D"  # the word inside a path is no stand-in
+    assert rec.conclude("yes", rests_on={"sources": real})["status"] == "answered"

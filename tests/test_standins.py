@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import ast
+import json
+from pathlib import Path
 
 import natten
 import pytest
 import torch
 
 from weftlib import standins, trace
+from weftlib.attention import naf_variants
+from weftlib.onnx_core import origins
 from weftlib.trace import checkpoint
+
+REAL_NAF_OPS = json.loads((Path(__file__).parent / "fixtures" / "naf_real_ops.json").read_text())
 
 ON_CPU_ONLY = not (natten.HAS_LIBNATTEN and torch.cuda.is_available())
 
@@ -32,17 +38,58 @@ def recorded_na2d(monkeypatch):
 
 
 def test_upsampler_calls_na2d_with_nafs_arguments(recorded_na2d):
-    model = load(channels=32, qk_dim=16)
+    model = load(dim=64)
     out = model(torch.randn(2, 3, 40, 40), torch.randn(2, 32, 10, 10), (40, 40))
     assert out.shape == (2, 32, 40, 40)
     ((q, k, v, kwargs),) = recorded_na2d
     assert q == (2, 40, 40, 4, 16) and k == (2, 40, 40, 4, 16) and v == (2, 40, 40, 4, 8)
     assert kwargs == {"kernel_size": (9, 9), "dilation": (4, 4), "stride": 1, "backend": "cutlass-fna"}
+    with pytest.raises(ValueError, match="output_size"):
+        model(torch.randn(1, 3, 40, 40), torch.randn(1, 32, 10, 10), (42, 42))
+
+
+def test_standin_defaults_are_nafs_geometry():
+    """The real hub entry takes no model arguments, so the stand-in's defaults are the real model's."""
+    model = load()
+    assert (model.dim, model.heads, model.upsampler.kernel_size) == (256, 4, (9, 9))
+    assert (model.image_encoder.rope.num_heads, model.image_encoder.rope.D_head) == (4, 64)
+    assert sum(isinstance(m, torch.nn.GroupNorm) for m in model.modules()) == 8
+
+
+def test_standin_exports_the_real_nafs_op_inventory(tmp_path):
+    """The stand-in's graphs carry every op type of the real NAF's (tests/fixtures/naf_real_ops.json,
+    measured on valeoai/NAF at ad4e24d), each from the same module: its rotary embedding computed in the
+    graph, its GroupNorm, its index-based upsampling. A geometry where the rope's tables stay unfolded
+    (192^2: [H*W, D/2] above the exporter's fold limit), small widths and kernel so the test is quick."""
+    model = load(dim=64, heads_rope=1, kernel_size=3)
+    g = torch.Generator().manual_seed(0)
+    prepared = naf_variants.prepare(
+        model, (192, 192), torch.rand(1, 3, 192, 192, generator=g), torch.randn(1, 16, 12, 12, generator=g)
+    )
+    assert prepared.layer.name == REAL_NAF_OPS["attention_layer"]
+    exports = naf_variants.export_variants(
+        prepared,
+        tmp_path,
+        method="lowres",
+        reference="shift",
+        atol=1e-4,
+        upsampler_variants=["faithful"],
+        layer_variants=["faithful"],
+    )
+    for e in exports.values():
+        real = REAL_NAF_OPS["graphs"][e.graph]["ops"]
+        mine = origins.op_origins(e.path, list(e.report.ops))
+        lacking = {op: real[op] for op in sorted(set(real) - set(mine))}
+        assert not lacking, f"the stand-in's {e.graph} lacks {lacking} (op: where the real NAF has it)"
+        extra = sorted(set(mine) - set(real))
+        assert not extra, f"the stand-in's {e.graph} has ops the real NAF's has not: {extra}"
+        moved = {op: (mine[op], real[op]) for op in real if mine[op] != real[op]}
+        assert not moved, f"the stand-in's {e.graph} has ops from other modules than the real NAF's: {moved}"
 
 
 @pytest.mark.skipif(not ON_CPU_ONLY, reason="libnatten with CUDA would run the kernel")
 def test_on_cpu_the_call_fails_inside_cutlass_fna_generic():
-    model = load()
+    model = load(dim=64)
     result = trace.trace_calls(model, torch.randn(1, 3, 64, 64), torch.randn(1, 64, 16, 16), (64, 64))
     assert "libnatten" in result.raised
     (chain,) = result.ending("natten.functional.na2d -> neighborhood_attention_generic -> cutlass_fna_generic")
@@ -51,7 +98,7 @@ def test_on_cpu_the_call_fails_inside_cutlass_fna_generic():
 
 def test_seeded_weights_are_deterministic_and_leave_the_global_rng_alone():
     state = torch.random.get_rng_state()
-    a, b, c = load(seed=1).state_dict(), load(seed=1).state_dict(), load(seed=2).state_dict()
+    a, b, c = (load(dim=32, seed=s).state_dict() for s in (1, 1, 2))
     assert torch.equal(state, torch.random.get_rng_state())
     assert all(torch.equal(a[k], b[k]) for k in a) and not all(torch.equal(a[k], c[k]) for k in a)
     with pytest.raises(ValueError, match="pretrained"):

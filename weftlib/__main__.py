@@ -12,7 +12,7 @@ import json
 import sys
 from pathlib import Path
 
-from .suite.params import DEFAULT_PLAN, ParamsError, load_plan, validate
+from .suite.params import DEFAULT_PLAN, ParamsError, apply_settings, load_plan, validate
 from .suite.publish import PublishError
 
 DEFAULT_PARAMS = DEFAULT_PLAN
@@ -26,6 +26,14 @@ def _parser() -> argparse.ArgumentParser:
     for p in (run, check):
         p.add_argument("--params", type=Path, default=DEFAULT_PARAMS, help="parameter file (default: %(default)s)")
         p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (never publishes)")
+        p.add_argument(
+            "--set",
+            action="append",
+            metavar="KEY=VALUE",
+            dest="settings",
+            help="give every notebook of the plan that has parameter KEY this value (YAML), e.g. "
+            "--set hub_dir=../NAF --set host_root=../Pixal3D; repeatable",
+        )
     run.add_argument("--out", type=Path, help="fresh run folder (default: outputs/runs/<UTC time>)")
     run.add_argument(
         "--appendix",
@@ -47,7 +55,7 @@ def _parser() -> argparse.ArgumentParser:
 def _run(args: argparse.Namespace) -> int:
     from .suite.runner import RunInterrupted, default_publish_dir, run_suite
 
-    plan = load_plan(args.params, args.only)
+    plan = apply_settings(load_plan(args.params, args.only), args.settings)
     publish_to = None if (args.no_publish or args.only) else (args.appendix or default_publish_dir(plan))
     try:
         result = run_suite(plan, out=args.out, appendix=publish_to, partial=bool(args.only))
@@ -75,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         if args.command == "check":
-            plan = load_plan(args.params, args.only)
+            plan = apply_settings(load_plan(args.params, args.only), args.settings)
             validate(plan)
             print(f"{args.params}: {len(plan.notebooks)} notebooks, parameters valid (hash {plan.digest()})")
             return 0

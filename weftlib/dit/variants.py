@@ -28,6 +28,7 @@ from torch import nn
 
 from weftlib import console
 from weftlib.onnx_core import export as onnx_export
+from weftlib.onnx_core import origins
 
 from .model import (
     CPU_BACKEND,
@@ -328,31 +329,11 @@ def export_variant(
 
 
 def _origin(node: Any) -> str:
-    """The torch module a node was traced from (the exporter's `name_scopes` metadata), block indices folded
-    to `*`, so one line says e.g. 'blocks.*.self_attn.q_rms_norm'."""
-    import ast
-    import re
-
-    meta = {p.key: p.value for p in node.metadata_props}
-    try:
-        scopes = ast.literal_eval(meta.get("pkg.torch.onnx.name_scopes", "[]"))
-    except (ValueError, SyntaxError):
-        scopes = []
-    modules = [s for s in scopes[:-1] if s]
-    where = re.sub(r"^(model\.)+", "", modules[-1] if modules else "(top level)")
-    return re.sub(r"\.\d+(?=\.|$)", ".*", where)
+    """The torch module a node was traced from (`onnx_core.origins.module_of`), the top level without one."""
+    return origins.module_of(node) or origins.TOP_LEVEL
 
 
-def op_origins(path: str | Path, ops: Sequence[str]) -> dict[str, list[str]]:
-    """For each op, the torch modules its nodes were traced from (see `_origin`)."""
-    import onnx
-
-    proto = onnx.load(str(path), load_external_data=False)
-    found: dict[str, set[str]] = {op: set() for op in ops}
-    for node in proto.graph.node:
-        if node.op_type in found:
-            found[node.op_type].add(_origin(node))
-    return {op: sorted(s) for op, s in found.items()}
+op_origins = origins.op_origins  # for each op, the torch modules its nodes were traced from
 
 
 def head_splits(path: str | Path, heads: int, head_dim: int) -> list[dict[str, Any]]:

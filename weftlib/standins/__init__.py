@@ -1,7 +1,8 @@
 """Stand-ins for the two repositories notebook 01 studies, because nothing can be downloaded here.
 
 - `NAF_HUB_DIR`: a small torch.hub repository shaped like valeoai/NAF (a `hubconf.py` declaring torch and
-  natten, an upsampler whose parameter-free cross-attention calls `natten.na2d` with NAF's arguments).
+  natten, an upsampler with NAF's op families, GroupNorm, its own rotary embedding and index-based nearest
+  upsampling, whose parameter-free cross-attention calls `natten.na2d` with NAF's arguments).
 - `HOST_ROOT`: a small package shaped like Pixal3D's image conditioning (the four-entry config table, the
   `proj_channels` rule, a local `torch.hub.load` of the upsampler, natten named only in install lines), and,
   laid out like a checkout (`pixal3d/`, `configs/gen/`), the sparse-structure flow model notebook 05 exports.

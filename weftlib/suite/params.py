@@ -12,7 +12,7 @@ import difflib
 import hashlib
 import json
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +53,7 @@ class SuitePlan:
     notebooks: tuple[NotebookPlan, ...]
     appendix: bool = False  # `appendix: true` in the file; `validate` refuses it unless the plan is the full plan
     partial: bool = False  # some of the file's notebooks only (`--only`)
+    settings: tuple[str, ...] = ()  # the command line's `--set KEY=VALUE`, already applied to `notebooks`
 
     def digest(self) -> str:
         """A short hash of everything that decides what the run computes (order and values)."""
@@ -167,6 +168,57 @@ def load_plan(source: str | Path, only: list[str] | None = None, notebook_dir: P
 def notebook_names(source: str | Path = DEFAULT_PLAN) -> list[str]:
     """The notebooks a plan runs, in its order: the one list of the suite's notebooks."""
     return [nb.name for nb in load_plan(source).notebooks]
+
+
+def _setting(raw: str) -> tuple[str, Any]:
+    """`KEY=VALUE` from the command line: the value read as YAML, as in a plan file (`4` a number, `[1, 2]`
+    a list, `{pretrained: false}` a mapping, anything else a string; empty: the empty string)."""
+    key, sep, text = raw.partition("=")
+    key = key.strip()
+    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+        raise ParamsError(f"--set {raw!r}: expected KEY=VALUE with KEY a parameter name, e.g. --set hub_dir=../NAF")
+    if not text:
+        return key, ""
+    try:
+        return key, yaml.load(text, Loader=_UniqueKeyLoader)
+    except yaml.YAMLError as exc:
+        raise ParamsError(f"--set {key}: the value {text!r} is not valid YAML: {exc}") from None
+
+
+def apply_settings(plan: SuitePlan, settings: list[str] | None) -> SuitePlan:
+    """The plan with each `--set KEY=VALUE` given to every notebook of it whose `parameters` cell has KEY
+    (e.g. `hub_dir` to 01 and 02, `host_root` to 01 and 05). Refused, naming the setting, when no notebook
+    of the plan has that parameter, when it is set by the runner, or when a notebook may not take the value
+    (`schema`: a directory that is no checkout of the repository it names, a wrong type, ...)."""
+    if not settings:
+        return plan
+    values: dict[str, Any] = {}
+    for raw in settings:
+        key, value = _setting(raw)
+        if key in values:
+            raise ParamsError(f"--set {key}: given twice; give each parameter once")
+        values[key] = value
+    declared = {nb.name: declared_parameters(nb.path) for nb in plan.notebooks}
+    updated = {nb.name: dict(nb.parameters) for nb in plan.notebooks}
+    for key, value in values.items():
+        if key in RESERVED:
+            raise ParamsError(f"--set {key}: is set by the runner and cannot be given")
+        takers = [name for name, params in declared.items() if key in params]
+        if not takers:
+            known = sorted({k for params in declared.values() for k in params if k not in RESERVED})
+            hint = difflib.get_close_matches(key, known, n=1)
+            raise ParamsError(
+                f"--set {key}: no notebook of this plan ({', '.join(declared)}) has a parameter {key!r}"
+                + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            )
+        for name in takers:
+            problem = schema.problem(name, key, value, declared[name][key])
+            if problem:
+                inside, why = problem
+                raise ParamsError(f"--set {key}: {name}.parameters.{key}{inside}: {why}")
+            updated[name][key] = value
+    notebooks = tuple(replace(nb, parameters=updated[nb.name]) for nb in plan.notebooks)
+    return replace(plan, notebooks=notebooks, settings=tuple(settings))
 
 
 def declared_parameters(path: Path) -> dict[str, Any]:

@@ -77,6 +77,29 @@ def describe_code(code: dict[str, Any]) -> str:
     return f"{code['notebook']} {code['parameter']} = {code['path']} ({commit}): {code['runs']}"
 
 
+def sources(notebook: str, **directories: str) -> str:
+    """What a notebook's answer rests on, for its `rests_on["sources"]`: per outside-code parameter given
+    (`hub_dir=...`, `host_root=...`), the repository's checkout with its commit, or its stand-in when empty.
+    A part starting "stand-in" makes the answer's status "answered on a stand-in" (`record.answer_status`)."""
+    parts = []
+    for key, value in directories.items():
+        name = schema.repository(notebook, key)
+        if not value:
+            parts.append(f"stand-in for {name}")
+            continue
+        path = schema.resolve(value)
+        state = git_state(path)
+        commit = (
+            f"at {state['commit'][:12]}" + (" (dirty tree)" if state.get("dirty") else "")
+            if state.get("commit")
+            else "(not a git checkout)"
+        )
+        parts.append(f"{name} checkout {commit}, {path}")
+    if not parts:
+        raise ValueError(f"sources: name at least one outside-code parameter of {notebook}")
+    return "; ".join(parts)
+
+
 def natten_backends() -> dict[str, Any]:
     """Whether natten imports, and whether it carries libnatten (its CUDA kernels) or only the Flex path."""
     info: dict[str, Any] = {"installed": False, "libnatten": False, "cuda": False, "note": ""}

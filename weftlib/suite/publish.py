@@ -260,6 +260,7 @@ def write_index(
         "passed": passed and state == "passed",
         "partial": partial,
         "params_file": str(plan.source),
+        "params_set": list(plan.settings),  # the command line's --set KEY=VALUE, applied to the plan
         "params_hash": plan.digest(),
         "description": plan.description,
         "started": started.isoformat(timespec="seconds"),

@@ -117,7 +117,8 @@ class Recorder:
     def conclude(self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = ()) -> dict[str, Any]:
         """Record the notebook's answer to its RFD question, in one sentence, for the run's answer table.
 
-        `rests_on` says what the answer stands on (keys such as `sources`: "real checkout" | "stand-in",
+        `rests_on` says what the answer stands on (keys such as `sources`: the checkouts with their commits
+        or "stand-in ..." for each stand-in, `provenance.sources`,
         `natten`, `dfc`, `geometry`), so a reader sees at once whether it was the full-size appendix, the real
         code and the real compiler. `unmet` names each precondition that was not met (e.g. "DFC not run:
         needs the DFC image"): a silent skip would read like a pass, so any entry there
@@ -186,7 +187,8 @@ def answer_status(conclusion: dict[str, Any]) -> str:
     """ "answered", "answered on a stand-in", or "unanswered: <each unmet precondition>"."""
     if conclusion.get("unmet"):
         return "unanswered: " + "; ".join(conclusion["unmet"])
-    if conclusion.get("rests_on", {}).get("sources") == "stand-in":
+    sources = str(conclusion.get("rests_on", {}).get("sources", ""))
+    if any(part.strip().startswith("stand-in") for part in sources.split(";")):
         return "answered on a stand-in"
     return "answered"
 

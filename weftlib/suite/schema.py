@@ -5,13 +5,15 @@ tolerance is finite and positive (an infinite one would make every equality asse
 at least 1, a choice is one of its allowed values, and list items have the type the default's items have.
 Values are checked strictly (pydantic, strict mode): no string stands for a number, no bool for an int; an
 int may stand for a float. Parameters that name a directory of code the notebook executes (`hub_dir`,
-`host_root`) are marked, so the run can say which outside code it ran.
+`host_root`) are marked, so the run can say which outside code it ran, and each must be a checkout of the
+repository it names: its own files are looked for (read, never run) before anything runs.
 
 The allowed choices are read from the packages that define them, only when a plan gives such a value.
 """
 
 from __future__ import annotations
 
+import ast
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +29,15 @@ Count = Annotated[int, Field(ge=1)]  # sizes, repeats, threads
 Pair = Annotated[list[Count], Field(min_length=2, max_length=2)]
 
 
+def _grid(value: list[int]) -> list[int]:
+    if len(value) not in (0, 3):
+        raise ValueError(f"expected [] or [low, ratio, channels], got {len(value)} items")
+    return value
+
+
+Grid = Annotated[list[Count], AfterValidator(_grid)]  # [] (the default geometry) or [low, ratio, channels]
+
+
 def _directory(value: str) -> str:
     if value and not (REPO_ROOT / value).is_dir():  # the kernel runs in the checkout: relative paths start there
         raise ValueError(f"no directory {value!r} (a relative path is read from the repository root)")
@@ -36,11 +47,55 @@ def _directory(value: str) -> str:
 Directory = Annotated[str, AfterValidator(_directory)]  # "" for the stand-in, else an existing directory
 
 
+def _defines(path: Path, name: str) -> bool:
+    """Whether a Python file binds `name` at its top level (def, import or assignment), read without running."""
+    try:
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, SyntaxError):
+        return False
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name) == name for a in node.names):
+            return True
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == name for t in node.targets):
+            return True
+    return False
+
+
+def _naf_checkout(root: Path) -> str | None:
+    hubconf = root / "hubconf.py"
+    if not hubconf.is_file():
+        return "it has no hubconf.py"
+    if not _defines(hubconf, "naf"):
+        return "its hubconf.py defines no `naf` entry"
+    return None
+
+
+def _pixal3d_checkout(root: Path) -> str | None:
+    model = root / "pixal3d" / "models" / "sparse_structure_flow.py"
+    return None if model.is_file() else "it has no pixal3d/models/sparse_structure_flow.py"
+
+
 @dataclass(frozen=True)
 class OutsideCode:
-    """A parameter naming a directory whose code the notebook executes (a checkout, a hub repository)."""
+    """A parameter naming a directory whose code the notebook executes (a checkout, a hub repository), of
+    `repository`; `missing` says why a directory is not a checkout of it (None when it is)."""
 
     what: str
+    repository: str
+    missing: Callable[[Path], str | None]
+
+    def check(self, value: str) -> str:
+        if value:
+            why = self.missing(resolve(value))
+            if why:
+                raise ValueError(f"{value!r} is not a checkout of {self.repository}: {why}")
+        return value
+
+
+NAF_HUB = OutsideCode("a NAF hub repository: its hubconf.py and model code are run", "valeoai/NAF", _naf_checkout)
+PIXAL3D = OutsideCode("a Pixal3D checkout: its model code is imported and run", "Pixal3D", _pixal3d_checkout)
 
 
 @dataclass(frozen=True)
@@ -76,8 +131,8 @@ def _dtypes() -> tuple[str, ...]:
 CONSTRAINTS: dict[str, dict[str, Any]] = {
     "00_overview": {"appendix_ram_gib": Positive},
     "01_trace_natten": {
-        "host_root": OutsideCode("a Pixal3D checkout: its model code is imported and run"),
-        "hub_dir": OutsideCode("a NAF hub repository: its hubconf.py and model code are run"),
+        "host_root": PIXAL3D,
+        "hub_dir": NAF_HUB,
         "hub_kwargs": dict[str, Any],
         "embed_dim": Count,
         "batch": Count,
@@ -88,6 +143,8 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
         "timing_repeats": Count,
     },
     "02_export_attention": {
+        "hub_dir": NAF_HUB,
+        "hub_kwargs": dict[str, Any],
         "threads": Count,
         **dict.fromkeys(("eq_size", "eq_low"), Pair),
         **dict.fromkeys(
@@ -107,6 +164,9 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
                 "naf_kernel",
                 "naf_low",
                 "naf_ratio",
+                "naf_rope_heads",
+                "naf_eq_low",
+                "naf_eq_ratio",
             ),
             Count,
         ),
@@ -114,6 +174,7 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
         "export_atol": Tolerance,
         "bench_sizes": list[Count],
         "bench_naf": list[Pair],  # [size, low] per NAF geometry
+        "naf_image_grid": Grid,
         "bench_naf_methods": OneOf(_attention_methods, many=True),
         "naf_memory_gib": Positive,
         "natten_max_gib": Positive,
@@ -149,7 +210,7 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
         "device_memory_gib": Positive,
     },
     "05_export_dit_block": {
-        "host_root": OutsideCode("a Pixal3D checkout: its model code is imported and run"),
+        "host_root": PIXAL3D,
         "blocks": Count,
         "channels": Count,
         "global_tokens": Count,
@@ -165,6 +226,14 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
 def outside_code(notebook: str) -> dict[str, str]:
     """{parameter: what it names} for the parameters of `notebook` that point at code the notebook runs."""
     return {k: v.what for k, v in CONSTRAINTS.get(notebook, {}).items() if isinstance(v, OutsideCode)}
+
+
+def repository(notebook: str, key: str) -> str:
+    """The repository an outside-code parameter names a checkout of ("valeoai/NAF", "Pixal3D")."""
+    entry = CONSTRAINTS.get(notebook, {}).get(key)
+    if not isinstance(entry, OutsideCode):
+        raise KeyError(f"{notebook}.{key} names no outside code")
+    return entry.repository
 
 
 def _inferred(default: Any) -> Any:
@@ -183,7 +252,7 @@ def _inferred(default: Any) -> Any:
 
 def _declared(entry: Any) -> Any:
     if isinstance(entry, OutsideCode):
-        return Directory
+        return Annotated[Directory, AfterValidator(entry.check)]  # a directory, then a checkout of its repository
     if isinstance(entry, OneOf):
         choice = Literal[entry.choices()]  # type: ignore[valid-type]
         return list[choice] if entry.many else choice  # type: ignore[valid-type]

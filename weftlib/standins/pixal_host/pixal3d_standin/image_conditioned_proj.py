@@ -32,7 +32,7 @@ class DinoV3ProjFeatureExtractor(nn.Module):
         self.naf_model = None
         if use_naf_upsample:
             self.naf_model = torch.hub.load(naf_repo, "naf", source="local", trust_repo=True,
-                                            channels=embed_dim, seed=seed, **(naf_kwargs or {}))
+                                            seed=seed, **(naf_kwargs or {}))
 
     def forward(self, image: torch.Tensor) -> torch.Tensor:
         image = F.interpolate(image, size=(self.image_size, self.image_size), mode="bilinear", align_corners=False)

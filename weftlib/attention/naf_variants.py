@@ -1,0 +1,338 @@
+"""NAF's upsampler and its attention layer, faithful and with the exact rewrites of `naf_rewrites`: proven
+equal to real natten on the module itself, exported, and described for the device gate.
+
+The same code runs on the stand-in and on a valeoai/NAF checkout: everything it needs is found in the
+model by behaviour (`naf.find_attention_layer`, `naf_rewrites.module_inputs`), nothing by a stand-in's
+internals. Two geometries are involved: natten's own CPU path (Flex, dense scores) holds only small grids,
+so equality with natten is shown at a small one (`natten_equality`); the export runs at NAF's geometry and
+is compared there with a formulation section 1 proved equal to natten (`export_variants`).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+import torch
+from torch import nn
+
+from weftlib import console
+from weftlib.onnx_core import export as onnx_export
+from weftlib.onnx_core import origins
+
+from . import naf
+from . import naf_rewrites as rewrites
+from . import neighborhood as attention
+
+UPSAMPLER = "upsampler"
+LAYER = "attention layer"
+# Each variant is its changes (`naf_rewrites.CHANGES`); `device` computes the attention on images as well
+UPSAMPLER_VARIANTS: dict[str, tuple[str, ...]] = {
+    "faithful": (),
+    "groupnorm": ("groupnorm",),
+    "rope": ("rope",),
+    "resize": ("resize",),
+    "all": ("groupnorm", "rope", "resize"),
+    "device": ("groupnorm", "rope", "image"),
+}
+LAYER_VARIANTS: dict[str, tuple[str, ...]] = {"faithful": (), "resize": ("resize",), "image": ("image",)}
+# The op families NAF brings beside its attention (measured on valeoai/NAF, tests/fixtures/naf_real_ops.json),
+# by the rewrite that removes them
+FAMILIES: dict[str, tuple[str, ...]] = {
+    "groupnorm": ("InstanceNormalization", "CastLike"),
+    "rope": ("Cos", "Sin", "Tile", "Neg"),
+    "resize": ("GatherND",),
+}
+CONTROL_METHOD = "shift"  # a control's k/v are no longer nearest-upsampled, which 'lowres' itself refuses
+
+
+@dataclass
+class Prepared:
+    """One NAF model at one geometry, with what the variants need, found in one forward pass."""
+
+    fixed: naf.FixedSize
+    image: torch.Tensor
+    features: torch.Tensor
+    layer: naf.AttentionLayer
+    rope_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+
+    @property
+    def size(self) -> tuple[int, int]:
+        return self.fixed.output_size
+
+    def upsampler(self, changes: Sequence[str] = (), control: str | None = None) -> nn.Module:
+        """The whole upsampler with `changes` (a copy; the loaded model is never modified)."""
+        if not changes:
+            return self.fixed
+        return rewrites.rewritten(
+            self.fixed,
+            changes,
+            layer=self.layer.name,
+            heads=self.layer.heads,
+            kernel_size=self.layer.kernel_size,
+            scale=self.layer.call.get("scale"),
+            rope_sizes=self.rope_sizes,
+            control=control,
+        ).eval()
+
+    def attention_layer(self, changes: Sequence[str] = (), control: str | None = None) -> nn.Module:
+        """The attention layer alone, called on (q, k, v), with `changes` ('resize' or 'image')."""
+        if set(changes) - {"resize", "image"}:
+            raise ValueError(f"changes: the attention layer takes 'resize' or 'image', got {list(changes)}")
+        if "image" in changes:
+            call = self.layer.call
+            module: nn.Module = rewrites.ImageLayoutAttention(
+                self.layer.heads, self.layer.kernel_size, call.get("scale"), control=control == "image"
+            )
+        elif "resize" in changes:
+            module = rewrites.NearestAsResize(self.layer.module, control=control == "resize")
+        else:
+            module = self.layer.module
+        return naf.Layer(module, self.layer.name).eval()
+
+    @property
+    def layer_inputs(self) -> tuple[torch.Tensor, ...]:
+        return self.layer.args[:3]
+
+
+def prepare(model: nn.Module, output_size: tuple[int, int], image: torch.Tensor, features: torch.Tensor) -> Prepared:
+    """`model` (a hub entry) at `output_size`: its attention layer and its RoPE modules' input shapes, found
+    in one forward pass with natten swapped for 'lowres' (exact for NAF's call, and cheap)."""
+    fixed = naf.FixedSize(model, tuple(output_size)).eval()
+    layer = naf.find_attention_layer(fixed, image, features)
+    with attention.swap_natten("lowres"):
+        sizes = rewrites.module_inputs(fixed, (image, features), rewrites.is_rope)
+    return Prepared(fixed, image, features, layer, sizes)
+
+
+def prepare_at(model: nn.Module, low: int, ratio: int, channels: int, *, seed: int = 0) -> Prepared:
+    """`prepare` on seeded random inputs: an image at `low * ratio` squared (uniform in [0, 1)) and
+    `channels` features on a `low` x `low` grid (standard normal), NAF's dilation being `ratio`."""
+    size = (low * ratio, low * ratio)
+    image = torch.rand(1, 3, *size, generator=torch.Generator().manual_seed(seed))
+    features = torch.randn(1, channels, low, low, generator=torch.Generator().manual_seed(seed + 1))
+    return prepare(model, size, image, features)
+
+
+def families_left(changes: Sequence[str], ops: Iterable[str]) -> list[str]:
+    """The ops of the families `changes` remove (`FAMILIES`) still in a graph's `ops`: empty when each rewrite
+    did what it is for."""
+    ops = set(ops)
+    return sorted(op for c in changes for op in FAMILIES.get(c, ()) if op in ops)
+
+
+def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    return float((a - b).abs().max())
+
+
+def _run(module: nn.Module, args: Sequence[torch.Tensor], method: str) -> torch.Tensor:
+    with attention.swap_natten(method), torch.no_grad():
+        return module(*args)
+
+
+def _wanted(variants: dict[str, tuple[str, ...]], names: Iterable[str] | None) -> dict[str, tuple[str, ...]]:
+    """The named variants (all when `names` is None), refusing a name that is none of them."""
+    if names is None:
+        return dict(variants)
+    names = list(names)
+    unknown = [n for n in names if n not in variants]
+    if unknown:
+        raise ValueError(f"variants: {unknown} are not among {list(variants)}")
+    return {n: variants[n] for n in names}
+
+
+def natten_equality(
+    prepared: Prepared,
+    *,
+    method: str,
+    upsampler_variants: Iterable[str] | None = None,
+    layer_variants: Iterable[str] | None = None,
+) -> list[dict[str, Any]]:
+    """Per graph and variant, max |variant - real natten| on the module itself (natten through
+    `naf.natten_output`, Flex on CPU, v in chunks); natten's call in the variants runs as `method`. Then each
+    change of each variant again as its negative control (`naf_rewrites`), which must differ."""
+    rows: list[dict[str, Any]] = []
+    plans = [
+        (
+            UPSAMPLER,
+            prepared.upsampler,
+            (prepared.image, prepared.features),
+            _wanted(UPSAMPLER_VARIANTS, upsampler_variants),
+        ),
+        (LAYER, prepared.attention_layer, prepared.layer_inputs, _wanted(LAYER_VARIANTS, layer_variants)),
+    ]
+    for graph, build, args, variants in plans:
+        reference = naf.natten_output(build(), *args)
+        for name, changes in variants.items():
+            rows.append(
+                {
+                    "graph": graph,
+                    "variant": name,
+                    "changes": ", ".join(changes) or "none",
+                    "control": "",
+                    "vs natten": _max_diff(_run(build(changes), args, method), reference),
+                }
+            )
+            for change in changes:
+                out = _run(build(changes, control=change), args, CONTROL_METHOD)
+                rows.append(
+                    {
+                        "graph": graph,
+                        "variant": name,
+                        "changes": ", ".join(changes),
+                        "control": change,
+                        "vs natten": _max_diff(out, reference),
+                    }
+                )
+    return rows
+
+
+@dataclass(frozen=True)
+class VariantExport:
+    """One exported NAF graph: which graph and variant, its export report, and its torch output against the
+    faithful model run with the reference formulation, at the export's geometry."""
+
+    graph: str
+    variant: str
+    changes: tuple[str, ...]
+    report: Any  # onnx_export.ExportReport
+    vs_reference: float
+
+    @property
+    def path(self) -> Path:
+        return Path(self.report.path)
+
+    @property
+    def name(self) -> str:
+        return f"NAF {self.graph}, {self.variant}"
+
+
+def stem(graph: str, variant: str, method: str) -> str:
+    """File stem of a NAF graph: `naf_<method>` is the upsampler as it is (the name notebook 06 knows),
+    `naf_attention_<method>` its attention layer; `__<variant>` marks an exact rewrite; the variants that
+    compute the attention on images carry no formulation name."""
+    base = "naf" if graph == UPSAMPLER else "naf_attention"
+    if variant in ("device", "image"):
+        return f"{base}_{variant}"
+    return f"{base}_{method}" + ("" if variant == "faithful" else f"__{variant}")
+
+
+def export_variants(
+    prepared: Prepared,
+    folder: str | os.PathLike,
+    *,
+    method: str,
+    reference: str,
+    atol: float,
+    upsampler_variants: Iterable[str] | None = None,
+    layer_variants: Iterable[str] | None = None,
+    references: dict[tuple, torch.Tensor] | None = None,
+) -> dict[str, VariantExport]:
+    """Each variant of the upsampler and of the attention layer exported at the prepared geometry (natten
+    swapped for `method`), keyed by file stem. Before each export its torch output is compared with the
+    faithful module run with `reference` (a formulation proven equal to natten, or natten itself).
+    `references`, if given, keeps those reference outputs across calls (at NAF's full geometry each one is
+    minutes of work), keyed by graph, reference and input shapes."""
+    if reference == method:
+        raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
+    folder = Path(folder)
+    image_inputs = (prepared.image, prepared.features)
+    plans = [
+        (
+            UPSAMPLER,
+            prepared.upsampler,
+            image_inputs,
+            ["image", "lr_feats"],
+            _wanted(UPSAMPLER_VARIANTS, upsampler_variants),
+        ),
+        (
+            LAYER,
+            prepared.attention_layer,
+            prepared.layer_inputs,
+            ["q", "k", "v"],
+            _wanted(LAYER_VARIANTS, layer_variants),
+        ),
+    ]
+    todo = [(g, b, a, n, v, c) for g, b, a, n, vs in plans for v, c in vs.items()]
+    out: dict[str, VariantExport] = {}
+    references = {} if references is None else references
+    for graph, build, args, names, variant, changes in console.progress(
+        todo, desc="NAF graphs", disable=console.headless()
+    ):
+        key = (graph, reference, *(tuple(a.shape) for a in args))
+        if key not in references:
+            references[key] = naf.reference_output(build(), *args, reference=reference)
+        module = build(changes)
+        vs = _max_diff(_run(module, args, method), references[key])
+        with attention.swap_natten(method):
+            report = onnx_export.export(
+                module,
+                tuple(args),
+                folder / f"{stem(graph, variant, method)}.onnx",
+                input_names=names,
+                output_names=["upsampled" if graph == UPSAMPLER else "out"],
+                atol=atol,
+            )
+        out[stem(graph, variant, method)] = VariantExport(graph, variant, tuple(changes), report, vs)
+    return out
+
+
+def outside_rows(exports: dict[str, VariantExport], allowed: Iterable[str]) -> list[dict[str, Any]]:
+    """Per exported graph, each op outside DEVICE_OPS (`allowed`): its count and the modules its nodes were
+    traced from (the exporter's name scopes, `onnx_core.origins`)."""
+    allowed = set(allowed)
+    rows = []
+    for key, e in exports.items():
+        outside = sorted(set(e.report.ops) - allowed)
+        where = origins.op_origins(e.path, outside)
+        rows += [
+            {"graph": key, "variant": e.variant, "op": op, "count": e.report.ops[op], "from": ", ".join(where[op])}
+            for op in outside
+        ]
+    return rows
+
+
+def _modules_text(modules: str) -> str:
+    """ "a.b.x, a.b.y" -> "a.b: x, y": the modules' common dotted prefix said once."""
+    names = [m.strip() for m in modules.split(",") if m.strip()]
+    if len(names) < 2:
+        return ", ".join(names)
+    parts = [n.split(".") for n in names]
+    common = 0
+    while all(len(p) > common + 1 and p[common] == parts[0][common] for p in parts):
+        common += 1
+    if not common:
+        return ", ".join(names)
+    return ".".join(parts[0][:common]) + ": " + ", ".join(".".join(p[common:]) for p in parts)
+
+
+def outside_text(rows: Iterable[dict[str, Any]]) -> str:
+    """`outside_rows` as one phrase: "Cos x1 (image_encoder.rope), GatherND x2 (upsampler), ..."."""
+    return ", ".join(f"{r['op']} x{r['count']} ({_modules_text(r['from'])})" for r in rows) or "none"
+
+
+def export_rows(exports: dict[str, VariantExport], results: dict[Any, Any], allowed: Iterable[str]) -> list[dict]:
+    """Per exported graph: its changes, size, ops outside DEVICE_OPS, the device gate's prediction
+    (`results` keyed by path) and its two checks (onnxruntime vs torch, torch vs the reference)."""
+    allowed = set(allowed)
+    rows = []
+    for key, e in exports.items():
+        r = results[e.path] if e.path in results else results[str(e.path)]
+        rows.append(
+            {
+                "graph": key,
+                "module": e.graph,
+                "variant": e.variant,
+                "changes": ", ".join(e.changes) or "none",
+                "inputs": ", ".join(f"{n} {list(v)}" for n, v in e.report.input_shapes.items()),
+                "nodes": e.report.node_count,
+                "outside DEVICE_OPS": ", ".join(f"{op} {n}" for op, n in e.report.ops.items() if op not in allowed)
+                or "-",
+                "prediction": r.verdict,
+                "onnxruntime vs torch": e.report.max_abs_diff,
+                "vs reference": e.vs_reference,
+            }
+        )
+    return rows
