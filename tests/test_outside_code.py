@@ -12,7 +12,7 @@ from weftlib.suite import params, runner
 def hub_checkout(tmp_path):
     hub = tmp_path / "somebodys-naf"
     hub.mkdir()
-    (hub / "hubconf.py").write_text("import os\nos.system('echo this runs')\n")
+    (hub / "hubconf.py").write_text("import os\nos.system('echo this runs')\n\n\ndef naf(**kwargs):\n    pass\n")
     git = ["git", "-C", str(hub), "-c", "user.name=t", "-c", "user.email=t@t"]
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "hubconf.py"], check=True)
@@ -24,14 +24,15 @@ def hub_checkout(tmp_path):
 def test_a_run_names_the_outside_code_it_executed(tmp_path, monkeypatch):
     hub, commit = hub_checkout(tmp_path)
     plain = tmp_path / "plain-host"
-    plain.mkdir()
+    (plain / "pixal3d" / "models").mkdir(parents=True)
+    (plain / "pixal3d" / "models" / "sparse_structure_flow.py").write_text("")
     plan_file = tmp_path / "p.yaml"
     plan_file.write_text(
         f"notebooks:\n  - name: 01_trace_natten\n    parameters: {{hub_dir: {json.dumps(str(hub))}, "
         f"host_root: {json.dumps(str(plain))}}}\n  - 00_overview\n"
     )
     plan = params.load_plan(plan_file)
-    params.validate(plan)  # both are directories: they pass; a missing one is refused (test_params)
+    params.validate(plan)  # both are laid out as checkouts: they pass; others are refused (test_params)
 
     def ran(nb, run_dir, timeout, progress):  # what the notebook does with them is its own test's business
         return runner.NotebookResult(nb.name, status="passed", parameters=dict(nb.parameters))
