@@ -186,9 +186,9 @@ def refused_by_check(path, capsys, *words):
         ),
         (
             "02_export_attention",
-            "naf_image_grid",
+            "naf_rewrite_grid",
             "[12, 16]",
-            "naf_image_grid",
+            "naf_rewrite_grid",
             "expected [] or [low, ratio, channels]",
         ),
         ("02_export_attention", "hub_kwargs", "[pretrained]", "hub_kwargs", "valid dictionary"),

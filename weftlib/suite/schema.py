@@ -174,7 +174,7 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
         "export_atol": Tolerance,
         "bench_sizes": list[Count],
         "bench_naf": list[Pair],  # [size, low] per NAF geometry
-        "naf_image_grid": Grid,
+        "naf_rewrite_grid": Grid,
         "bench_naf_methods": OneOf(_attention_methods, many=True),
         "naf_memory_gib": Positive,
         "natten_max_gib": Positive,
