@@ -76,30 +76,13 @@ def _via_reference(original: Callable[..., Any]) -> Callable[..., torch.Tensor]:
 
 
 @contextlib.contextmanager
-def _rebound(replacement: Callable[..., Any]) -> Iterator[None]:
-    """Every module attribute holding natten's na2d as it stands now (natten.na2d, natten.functional.na2d,
-    a model file's `from natten import na2d`) rebound to `replacement`; restored on exit."""
-    import natten.functional
-
-    current = natten.functional.na2d
-    holders = attention._holders(current)
-    try:
-        for module, name in holders:
-            setattr(module, name, replacement)
-        yield
-    finally:
-        for module, name in holders:
-            setattr(module, name, current)
-
-
-@contextlib.contextmanager
 def natten_on_cpu() -> Iterator[None]:
     """Inside the block, natten's na2d runs real natten on CPU for any head dims: through every name a
     caller may hold it by (the stand-in looks `natten.na2d` up at call time, NAF's attentions.py imported
     `na2d` from natten). The reference itself reaches the original through `_real_natten_na2d`."""
     import natten.functional
 
-    with _rebound(_via_reference(natten.functional.na2d)):
+    with attention.rebound_na2d(_via_reference(natten.functional.na2d)):
         yield
 
 
@@ -197,7 +180,7 @@ def find_attention_layer(model: nn.Module, *inputs: Any, method: str = "lowres")
 
         watched._weftlib_original = swapped  # type: ignore[attr-defined]
         try:
-            with _rebound(watched), torch.no_grad():
+            with attention.rebound_na2d(watched), torch.no_grad():
                 model(*inputs)
         finally:
             for h in handles:

@@ -356,12 +356,22 @@ def swap_natten(method: str = "shift") -> Iterator[None]:
     import natten.functional
 
     original = natten.functional.na2d
-    replacement = _swapped_na2d(method, original)
-    holders = _holders(original)
+    with rebound_na2d(_swapped_na2d(method, original)):
+        yield
+
+
+@contextlib.contextmanager
+def rebound_na2d(replacement: Any) -> Iterator[None]:
+    """Every module attribute holding natten's na2d as it stands now (natten.na2d, natten.functional.na2d,
+    a model file's `from natten import na2d`) rebound to `replacement`; restored on exit, also on error."""
+    import natten.functional
+
+    current = natten.functional.na2d
+    holders = _holders(current)
     try:
         for module, name in holders:
             setattr(module, name, replacement)
         yield
     finally:
         for module, name in holders:
-            setattr(module, name, original)
+            setattr(module, name, current)
