@@ -13,7 +13,7 @@ import pytest
 from weftlib.gate import load_device_ops
 from weftlib.gate.__main__ import main
 from weftlib.gate.graphs import Builder
-from weftlib.gate.partition import DEVICE, HOST, PartitionError, partition, prove
+from weftlib.gate.partition import DEVICE, HOST, PartitionError, partition, prove, random_feeds, run_chain
 
 
 @pytest.fixture(scope="module")
@@ -110,6 +110,16 @@ def test_negative_control_a_cut_that_drops_an_edge_fails_the_proof(ops, tmp_path
     handed = part.segments[1].outputs[0]  # what the host hands back to the device
     broken = prove(part, path, folder, replace={handed: np.zeros((1, 8, 4, 4), np.float32)})
     assert not broken.proven and broken.max_abs_diff > 1e-3
+
+
+def test_the_chain_lets_go_of_what_no_later_segment_reads(ops, tmp_path):
+    part, path, folder = cut_of(chain("live", ["conv", "sin", "conv", "sin", "conv"]), ops, tmp_path)
+    feeds = random_feeds(path)
+    everything = run_chain(part, folder, feeds)
+    final = part.segments[-1].outputs
+    kept = run_chain(part, folder, feeds, outputs=final)
+    assert set(kept) == set(final) and len(everything) > len(kept) + 2
+    assert all(np.array_equal(kept[t], everything[t]) for t in final)
 
 
 def test_the_command_writes_the_segments_and_partition_json(tmp_path, capsys):

@@ -21,7 +21,7 @@ import math
 import os
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 import numpy as np
 import onnx
@@ -425,18 +425,27 @@ def run_chain(
     folder: str | os.PathLike,
     feeds: Mapping[str, np.ndarray],
     replace: Mapping[str, np.ndarray] | None = None,
+    outputs: Iterable[str] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every tensor the chain hands on, segment by segment; `replace` overrides a handed tensor (a broken
-    edge, for the negative control)."""
+    edge, for the negative control). Given `outputs`, only those are returned, and each other tensor is let
+    go once no later segment reads it: at NAF's geometry one handed tensor is a gigabyte, and a graph cut
+    into dozens of segments would otherwise hold all of them at once."""
     env = dict(feeds)
-    for s in part.segments:
+    segments = list(part.segments)
+    keep = None if outputs is None else set(outputs)
+    for i, s in enumerate(segments):
         session = _session(Path(folder) / s.file)
         names = [o.name for o in session.get_outputs()]
         values = session.run(names, {t: env[t] for t in s.inputs})
+        del session
         env.update(zip(names, values))
         for t, v in (replace or {}).items():
             if t in names:
                 env[t] = v
+        if keep is not None:
+            later = keep.union(*(later_s.inputs for later_s in segments[i + 1 :]))
+            env = {t: v for t, v in env.items() if t in later}
     return env
 
 
@@ -457,7 +466,8 @@ def prove(
     session = _session(Path(original))
     names = [o.name for o in session.get_outputs()]
     whole = dict(zip(names, session.run(names, feeds)))
-    chained = run_chain(part, folder, feeds, replace)
+    del session
+    chained = run_chain(part, folder, feeds, replace, outputs=names)
     diff = max(
         float(np.max(np.abs(whole[n].astype(np.float64) - chained[n].astype(np.float64)))) if whole[n].size else 0.0
         for n in names
