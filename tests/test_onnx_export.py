@@ -10,6 +10,7 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
+from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
 
 
@@ -116,6 +117,25 @@ def test_export_argument_errors(tmp_path, kwargs, error, match):
     assert list(tmp_path.rglob("*")) == []
 
 
+def test_export_checks_against_outputs_already_computed(tmp_path):
+    """Given the outputs its caller already ran, export checks onnxruntime against those (one forward fewer
+    at NAF's geometry): right outputs pass, wrong ones fail the parity check, and the module is not run."""
+    module = ShapeHeavy().eval()
+    with torch.no_grad():
+        outputs = module(*ARGS)
+    calls = []
+    module.register_forward_hook(lambda *_: calls.append(1))
+    names = dict(input_names=["x", "y"], output_names=["p", "s"])
+    right = onnx_export.export(module, ARGS, tmp_path / "right.onnx", outputs=outputs, **names)
+    traced = len(calls)  # the exporter's own trace may call the hooks; a checking forward would add one more
+    wrong = onnx_export.export(module, ARGS, tmp_path / "wrong.onnx", outputs=(outputs[0] + 1, outputs[1]), **names)
+    assert right.parity_ok and not wrong.parity_ok and wrong.max_abs_diff == pytest.approx(1.0, abs=1e-5)
+    assert len(calls) == 2 * traced
+    with pytest.raises(ValueError, match="training mode"):
+        onnx_export.export(ShapeHeavy().train(), ARGS, tmp_path / "t.onnx", outputs=outputs, **names)
+    assert not (tmp_path / "t.onnx").exists()
+
+
 def test_nothing_written_when_runtime_fails(tmp_path, monkeypatch):
     def broken(*_args, **_kwargs):
         raise RuntimeError("simulated onnxruntime failure")
@@ -177,10 +197,28 @@ def test_constant_fill_becomes_initializer(tmp_path):
 
 def test_max_abs_diff():
     a = [np.zeros((2, 2), np.float32)]
-    assert onnx_export.max_abs_diff(a, [np.full((2, 2), 0.25, np.float32)]) == 0.25
-    assert onnx_export.max_abs_diff(a, [np.zeros((4,), np.float32)]) == float("inf")
-    assert onnx_export.max_abs_diff(a, []) == float("inf")
-    assert onnx_export.max_abs_diff(a, [np.full((2, 2), np.nan, np.float32)]) == float("inf")
+    assert compare.max_abs_diff(a, [np.full((2, 2), 0.25, np.float32)]) == 0.25
+    assert compare.max_abs_diff(a, [np.zeros((4,), np.float32)]) == float("inf")
+    assert compare.max_abs_diff(a, []) == float("inf")
+    assert compare.max_abs_diff(a, [np.full((2, 2), np.nan, np.float32)]) == float("inf")
+
+
+def test_max_abs_diff_in_chunks_finds_the_worst_element_anywhere(monkeypatch):
+    """Chunked (a gigabyte output is never copied whole): the worst element and a NaN count in whichever
+    chunk they fall, a transposed tensor is compared element by element, and [2, 3] is not [3, 2]."""
+    monkeypatch.setattr(compare, "DIFF_CHUNK", 4)
+    ref = torch.arange(30, dtype=torch.float32).reshape(5, 6)
+    for index in [(0, 0), (2, 3), (4, 5)]:
+        off = ref.clone()
+        off[index] += 0.5
+        assert compare.max_abs_diff([ref], [off]) == 0.5
+        assert compare.max_abs_diff([ref.numpy()], [off.numpy()]) == 0.5
+    assert compare.max_abs_diff([ref.t()], [ref.t().contiguous()]) == 0.0
+    assert compare.max_abs_diff([ref.t()], [ref.contiguous().reshape(6, 5)]) > 0
+    nan = ref.clone()
+    nan[4, 5] = float("nan")
+    assert compare.max_abs_diff([ref], [nan]) == float("inf")
+    assert compare.max_abs_diff([np.zeros((2, 3))], [np.zeros((3, 2))]) == float("inf")
 
 
 class Opset18Ops(torch.nn.Module):

@@ -34,6 +34,7 @@ import numpy as np
 import torch
 
 from weftlib import measure
+from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
 
 from . import neighborhood as attention
@@ -289,7 +290,7 @@ def _timed_row(row: dict[str, Any], samples: list[float], block: measure.Bracket
 
 
 def _diff(out: Any, ref: torch.Tensor | None) -> float | None:
-    return None if ref is None else onnx_export.max_abs_diff([ref.numpy()], [np.asarray(out)])
+    return None if ref is None else compare.max_abs_diff([ref], [out])
 
 
 def measure_geometry(

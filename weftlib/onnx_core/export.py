@@ -35,6 +35,7 @@ import torch
 from onnx import numpy_helper
 
 from . import opset as onnx_opset
+from .compare import max_abs_diff
 from .walk import WRITTEN_IR_VERSION, WRITTEN_OPSET, STANDARD_DOMAINS, constant_index, default_opset, index_model
 
 MIN_OPSET = WRITTEN_OPSET
@@ -247,21 +248,6 @@ def _flatten_outputs(out: Any) -> list[torch.Tensor]:
     raise TypeError(f"module must return tensors (or tuples of them), got {type(out).__name__}")
 
 
-def max_abs_diff(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> float:
-    """Largest absolute difference over matching outputs (inf on a shape mismatch or non-finite value)."""
-    if len(expected) != len(actual):
-        return float("inf")
-    worst = 0.0
-    for e, a in zip(expected, actual):
-        e64, a64 = np.asarray(e, dtype=np.float64), np.asarray(a, dtype=np.float64)
-        if e64.shape != a64.shape:
-            return float("inf")
-        if e64.size:
-            diff = np.abs(e64 - a64)
-            worst = max(worst, float(np.max(diff)) if np.all(np.isfinite(diff)) else float("inf"))
-    return worst
-
-
 # ------------------------------------------------------------------------------------------- building
 
 
@@ -469,16 +455,23 @@ def export(
     output_names: list[str],
     opset: int = 17,
     atol: float = 1e-4,
+    outputs: Any = None,
 ) -> ExportReport:
     """Export `module` at the fixed shapes of `args` to one ONNX file at `path` and check it.
 
     The file is written only if the exporter, the optimizer, `onnx.checker` and onnxruntime all succeed;
     `parity_ok` says whether onnxruntime matched torch within `atol` (a measurement, not an error).
+    `outputs`: what `module(*args)` already returned in eval mode without gradients (at NAF's geometry a
+    forward is seconds; the caller that compared it with a reference need not pay for it twice).
     """
     target, ins, outs = _check_export_args(module, args, path, input_names, output_names, opset, atol)
+    if outputs is not None and module.training:
+        raise ValueError("outputs: given for a module in training mode; put it in eval mode before running it")
     module = module.eval()
-    with torch.no_grad():
-        expected = [t.detach().cpu().numpy() for t in _flatten_outputs(module(*args))]
+    if outputs is None:
+        with torch.no_grad():
+            outputs = module(*args)
+    expected = [t.detach().cpu().numpy() for t in _flatten_outputs(outputs)]
     _check_names(outs, "output_names", len(expected))
     start = time.perf_counter()
     model = _fold(_trace(module, args, ins, outs, opset))
