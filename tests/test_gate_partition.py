@@ -202,6 +202,7 @@ def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(o
 
 def test_the_picture_and_the_node_data_cover_every_node(ops, tmp_path):
     from weftlib.gate.predict import predict
+    from matplotlib.colors import to_rgb
     from weftlib.gate.summary import SIDE_COLOURS, node_data, node_sides, plot_partition
     from weftlib.onnx_core.walk import index_model
 
@@ -217,10 +218,34 @@ def test_the_picture_and_the_node_data_cover_every_node(ops, tmp_path):
         "/l4/Conv": "device",
     }
     fig = plot_partition(part, prediction)
-    strip = fig.axes[0]
-    assert len(strip.patches) == len(sides)  # one bar per node, coloured by its side
+    (row,) = fig.axes[0].images  # one pixel column per node, in execution order, coloured by its side
+    order = [n for s in part.segments for n in s.nodes]
+    assert row.get_array().shape == (1, len(sides), 3)
+    assert [tuple(px) for px in row.get_array()[0]] == [to_rgb(SIDE_COLOURS[sides[n]]) for n in order]
     data = node_data(part, prediction, "pic")
     assert set(data["pic"]["results"]) == set(sides)
     assert [t["bgColor"] for t in data["pic"]["thresholds"]] == [
         SIDE_COLOURS[k] for k in ("host (refused)", "host (unjudged)", "host", "device")
     ]
+
+
+def test_a_graph_whose_shapes_are_all_known_is_not_inferred_again(monkeypatch):
+    """The cut reads one large graph several times; shape inference copies it whole each time, so a model
+    that already carries every node output's static shape is read as it is, and gives the same shapes."""
+    from weftlib.onnx_core import walk
+
+    inferred = chain("known", ["conv", "relu", "conv"])  # the builder's models come inferred
+    bare = onnx.ModelProto()
+    bare.CopyFrom(inferred)
+    del bare.graph.value_info[:]
+    expected = walk.index_model(bare).shapes
+    calls = []
+    real = onnx.shape_inference.infer_shapes
+    monkeypatch.setattr(onnx.shape_inference, "infer_shapes", lambda *a, **k: calls.append(1) or real(*a, **k))
+    assert walk.index_model(inferred).shapes == expected and not calls
+    walk.index_model(bare)
+    assert calls == [1]  # without the shapes it infers them
+    partial = onnx.ModelProto()
+    partial.CopyFrom(inferred)
+    partial.graph.value_info[0].type.tensor_type.shape.dim[0].ClearField("dim_value")
+    assert walk.index_model(partial).shapes == expected and calls == [1, 1]  # one unknown dim: inferred again

@@ -26,6 +26,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import onnx
 
+from ..onnx_core import compare
 from ..onnx_core.walk import Graph, graph_inputs, index_model
 from .allowlist import DeviceOps
 from .predict import Prediction, predict
@@ -206,6 +207,7 @@ def cut(
     ops: DeviceOps,
     prediction: Prediction | None = None,
     host: frozenset[str] | set[str] = frozenset(),
+    extractor: onnx.utils.Extractor | None = None,
 ) -> tuple[list[Segment], dict[str, str]]:
     """The segments of `model` (no files yet) and why each node that could not go to the device stays on
     the host.
@@ -214,7 +216,8 @@ def cut(
     earlier node left it (its input's format): cut out, it starts from a fresh input. Each device segment is
     then extracted and judged alone, as the DFC parses a cut; a node that does not parse there goes to the
     host, and the graph is cut again until every device segment parses alone. `host`: nodes kept on the host
-    whatever their prediction (the DFC refused them in a cut)."""
+    whatever their prediction (the DFC refused them in a cut). `extractor`: one already built on `model`
+    (building one infers the model's shapes again)."""
     graph = index_model(model)
     prediction = prediction or predict(graph, ops)
     nodes = _top_nodes(graph)
@@ -227,7 +230,7 @@ def cut(
     for name in host:
         if side.get(name) == DEVICE:
             side[name], moved[name] = HOST, "the DFC refused it in a cut"
-    extractor = onnx.utils.Extractor(model)
+    extractor = extractor or onnx.utils.Extractor(model)
     while True:
         segments = _segments(nodes, side, graph)
         changed = False
@@ -367,12 +370,12 @@ def partition(
     model = onnx.load(str(path))
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     graph = index_model(inferred)
-    segments, moved = cut(inferred, ops, host=host)
+    extractor = onnx.utils.Extractor(inferred)
+    segments, moved = cut(inferred, ops, host=host, extractor=extractor)
     if not graph_inputs(graph):
         raise PartitionError(f"{path}: the graph has no input")
     if any(any(d is None for d in graph.shapes.get(t) or (None,)) for name, _ in graph_inputs(graph) for t in [name]):
         raise PartitionError(f"{path}: an input shape is not static, so no cut can be checked")
-    extractor = onnx.utils.Extractor(inferred)
     folder = Path(folder)
     stem = Path(path).stem
     written = []
@@ -468,10 +471,7 @@ def prove(
     whole = dict(zip(names, session.run(names, feeds)))
     del session
     chained = run_chain(part, folder, feeds, replace, outputs=names)
-    diff = max(
-        float(np.max(np.abs(whole[n].astype(np.float64) - chained[n].astype(np.float64)))) if whole[n].size else 0.0
-        for n in names
-    )
+    diff = compare.max_abs_diff([whole[n] for n in names], [chained[n] for n in names])
     return with_fields(part, max_abs_diff=diff, tolerance=tolerance)
 
 

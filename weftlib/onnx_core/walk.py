@@ -106,11 +106,15 @@ def index_model(model: onnx.ModelProto) -> Graph:
 
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
     """Tensor shapes from shape inference, initializers included (best effort: an op the inferencer lacks
-    leaves its outputs unknown); a dimension that is not a positive integer is None."""
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-    except Exception:
-        inferred = model
+    leaves its outputs unknown); a dimension that is not a positive integer is None. A model that already
+    carries every node output's static shape (one inferred before) is read as it is: inference copies the whole model,
+    weights included, and a cut reads the same large graph several times."""
+    inferred = model
+    if not _inferred(model.graph):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+        except Exception:
+            pass
     graph = inferred.graph
     shapes: dict[str, tuple[int | None, ...]] = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
     for info in [*graph.input, *graph.value_info, *graph.output]:
@@ -120,6 +124,18 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
                 d.dim_value if d.HasField("dim_value") and d.dim_value > 0 else None for d in tensor.shape.dim
             )
     return shapes
+
+
+def _inferred(graph: onnx.GraphProto) -> bool:
+    """Every node output has a fully known static shape already, so inference could add nothing."""
+    known = {
+        t.name
+        for t in [*graph.input, *graph.value_info, *graph.output]
+        if t.type.HasField("tensor_type")
+        and t.type.tensor_type.HasField("shape")
+        and all(d.HasField("dim_value") for d in t.type.tensor_type.shape.dim)
+    }
+    return bool(graph.node) and all(o in known for n in graph.node for o in n.output if o)
 
 
 def graph_inputs(graph: Graph) -> list[tuple[str, tuple[int | str, ...]]]:
