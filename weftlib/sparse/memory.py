@@ -217,15 +217,18 @@ def _voxels_and_table(
 def _inputs(
     shape: str, res: int, channels: int, dtype: str, seed: int, kernel_size: int = 3, inputs_dir: str | None = None
 ) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
-    """Voxel set, neighbour table, random features and a Conv3d-layout weight scaled to unit gain."""
+    """Voxel set, neighbour table, random features and a Conv3d-layout weight scaled to unit gain. Drawn
+    uniform with unit variance: three times faster than normal draws (5 s for the features of one layer at
+    the 1024 grid), and what a peak or a time measures does not depend on the values."""
     coords, nbr = _voxels_and_table(shape, res, kernel_size, inputs_dir)
     gen = torch.Generator().manual_seed(seed)
-    feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
+    unit = 3**0.5  # U(-a, a) has variance a^2 / 3
+    feats = torch.empty((len(coords), channels)).uniform_(-unit, unit, generator=gen).to(DTYPES[dtype])
     fan_in = channels * kernel_size**3
-    weight = (torch.randn((channels, channels, kernel_size, kernel_size, kernel_size), generator=gen) / fan_in**0.5).to(
-        DTYPES[dtype]
+    weight = torch.empty((channels, channels, kernel_size, kernel_size, kernel_size)).uniform_(
+        -unit, unit, generator=gen
     )
-    return coords, nbr, feats, weight
+    return coords, nbr, feats, (weight / fan_in**0.5).to(DTYPES[dtype])
 
 
 def _warm_up(method: str, channels: int, dtype: str) -> None:

@@ -30,6 +30,7 @@ from . import params as params_mod
 from .files import write_atomic
 from .publish import check_target, publish_appendix, render_html, write_index
 from ..console import HEADLESS_ENV
+from ..measure import ALLOCATOR_ENV
 from ..paths import REPO_ROOT
 from .provenance import describe_code, outside_code
 from .record import format_duration as _duration
@@ -541,7 +542,9 @@ def run_suite(
             log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
             for code in outside_code(plan):
                 log(f"  executes code from outside this repository: {describe_code(code)}")
-            with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):  # kernels inherit it: nobody is watching
+            # kernels inherit both: nobody is watching, and torch's allocator takes huge pages (measure.py)
+            kernel_env = {HEADLESS_ENV: "1", **{k: os.environ.get(k, v) for k, v in ALLOCATOR_ENV.items()}}
+            with mock.patch.dict(os.environ, kernel_env):
                 for i, nb in enumerate(plan.notebooks, 1):
                     write_state(
                         run_dir,
