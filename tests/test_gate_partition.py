@@ -249,3 +249,19 @@ def test_a_graph_whose_shapes_are_all_known_is_not_inferred_again(monkeypatch):
     partial.CopyFrom(inferred)
     partial.graph.value_info[0].type.tensor_type.shape.dim[0].ClearField("dim_value")
     assert walk.index_model(partial).shapes == expected and calls == [1, 1]  # one unknown dim: inferred again
+
+
+def test_the_pictures_colour_by_the_prediction_the_cut_started_from(ops, tmp_path):
+    """The cut keeps the whole graph's prediction, so the pictures need not predict a large graph again; it
+    is the prediction a fresh read of the file gives, node for node."""
+    from weftlib.gate.cuts import cut_all, predictions
+
+    path = tmp_path / "p.onnx"
+    onnx.save(chain("p", ["conv", "hardswish", "conv", "sin", "conv"]), str(path))
+    parts = cut_all([path], ops, tmp_path / "cuts")
+    kept, fresh = predictions([path], ops, parts)[path], predictions([path], ops)[path]
+    assert kept is parts[path].prediction
+    assert [(f.node, f.rule, f.prediction) for f in kept.judgements] == [
+        (f.node, f.rule, f.prediction) for f in fresh.judgements
+    ]
+    assert {f.prediction for f in kept.judgements} >= {"parse", "refused", "unjudged"}

@@ -261,7 +261,7 @@ def test_status_command_reports_the_state(tmp_path, capsys):
         runner.write_state(run_dir, "done")
 
 
-@pytest.mark.parametrize("outside, seen", [(None, "1"), ("0", "0")])
+@pytest.mark.parametrize("outside, seen", [(None, None), ("0", "0")])
 def test_kernels_get_the_allocator_setting_unless_the_caller_chose(tiny_suite, tmp_path, monkeypatch, outside, seen):
     """Every kernel the runner starts asks torch's allocator for huge pages (measure.ALLOCATOR_ENV); a value
     the caller already set is kept."""
@@ -269,17 +269,19 @@ def test_kernels_get_the_allocator_setting_unless_the_caller_chose(tiny_suite, t
     from weftlib.measure import ALLOCATOR_ENV
 
     nb_dir, write = tiny_suite
-    (name,) = ALLOCATOR_ENV
+    names = sorted(ALLOCATOR_ENV)
     write_notebook(
         nb_dir / "30_env.ipynb",
         'run_dir = ""',
-        f'import os\nrec = record.Recorder("30_env", run_dir)\nrec.record("env", os.environ.get("{name}"))',
+        f'import os\nrec = record.Recorder("30_env", run_dir)\nrec.record("env", [os.environ.get(n) for n in {names!r}])',
     )
-    if outside is None:
-        monkeypatch.delenv(name, raising=False)
-    else:
-        monkeypatch.setenv(name, outside)
+    for name in names:
+        if outside is None:
+            monkeypatch.delenv(name, raising=False)
+        else:
+            monkeypatch.setenv(name, outside)
     plan = params.load_plan(write("cell_timeout: 60\nnotebooks: [30_env]\n"), None, nb_dir)
     result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, progress=False, log=lambda line: None)
     assert result.passed
-    assert json.loads((tmp_path / "run" / "30_env" / "metrics.json").read_text())["metrics"]["env"] == seen
+    got = json.loads((tmp_path / "run" / "30_env" / "metrics.json").read_text())["metrics"]["env"]
+    assert got == ([ALLOCATOR_ENV[n] for n in names] if seen is None else [seen] * len(names))

@@ -19,11 +19,12 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-# PyTorch's own switch: its CPU allocator asks the kernel for transparent huge pages on buffers of 2 MB and
-# more. Measured on the 2-core VM: natten's dense call at 128^2 (13 GB of scores) took 52 s without, 31 s
-# with, page faults being half of it; sparse peaks at the 64 grid stayed within 2 % of their model. The
-# runner gives it to every kernel it starts (a value already in the environment wins).
-ALLOCATOR_ENV = {"THP_MEM_ALLOC_ENABLE": "1"}
+# Transparent huge pages for large buffers, asked for by torch's CPU allocator (its own switch) and by glibc's
+# malloc (numpy, onnxruntime). On the 2-core VM page faults were a third of the appendix's time: natten's
+# dense call at 128^2 (13 GB of scores) took 52 s without, 31 s with; proving the faithful NAF upsampler's
+# cut in onnxruntime 31 s without, 19.5 s with. Sparse peaks at the 32 and 64 grids stayed within 3 % of
+# what they were without. The runner gives these to every kernel it starts (a value already set wins).
+ALLOCATOR_ENV = {"THP_MEM_ALLOC_ENABLE": "1", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")

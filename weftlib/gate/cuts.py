@@ -137,11 +137,18 @@ def cut_sentence(partitions: dict[str, Partition], host: dict[str, dict[str, int
     return "; ".join(parts)
 
 
-def predictions(models: Sequence[Path], ops: DeviceOps) -> dict[Path, object]:
-    """The gate's per-node prediction for each model (what the pictures colour by)."""
+def predictions(
+    models: Sequence[Path], ops: DeviceOps, partitions: dict[Path, Partition] | None = None
+) -> dict[Path, object]:
+    """The gate's per-node prediction for each model (what the pictures colour by): the one its cut started
+    from where `partitions` has it (predicting a large graph again is seconds), else predicted here."""
     from .predict import predict
 
-    return {m: predict(index_model(onnx.load(str(m), load_external_data=False)), ops) for m in models}
+    known = {m: p.prediction for m, p in (partitions or {}).items() if p.prediction is not None}
+    return {
+        m: known[m] if m in known else predict(index_model(onnx.load(str(m), load_external_data=False)), ops)
+        for m in models
+    }
 
 
 def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):

@@ -83,6 +83,7 @@ class Partition:
     moved_to_host: dict[str, str]  # node -> why it could have gone to the device and did not (judged cut out)
     max_abs_diff: float | None = None
     tolerance: float = TOLERANCE
+    prediction: Prediction | None = field(default=None, compare=False, repr=False)  # the whole graph's, cut from
 
     @property
     def device_segments(self) -> tuple[Segment, ...]:
@@ -371,7 +372,8 @@ def partition(
     inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     graph = index_model(inferred)
     extractor = onnx.utils.Extractor(inferred)
-    segments, moved = cut(inferred, ops, host=host, extractor=extractor)
+    prediction = predict(graph, ops)
+    segments, moved = cut(inferred, ops, prediction, host=host, extractor=extractor)
     if not graph_inputs(graph):
         raise PartitionError(f"{path}: the graph has no input")
     if any(any(d is None for d in graph.shapes.get(t) or (None,)) for name, _ in graph_inputs(graph) for t in [name]):
@@ -396,7 +398,13 @@ def partition(
                 end_risks=tuple(n.name for n in ends if n.op_type in SHUFFLES_ABSORBED),
             )
         written.append(Segment(**{**asdict(s), **extra}))
-    return Partition(model=stem, segments=tuple(written), coverage=coverage(written, graph), moved_to_host=moved)
+    return Partition(
+        model=stem,
+        segments=tuple(written),
+        coverage=coverage(written, graph),
+        moved_to_host=moved,
+        prediction=prediction,
+    )
 
 
 def _session(path: Path):
