@@ -275,3 +275,27 @@ def test_two_publishers_racing_always_leave_a_complete_copy_behind_the_link(tmp_
         assert appendix.is_symlink() and complete(appendix), f"trial {trial}: the link leads to a broken copy"
         assert all(complete(c) for c in copies(appendix)) and len(copies(appendix)) == 2
     assert not list(appendix.parent.glob(".appendix.link-*"))
+
+
+def test_a_copy_that_fails_file_by_file_says_so_in_one_line(tmp_path, monkeypatch):
+    """A full disk fails copytree once per file (shutil.Error with a list): the error names how many, the
+    reason once and the first file, in one short line, and the appendix is left as it was."""
+    appendix = tmp_path / "appendix"
+    publish.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
+    before = snapshot(appendix)
+    why = "[Errno 28] No space left on device: '{0}' -> '{1}'"
+    errors = [
+        (f"/run/{i}.onnx", f"/copy/{i}.onnx", why.format(f"/run/{i}.onnx", f"/copy/{i}.onnx")) for i in range(500)
+    ]
+
+    def full_disk(src, dst, **kw):
+        (dst / "01_x").mkdir(parents=True)
+        raise shutil.Error(errors)
+
+    monkeypatch.setattr(publish.shutil, "copytree", full_disk)
+    with pytest.raises(OSError) as caught:
+        publish.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
+    message = str(caught.value)
+    assert "500 files" in message and "[Errno 28] No space left on device" in message and "/run/0.onnx" in message
+    assert len(message) < 400 and "\n" not in message and message.count("No space") == 1
+    assert snapshot(appendix) == before

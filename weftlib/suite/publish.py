@@ -407,6 +407,19 @@ def _versions_folder(versions: Path) -> Path:
     return lock
 
 
+def _copy_failure(exc: shutil.Error, run_dir: Path, appendix: Path) -> str:
+    """One line for a copy that failed file by file: how many, why (each distinct reason once), the first."""
+    failed = [e for e in (exc.args[0] if exc.args and isinstance(exc.args[0], list) else []) if len(e) == 3]
+    reasons = sorted({m.group(0) for *_, why in failed for m in [re.search(r"\[Errno \d+\] [^:'\"]+", why)] if m})
+    first = f"; first: {failed[0][0]}" if failed else ""
+    why = ", ".join(reasons) or str(exc)[:200]
+    count = f" for {len(failed)} files" if failed else ""
+    return (
+        f"copying {run_dir} to publish it failed{count} ({why}){first}; "
+        f"{appendix} is unchanged and the partial copy was removed"
+    )
+
+
 def publish_appendix(run_dir: Path, appendix: Path) -> Path:
     """Publish a copy of `run_dir` at `appendix` with no moment where `appendix` is missing or half-written.
 
@@ -427,8 +440,10 @@ def publish_appendix(run_dir: Path, appendix: Path) -> Path:
         version = versions / f"{stamp}-{os.getpid()}"
         try:
             shutil.copytree(run_dir, version)
-        except BaseException:
+        except BaseException as exc:
             shutil.rmtree(version, ignore_errors=True)
+            if isinstance(exc, shutil.Error):  # one entry per file: a full disk made a 80 kB message of it
+                raise OSError(_copy_failure(exc, run_dir, appendix)) from None
             raise
         link = appendix.parent / f".{appendix.name}.link-{os.getpid()}"
         if os.path.lexists(link):  # left by a killed publisher of this pid; a symlink is removed, never followed
