@@ -107,8 +107,8 @@ def index_model(model: onnx.ModelProto) -> Graph:
 def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
     """Tensor shapes from shape inference, initializers included (best effort: an op the inferencer lacks
     leaves its outputs unknown); a dimension that is not a positive integer is None. A model that already
-    carries every node output's static shape (one inferred before) is read as it is: inference copies the whole model,
-    weights included, and a cut reads the same large graph several times."""
+    carries every node output's static shape (one inferred before) is read as it is: inference copies the
+    whole model, weights included, and a cut reads the same large graph several times."""
     inferred = model
     if not _inferred(model.graph):
         try:

@@ -409,7 +409,7 @@ def _versions_folder(versions: Path) -> Path:
 
 def _copy_failure(exc: shutil.Error, run_dir: Path, appendix: Path) -> str:
     """One line for a copy that failed file by file: how many, why (each distinct reason once), the first."""
-    failed = [e for e in (exc.args[0] if exc.args and isinstance(exc.args[0], list) else []) if len(e) == 3]
+    failed = exc.args[0] if exc.args and isinstance(exc.args[0], list) else []  # copytree's (src, dst, why)
     reasons = sorted({m.group(0) for *_, why in failed for m in [re.search(r"\[Errno \d+\] [^:'\"]+", why)] if m})
     first = f"; first: {failed[0][0]}" if failed else ""
     why = ", ".join(reasons) or str(exc)[:200]

@@ -542,7 +542,7 @@ def run_suite(
             log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
             for code in outside_code(plan):
                 log(f"  executes code from outside this repository: {describe_code(code)}")
-            # kernels inherit both: nobody is watching, and torch's allocator takes huge pages (measure.py)
+            # kernels inherit both: nobody is watching, and the allocators ask for huge pages (measure.ALLOCATOR_ENV)
             kernel_env = {HEADLESS_ENV: "1", **{k: os.environ.get(k, v) for k, v in ALLOCATOR_ENV.items()}}
             with mock.patch.dict(os.environ, kernel_env):
                 for i, nb in enumerate(plan.notebooks, 1):
