@@ -130,10 +130,10 @@ def test_bracket_measures_real_rates_and_this_processes_cpu():
     assert v["others_cores"] is None or v["others_cores"] >= 0
 
 
-def test_adaptive_samples_stop_at_two_that_agree_for_a_minute_long_call(monkeypatch):
+def test_adaptive_samples_stop_at_two_that_agree_for_a_call_of_seconds(monkeypatch):
     """On a fake clock: each call takes the next duration."""
     clock = [0.0]
-    durations = iter([64.0, 70.0, 70.0, 70.0])
+    durations = iter([64.0, 70.0, 70.0, 6.2, 5.5, 6.0])
 
     def fn():
         clock[0] += next(durations)
@@ -141,9 +141,13 @@ def test_adaptive_samples_stop_at_two_that_agree_for_a_minute_long_call(monkeypa
     monkeypatch.setattr(measure.time, "perf_counter", lambda: clock[0])
     assert measure.sample_adaptive(fn, 3, first=66.0) == pytest.approx([66.0, 64.0])  # agree within 10 %: stop
     assert measure.sample_adaptive(fn, 3, first=50.0) == pytest.approx([50.0, 70.0, 70.0])  # disagree: go on
+    assert measure.sample_adaptive(fn, 3) == pytest.approx([6.2, 5.5, 6.0])  # 6.2 and 5.5 are 12 % apart
+    durations = iter([6.0, 5.8])
+    assert measure.sample_adaptive(fn, 5) == pytest.approx([6.0, 5.8])  # over LONG_CALL_S and within 10 %
     durations = iter([1.0, 1.0, 1.0])
     assert len(measure.sample_adaptive(fn, 3)) == 3  # short calls: every repeat
     assert measure.spread([1.0, 1.2, 1.1]) == pytest.approx(0.2 / 1.1) and measure.spread([1.0]) is None
+    assert not measure.settled([6.0]) and not measure.settled([4.9, 4.9]) and measure.settled([5.1, 5.2])
     with pytest.raises(ValueError, match="repeats"):
         measure.sample_adaptive(fn, 0)
 

@@ -219,6 +219,17 @@ def test_max_abs_diff_in_chunks_finds_the_worst_element_anywhere(monkeypatch):
     nan[4, 5] = float("nan")
     assert compare.max_abs_diff([ref], [nan]) == float("inf")
     assert compare.max_abs_diff([np.zeros((2, 3))], [np.zeros((3, 2))]) == float("inf")
+    # NAF's case: a permuted [B, H, W, C] view against a C-ordered [B, C, H, W], blocked along H
+    view = torch.arange(4 * 5 * 3, dtype=torch.float32).reshape(1, 4, 5, 3).permute(0, 3, 1, 2)
+    assert [b[2] for b in compare._blocks(view.numpy(), view.contiguous().numpy())] == [
+        slice(h, h + 1) for h in range(4)
+    ]
+    for index in [(0, 0, 0, 0), (0, 2, 3, 4), (0, 1, 3, 0)]:
+        off = view.contiguous()
+        off[index] -= 0.75
+        assert compare.max_abs_diff([view], [off]) == 0.75 == compare.max_abs_diff([off], [view])
+    assert compare.max_abs_diff([np.float32(1.0)], [np.float32(1.5)]) == 0.5
+    assert compare.max_abs_diff([np.zeros((3, 0))], [np.zeros((3, 0))]) == 0.0
 
 
 class Opset18Ops(torch.nn.Module):

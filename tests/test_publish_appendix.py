@@ -14,6 +14,7 @@ import pytest
 
 from weftlib.__main__ import main
 from weftlib.suite import publish, runner
+from weftlib.suite.files import write_atomic
 
 
 def make_run(root, name, text):
@@ -99,6 +100,26 @@ def test_a_failed_copy_leaves_the_appendix_byte_identical_and_no_debris(tmp_path
         publish.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
     assert snapshot(appendix) == before and os.readlink(appendix) == link_before
     assert sorted(publish.versions_dir(appendix).iterdir()) == versions_before
+
+
+def test_a_published_copy_links_the_runs_files_and_keeps_them_when_the_run_is_written_again(tmp_path, monkeypatch):
+    """Gigabytes of graphs are linked, not copied; a later write of the run's index (renamed over, as the
+    suite writes it) leaves the published file as it was; where no link can be made, the file is copied."""
+    run = make_run(tmp_path, "run", "first")
+    appendix = tmp_path / "outputs" / "appendix"
+    publish.publish_appendix(run, appendix)
+    published = appendix / "01_x" / "metrics.json"
+    assert published.stat().st_ino == (run / "01_x" / "metrics.json").stat().st_ino
+    write_atomic(run / "index.html", "rewritten")
+    assert (appendix / "index.html").read_text() == "first"
+
+    def no_link(src, dst):
+        raise OSError(18, "Invalid cross-device link")
+
+    monkeypatch.setattr(publish.os, "link", no_link)
+    publish.publish_appendix(make_run(tmp_path, "other", "second"), appendix)
+    assert (appendix / "index.html").read_text() == "second"
+    assert (appendix / "index.html").stat().st_ino != (tmp_path / "other" / "index.html").stat().st_ino
 
 
 def test_old_versions_are_removed_and_the_link_survives_a_move(tmp_path):

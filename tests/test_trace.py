@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from weftlib import trace
+from weftlib.trace import calls as trace_calls
 from weftlib.trace import calls
 
 CORE = """\
@@ -361,6 +362,7 @@ def test_tracing_cost_separates_the_fixed_cost_from_a_long_enough_workload(fake)
     got = trace.tracing_cost(user.never, 2000, target=pkg, repeats=3, min_seconds=0.02)
     assert set(got) == {
         "calls",
+        "rounds",
         "plain_ms",
         "empty_hook_ms",
         "traced_ms",
@@ -372,6 +374,17 @@ def test_tracing_cost_separates_the_fixed_cost_from_a_long_enough_workload(fake)
     assert got["calls"] >= 1 and got["fixed_overhead_us"] >= 0
     assert got["plain_ms"] > 0 and got["traced_over_plain"] == pytest.approx(got["traced_ms"] / got["plain_ms"])
     assert got["overhead_us_per_call"] == pytest.approx((got["traced_ms"] - got["plain_ms"]) * 1e3 / got["calls"])
+
+
+def test_tracing_cost_stops_at_rounds_that_settle(fake, monkeypatch):
+    """A workload of seconds (NAF's forward at 512^2) stops once every variant's samples are settled; a
+    short one runs every round."""
+    pkg, user, _ = fake
+    assert trace.tracing_cost(user.never, 200, target=pkg, repeats=3, min_seconds=0.001)["rounds"] == 3
+    seen = []
+    monkeypatch.setattr(trace_calls.measure, "settled", lambda times: seen.append(len(times)) or len(times) >= 2)
+    assert trace.tracing_cost(user.never, 200, target=pkg, repeats=5, min_seconds=0.001)["rounds"] == 2
+    assert seen == [1, 2, 2, 2]  # after round one plain is unsettled; after two, all three are asked
 
 
 def test_tracing_cost_repeats_a_short_call_and_keeps_going_past_errors(fake):

@@ -71,7 +71,7 @@ def measure_here(run: Callable[[], Any], repeats: int = 1, save: str | None = No
     """Peak extra resident memory and wall time of `run()` in this process (call it in a fresh one).
 
     With `repeats` > 1 the measured call is also the first timing sample and more calls follow
-    (`sample_adaptive`: a minute-long call stops at two samples that agree), so peak and time come from the
+    (`sample_adaptive`: a call of seconds stops at two samples that agree), so peak and time come from the
     same calls; `window` holds their perf_counter span (CLOCK_MONOTONIC, comparable across processes on
     Linux). `save` writes the first call's result there as a .npy file (the parent's reference output)."""
     import gc
@@ -372,17 +372,27 @@ def _rates(limits: dict[str, float]) -> dict[str, float]:
     return {k: round(float(limits[k]), 3) for k in ("sgemm_gflops", "copy_gbps", "load_average")}
 
 
+LONG_CALL_S = 5.0  # a call longer than this is not repeated for a median two agreeing samples pin down
+AGREE = 0.1  # ... agreeing within this spread ((max - min) / median); the row shows its spread and count
+
+
+def settled(samples: list[float], long_seconds: float = LONG_CALL_S, agree: float = AGREE) -> bool:
+    """Whether timing samples need no more repeats: two or more, every one over `long_seconds`, agreeing
+    within `agree`. A third sample of calls that long would move a median of two that agree by at most
+    half their spread, and at NAF's geometry or the 1024 grid each one costs seconds to a minute."""
+    return len(samples) >= 2 and min(samples) > long_seconds and spread(samples) <= agree
+
+
 def sample_adaptive(
     fn: Callable[[], Any],
     repeats: int,
     *,
     first: float | None = None,
-    long_seconds: float = 60.0,
-    agree: float = 0.1,
+    long_seconds: float = LONG_CALL_S,
+    agree: float = AGREE,
 ) -> list[float]:
-    """Up to `repeats` timed calls of `fn` (after its warm-up elsewhere), `first` counting as one when given;
-    calls over `long_seconds` stop at two that agree within `agree` ((max - min) / median): a minute-long
-    call is not repeated for a median its two samples already pin down. The caller shows the spread."""
+    """Up to `repeats` timed calls of `fn` (after its warm-up elsewhere), `first` counting as one when given,
+    stopping early once the samples are `settled`. The caller shows the spread and the count."""
     if repeats < 1:
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     samples = [] if first is None else [first]
@@ -390,7 +400,7 @@ def sample_adaptive(
         start = time.perf_counter()
         fn()
         samples.append(time.perf_counter() - start)
-        if len(samples) >= 2 and min(samples) > long_seconds and spread(samples) <= agree:
+        if settled(samples, long_seconds, agree):
             break
     return samples
 

@@ -6,9 +6,9 @@ Why it is built this way:
   attention over all H*W keys, and 'gather' holds kh*kw copies of k and v, so at NAF's geometry some
   entries cannot run at all. A capped child fails alone and its row says so; the sweep goes on.
 - That child also gives the entry's output and its timing samples, from the same calls: its first call,
-  after a warm-up on a tiny map, is the peak and the first sample, so no call (over a minute for natten at
-  128^2) is made twice for the two measurements; a minute-long call stops at two samples that agree
-  (`measure.sample_adaptive`). Without memory measured, entries are timed here, the output call their
+  after a warm-up on a tiny map, is the peak and the first sample, so no call (tens of seconds for natten at
+  128^2) is made twice for the two measurements; a call of seconds stops at two samples that agree
+  (`measure.settled`). Without memory measured, entries are timed here, the output call their
   warm-up. torch and onnxruntime run on the same thread count, so the ratios in one run are comparable.
 - Each timed row is bracketed by the machine's rates (`measure.Bracket`): it carries the rates taken nearer
   it and `contended` when the machine was not quiet, and `with_bounds` sets its lower bound (compulsory bytes
@@ -359,7 +359,7 @@ def _measure_natten(
     geom: Geometry, inputs: dict[str, torch.Tensor], repeats: int, threads: int, memory: bool, cap_bytes: int
 ) -> tuple[dict[str, Any], torch.Tensor | None]:
     """natten's row and its output (the reference), from as few of its dense calls as stay honest (`_timed`).
-    Up to `repeats` samples, two for a call over a minute whose two samples agree."""
+    Up to `repeats` samples, two for a call of seconds whose two samples agree (`measure.settled`)."""
     row = _row(geom, "natten", "natten")
     child = ("natten", "natten", geom, threads, cap_bytes)
     ref = _timed(row, lambda: _natten_call(geom, inputs), child, repeats, memory, threads)

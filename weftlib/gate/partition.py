@@ -26,7 +26,7 @@ from typing import Any, Iterable, Mapping
 import numpy as np
 import onnx
 
-from ..onnx_core import compare
+from ..onnx_core import compare, runtime
 from ..onnx_core.walk import Graph, graph_inputs, index_model
 from .allowlist import DeviceOps
 from .predict import Prediction, predict
@@ -408,12 +408,7 @@ def partition(
 
 
 def _session(path: Path):
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
-    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    return runtime.session(path, once=True, optimize=False)
 
 
 def random_feeds(model_path: str | os.PathLike, seed: int = 0) -> dict[str, np.ndarray]:

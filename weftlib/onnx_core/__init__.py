@@ -2,7 +2,8 @@
 
 - `walk`: read a graph defensively and walk it (standard domains, producers, constants, ranks);
 - `opset`: the opset 18 -> 17 rewrite; `export`: the one place that calls `torch.onnx.export`, with a parity
-  side file and summaries; `layout`: the rank-4 device layout's shared record; `view`: the graph drawn.
+  side file and summaries; `layout`: the rank-4 device layout's shared record; `view`: the graph drawn;
+  `compare`: the largest difference of two sets of outputs; `runtime`: onnxruntime sessions.
 
 This `__init__` imports nothing, so `weftlib.gate` can read graphs without importing torch.
 """

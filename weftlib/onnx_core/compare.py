@@ -4,16 +4,16 @@ Free of torch, so the gate can use it; a CPU tensor is read as the array it hold
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
 
 def max_abs_diff(expected: Sequence[Any], actual: Sequence[Any]) -> float:
     """Largest absolute difference over matching outputs (inf on a shape mismatch or non-finite value), in
-    float64. Arrays (or CPU tensors) are compared in chunks of `DIFF_CHUNK` elements: an output at NAF's
-    geometry is a gigabyte, and whole float64 copies of two of them cost more in page faults than the
-    arithmetic."""
+    float64. Arrays (or CPU tensors) are compared in blocks of about `DIFF_CHUNK` elements (`_blocks`): an
+    output at NAF's geometry is a gigabyte, and whole float64 copies of two of them cost more in page faults
+    than the arithmetic."""
     if len(expected) != len(actual):
         return float("inf")
     worst = 0.0
@@ -21,10 +21,11 @@ def max_abs_diff(expected: Sequence[Any], actual: Sequence[Any]) -> float:
         e, a = _array(e), _array(a)
         if e.shape != a.shape:
             return float("inf")
-        e, a = e.reshape(-1), a.reshape(-1)
-        for start in range(0, e.size, DIFF_CHUNK):
-            chunk = slice(start, start + DIFF_CHUNK)
-            diff = np.abs(e[chunk].astype(np.float64) - a[chunk].astype(np.float64))
+        if not e.size:
+            continue
+        for block in _blocks(e, a):
+            diff = np.atleast_1d(np.subtract(e[block], a[block], dtype=np.float64))
+            np.abs(diff, out=diff)
             if not np.all(np.isfinite(diff)):
                 return float("inf")
             worst = max(worst, float(diff.max()))
@@ -32,6 +33,24 @@ def max_abs_diff(expected: Sequence[Any], actual: Sequence[Any]) -> float:
 
 
 DIFF_CHUNK = 1 << 22  # elements: 32 MiB of float64 per operand
+
+
+def _blocks(*arrays: np.ndarray) -> Iterator[tuple[Any, ...]]:
+    """Index blocks of about `DIFF_CHUNK` elements covering arrays of one shape, each a slice of the axis
+    that is outermost in memory for the arrays that are not C-ordered (the first axis when all are), so a
+    block of a transposed view (NAF's output is a permuted `[B, H, W, C]`) is read in long runs, not one
+    element per cache line: 1 GiB against its C-ordered copy took 8 s flattened, 2.8 s blocked this way."""
+    shape = arrays[0].shape
+    if not shape:
+        yield (Ellipsis,)  # a 0-d array stays an array
+        return
+    strided = [x for x in arrays if not x.flags.c_contiguous] or list(arrays)
+    axis = max(range(len(shape)), key=lambda i: (shape[i] > 1, max(abs(x.strides[i]) for x in strided), -i))
+    inner = int(np.prod(shape)) // max(shape[axis], 1)
+    step = max(1, DIFF_CHUNK // max(inner, 1))
+    before = (slice(None),) * axis
+    for start in range(0, shape[axis], step):
+        yield (*before, slice(start, start + step))
 
 
 def _array(x: Any) -> np.ndarray:

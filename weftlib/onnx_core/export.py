@@ -36,7 +36,16 @@ from onnx import numpy_helper
 
 from . import opset as onnx_opset
 from .compare import max_abs_diff
-from .walk import WRITTEN_IR_VERSION, WRITTEN_OPSET, STANDARD_DOMAINS, constant_index, default_opset, index_model
+from .runtime import session
+from .walk import (
+    STANDARD_DOMAINS,
+    WRITTEN_IR_VERSION,
+    WRITTEN_OPSET,
+    fully_shaped,
+    constant_index,
+    default_opset,
+    index_model,
+)
 
 MIN_OPSET = WRITTEN_OPSET
 EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 is reached by onnx_opset
@@ -192,8 +201,9 @@ def largest_initializer(model: onnx.ModelProto) -> tuple[str, int]:
 
 
 def largest_intermediate(model: onnx.ModelProto) -> tuple[str, int]:
-    """Largest tensor a node produces at run time (graph outputs included), from ONNX shape inference."""
-    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    """Largest tensor a node produces at run time (graph outputs included), from ONNX shape inference (or
+    the shapes the model already carries for every node output, as `export` writes them)."""
+    inferred = model if fully_shaped(model.graph) else onnx.shape_inference.infer_shapes(model, data_prop=True)
     typed = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
     produced = [o for n in inferred.graph.node if n.op_type != "Constant" for o in n.output]
     sizes = [(name, _value_bytes(typed[name])) for name in produced if name in typed]
@@ -210,21 +220,10 @@ def _shapes(values: Sequence[onnx.ValueInfoProto]) -> dict[str, list[int]]:
 # -------------------------------------------------------------------------------------------- runtime
 
 
-def session(path: str | os.PathLike, threads: int | None = None) -> Any:
-    """An onnxruntime CPU session; `threads` caps intra-op threads (None: onnxruntime's default)."""
-    import onnxruntime as ort
-
-    opts = ort.SessionOptions()
-    opts.log_severity_level = 3  # errors only: its warnings would clutter the published notebook
-    if threads is not None:
-        opts.intra_op_num_threads = int(threads)
-        opts.inter_op_num_threads = 1
-    return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
-
-
 def run_onnx(path: Any, inputs: dict[str, np.ndarray] | tuple | list) -> list[np.ndarray]:
-    """Run an ONNX file (or an existing session) on named inputs, or positional ones in graph order."""
-    sess = path if hasattr(path, "get_inputs") else session(path)
+    """Run an ONNX file (or an existing session) on named inputs, or positional ones in graph order; a file
+    is run once (`runtime.session`, no arena)."""
+    sess = path if hasattr(path, "get_inputs") else session(path, once=True)
     names = [i.name for i in sess.get_inputs()]
     if isinstance(inputs, dict):
         missing = sorted(set(names) - set(inputs))
@@ -366,7 +365,9 @@ def _opset(proto: onnx.ModelProto) -> int:
 def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
     import onnx_ir as ir
 
-    proto = ir.serde.serialize_model(model)
+    # shapes inferred once, kept in the file: every later reader (the report below, the gate, the cut)
+    # finds each tensor's shape there instead of inferring again, which copies the whole model each time
+    proto = onnx.shape_inference.infer_shapes(ir.serde.serialize_model(model), data_prop=True)
     if opset < EXPORTER_OPSET:
         try:
             proto = onnx_opset.to_opset17(proto)
@@ -378,6 +379,10 @@ def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
             f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form"
         )
     proto = _materialise_fills(proto)
+    stored = {i.name for i in proto.graph.initializer}
+    kept = [v for v in proto.graph.value_info if v.name not in stored]  # a fill now stored is no value
+    del proto.graph.value_info[:]
+    proto.graph.value_info.extend(kept)
     if proto.ir_version > WRITTEN_IR_VERSION:
         proto.ir_version = WRITTEN_IR_VERSION
     return proto

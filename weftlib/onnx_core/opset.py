@@ -12,7 +12,7 @@ import numpy as np
 import onnx
 from onnx import helper, numpy_helper
 
-from .walk import STANDARD_DOMAINS, default_opset
+from .walk import STANDARD_DOMAINS, default_opset, fully_shaped
 
 SOURCE, TARGET = 18, 17
 REDUCE_AXES_INPUT = (
@@ -128,7 +128,7 @@ HANDLERS = {
 
 
 def _static_shapes(model: onnx.ModelProto) -> dict[str, list[int | None]]:
-    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    inferred = model if fully_shaped(model.graph) else onnx.shape_inference.infer_shapes(model, data_prop=True)
     values = [*inferred.graph.input, *inferred.graph.value_info, *inferred.graph.output]
     return {
         v.name: [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]

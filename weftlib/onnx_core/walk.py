@@ -110,7 +110,7 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
     carries every node output's static shape (one inferred before) is read as it is: inference copies the
     whole model, weights included, and a cut reads the same large graph several times."""
     inferred = model
-    if not _inferred(model.graph):
+    if not fully_shaped(model.graph):
         try:
             inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
         except Exception:
@@ -126,7 +126,7 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
     return shapes
 
 
-def _inferred(graph: onnx.GraphProto) -> bool:
+def fully_shaped(graph: onnx.GraphProto) -> bool:
     """Every node output has a fully known static shape already, so inference could add nothing."""
     known = {
         t.name

@@ -499,7 +499,8 @@ def benchmark(
     inputs_dir: Path | None = None,
 ) -> dict[str, Any]:
     """Forward time and peak of one layer, each repeat in a fresh process: median seconds, worst peak, and
-    the machine's rates right before and after the repeats with `contended` (`measure.Bracket`).
+    the machine's rates right before and after the repeats with `contended` (`measure.Bracket`). Up to
+    `repeats` processes, fewer once their times are `measure.settled` (`repeats` in the row says how many).
 
     `n` (the voxel count) and `chunk_pairs` (`measured_row`) are counted here when the caller does not know them;
     the children read the voxel set and table from `inputs_dir` (`save_inputs`) when given.
@@ -509,11 +510,14 @@ def benchmark(
     n = len(voxels.voxel_set(shape, res)) if n is None else n
     if _given_rulebook(method) and chunk_pairs is None:
         chunk_pairs = _most_chunk_pairs(shape, res, channels, dtype, chunk_rows)
+    runs: list[dict[str, Any]] = []
     with measure.Bracket(threads) as block:
-        runs = [
-            measured_row(method, shape, res, channels, n, dtype, threads, chunk_rows, chunk_pairs, inputs_dir, block)
-            for _ in range(repeats)
-        ]
+        while len(runs) < repeats and not measure.settled([r["seconds"] for r in runs]):
+            runs.append(
+                measured_row(
+                    method, shape, res, channels, n, dtype, threads, chunk_rows, chunk_pairs, inputs_dir, block
+                )
+            )
     worst = max(r["measured_bytes"] for r in runs)
     seconds = [r["seconds"] for r in runs]
     return {
@@ -525,7 +529,7 @@ def benchmark(
         "method": method,
         "threads": threads,
         "chunk_rows": chunk_rows,
-        "repeats": repeats,
+        "repeats": len(runs),
         "median_seconds": statistics.median(seconds),
         "seconds": seconds,
         "spread": measure.spread(seconds),
@@ -759,7 +763,8 @@ def format_benchmark(result: dict[str, Any]) -> str:
     )
     lines = [
         f"one submanifold conv layer: {r0.get('shape')} {r0.get('res')}, N = {w['N']:,}, C = {r0.get('C')}, "
-        f"{r0.get('dtype')}, {r0.get('threads')} threads, kernel map given; median of {r0.get('repeats')} fresh processes",
+        f"{r0.get('dtype')}, {r0.get('threads')} threads, kernel map given; median of "
+        f"{' or '.join(sorted({str(r['repeats']) for r in rows})) or '?'} fresh processes",
         *given,
         f"work: {w['flops_occupied'] / 1e12:.3f} TFLOP on taps with a neighbour "
         f"({w['flops_occupied'] / w['flops_all_taps']:.2f} of the {w['flops_all_taps'] / 1e12:.3f} of all taps)",

@@ -81,7 +81,7 @@ def render_html(notebook: Path, target: Path, note: str = "") -> Path:
         shown = ENV.from_string('<div class="weft-run-note">{{ note }}</div>').render(note=note)
         title_end = body.find("</h1>")
         body = body[: title_end + 5] + shown + body[title_end + 5 :] if title_end >= 0 else body
-    target.write_text(body, encoding="utf-8")
+    write_atomic(target, body)
     return target
 
 
@@ -273,7 +273,7 @@ def write_index(
         },
         "notebooks": [jsonable(r) for r in results],
     }
-    (run_dir / "summary.json").write_text(json.dumps(summary, indent=2))
+    write_atomic(run_dir / "summary.json", json.dumps(summary, indent=2))
     verdict = (
         "Every notebook passed."
         if summary["passed"]
@@ -310,7 +310,7 @@ def write_index(
         notebooks=rows,
         provenance=provenance_rows(summary),
     )
-    (run_dir / "index.html").write_text(page, encoding="utf-8")
+    write_atomic(run_dir / "index.html", page)
     return summary
 
 
@@ -420,10 +420,24 @@ def _copy_failure(exc: shutil.Error, run_dir: Path, appendix: Path) -> str:
     )
 
 
+def _link_or_copy(src: str, dst: str) -> str:
+    """A published file as a hard link to the run's own, a copy where the two folders cannot share one (another
+    file system, a link limit). A full run is gigabytes (every graph, its segments and its DFC pack), copied in
+    tens of seconds. Nothing writes a finished run's files in place: what the suite writes after the notebooks
+    (the index, the summary, the HTML) it writes whole and renames over the old file (`files.write_atomic`),
+    as JupyterLab saves a notebook, so a published link keeps what was published."""
+    try:
+        os.link(src, dst)
+    except OSError:
+        return shutil.copy2(src, dst)
+    return dst
+
+
 def publish_appendix(run_dir: Path, appendix: Path) -> Path:
     """Publish a copy of `run_dir` at `appendix` with no moment where `appendix` is missing or half-written.
 
-    `appendix` is a symlink (relative, so `outputs/` can move) to a complete copy in `versions_dir(appendix)`.
+    `appendix` is a symlink (relative, so `outputs/` can move) to a complete copy in `versions_dir(appendix)`,
+    its files hard links to the run's where they can be (`_link_or_copy`).
     Publishers to one target take turns (a lock in the versions folder), so each copy stays whole until its
     own link swap is done. The new copy is written beside the old one, then a fresh link is renamed over the
     old link (`os.replace`, atomic on POSIX): a reader resolves either the old copy or the new one. A target
@@ -439,7 +453,7 @@ def publish_appendix(run_dir: Path, appendix: Path) -> Path:
         stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
         version = versions / f"{stamp}-{os.getpid()}"
         try:
-            shutil.copytree(run_dir, version)
+            shutil.copytree(run_dir, version, copy_function=_link_or_copy)
         except BaseException as exc:
             shutil.rmtree(version, ignore_errors=True)
             if isinstance(exc, shutil.Error):  # one entry per file: a full disk made a 80 kB message of it

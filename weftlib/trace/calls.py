@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any
 
+from weftlib import measure
 
 MAX_ENTRIES = 64
 
@@ -411,8 +412,9 @@ def tracing_cost(
     - `fixed_overhead_us`: one `trace_calls` around a call that does nothing, minus that call (setting up
       the hook, the import wrapper, the module snapshot): paid once per traced call, whatever `fn` does;
     - on a workload of at least `min_seconds` (`fn(*args)` repeated `calls` times inside one timed call, so
-      the fixed cost no longer dominates): plain, under an empty profile hook, and traced, as medians of
-      interleaved runs, and `overhead_us_per_call` = (traced - plain) / calls.
+      the fixed cost no longer dominates): plain, under an empty profile hook, and traced, as medians of up
+      to `repeats` interleaved rounds (`rounds`: fewer once every sample set is `measure.settled`), and
+      `overhead_us_per_call` = (traced - plain) / calls.
 
     A call of a few microseconds traced once shows only the fixed cost (a ratio of 40 says nothing about
     tracing work); the ratios here are over a workload long enough to measure the per-call cost. `fn` may
@@ -445,9 +447,12 @@ def tracing_cost(
             start = time.perf_counter()
             run()
             runs[name].append(time.perf_counter() - start)
+        if all(measure.settled(times) for times in runs.values()):
+            break  # a workload of seconds: two rounds that agree settle each median
     median = {name: statistics.median(times) for name, times in runs.items()}
     return {
         "calls": calls,
+        "rounds": len(runs["plain"]),
         "plain_ms": median["plain"] * 1e3,
         "empty_hook_ms": median["empty_hook"] * 1e3,
         "traced_ms": median["traced"] * 1e3,
