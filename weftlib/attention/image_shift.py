@@ -37,6 +37,7 @@ from torch import Tensor, nn
 
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport
+from weftlib.workers import map_forked
 
 from . import formulations, index_math
 from . import neighborhood as attention
@@ -301,21 +302,23 @@ def export_image(
 
 
 def export_image_all(
-    geometries: Sequence[Any], folder: str | os.PathLike, *, atol: float = 1e-4
+    geometries: Sequence[Any], folder: str | os.PathLike, *, atol: float = 1e-4, workers: int | None = None
 ) -> dict[str, LayoutExport]:
     """`export_image` at each `benchmark.Geometry` (k/v on its coarse grid where it has one, NAF's case),
-    written to `folder/image_<geometry>.onnx`; keyed by geometry name."""
+    written to `folder/image_<geometry>.onnx`; keyed by geometry name. The geometries run `workers` at a
+    time (`weftlib.workers.map_forked`; default: one per CPU): each export is mostly single-threaded tracing."""
     from . import benchmark
 
     names = [g.name for g in geometries]
     if len(set(names)) != len(names):
         raise ValueError(f"geometries: names must be distinct, got {names}")
-    out = {}
-    for geom in geometries:
+
+    def one(geom: Any) -> LayoutExport:
         images = image_inputs(geom, benchmark.make_inputs(geom))
         path = Path(folder) / f"image_{geom.name.replace('^', 'p')}.onnx"
-        out[geom.name] = export_image(*images, geom.kernel, geom.dilation, geom.heads, path, atol=atol)
-    return out
+        return export_image(*images, geom.kernel, geom.dilation, geom.heads, path, atol=atol)
+
+    return dict(zip(names, map_forked(one, geometries, workers)))
 
 
 def export_rows(exports: dict[str, LayoutExport], results: dict[Any, Any]) -> list[dict[str, Any]]:

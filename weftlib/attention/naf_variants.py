@@ -19,6 +19,7 @@ import torch
 from torch import nn
 
 from weftlib import console
+from weftlib.workers import map_forked
 from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core import origins
@@ -230,12 +231,17 @@ def export_variants(
     upsampler_variants: Iterable[str] | None = None,
     layer_variants: Iterable[str] | None = None,
     references: dict[tuple, torch.Tensor] | None = None,
+    workers: int | None = None,
 ) -> dict[str, VariantExport]:
     """Each variant of the upsampler and of the attention layer exported at the prepared geometry (natten
     swapped for `method`), keyed by file stem. Before each export its torch output is compared with the
     faithful module run with `reference` (a formulation proven equal to natten, or natten itself).
     `references`, if given, keeps those reference outputs across calls (at NAF's full geometry each one is
-    minutes of work), keyed by graph, reference and input shapes."""
+    minutes of work), keyed by graph, reference and input shapes. The references are computed here, then the
+    variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
+    mostly single-threaded tracing. Notebook 02 passes 1 at NAF's full geometry: one such graph's onnxruntime
+    run holds gigabytes (notebook 06's proof of the faithful upsampler peaked at 10.9 GB), and two at once
+    would not fit the appendix machine's 24 GB."""
     if reference == method:
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     folder = Path(folder)
@@ -257,17 +263,20 @@ def export_variants(
         ),
     ]
     todo = [(g, b, a, n, v, c) for g, b, a, n, vs in plans for v, c in vs.items()]
-    out: dict[str, VariantExport] = {}
     references = {} if references is None else references
-    for graph, build, args, names, variant, changes in console.progress(
-        todo, desc="NAF graphs", disable=console.headless()
-    ):
-        key = (graph, reference, *(tuple(a.shape) for a in args))
-        if key not in references:
-            references[key] = naf.reference_output(build(), *args, reference=reference)
+
+    def key(graph: str, args: Sequence[torch.Tensor]) -> tuple:
+        return (graph, reference, *(tuple(a.shape) for a in args))
+
+    for graph, build, args, _, _, _ in todo:
+        if key(graph, args) not in references:
+            references[key(graph, args)] = naf.reference_output(build(), *args, reference=reference)
+
+    def one(job: tuple) -> VariantExport:
+        graph, build, args, names, variant, changes = job
         module = build(changes).eval()
         ran = _run(module, args, method)
-        vs = _max_diff(ran, references[key])
+        vs = _max_diff(ran, references[key(graph, args)])
         with attention.swap_natten(method):
             report = onnx_export.export(
                 module,
@@ -278,8 +287,14 @@ def export_variants(
                 atol=atol,
                 outputs=ran,  # the forward just compared with the reference: the export's own check reuses it
             )
-        out[stem(graph, variant, method)] = VariantExport(graph, variant, tuple(changes), report, vs)
-    return out
+        return VariantExport(graph, variant, tuple(changes), report, vs)
+
+    # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
+    heavy_first = sorted(todo, key=lambda job: job[4] not in ("device", "image"))
+    bar = console.progress(None, total=len(todo), desc="NAF graphs", disable=console.headless())
+    done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
+    bar.close()
+    return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, _ in todo}
 
 
 def outside_rows(exports: dict[str, VariantExport], allowed: Iterable[str]) -> list[dict[str, Any]]:

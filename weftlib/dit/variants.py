@@ -27,6 +27,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from weftlib import console
+from weftlib.workers import map_forked
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core import origins
 
@@ -435,26 +436,33 @@ def evaluate(
     opset: int = 17,
     atol: float = 1e-4,
     prefix: str = "dit",
+    workers: int | None = None,
 ) -> list[VariantResult]:
     """Export each variant into `folder` (files `onnx_name(variant.name, prefix)`), compare its torch output
-    with `reference`, run the device gate (`ops`: a `weftlib.gate.DeviceOps`) and read its input ranks."""
+    with `reference`, run the device gate (`ops`: a `weftlib.gate.DeviceOps`) and read its input ranks; the
+    variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
+    mostly single-threaded tracing."""
     from weftlib import gate
 
-    results = []
-    for variant in console.progress(variants, desc="DiT variants", unit="graph"):
-        diff = max_abs_diff(variant.output(), reference)
+    # here, on the reference's threads: a variant that only moves values must equal it bit for bit, and a
+    # worker's single thread would sum the same products in another order
+    diffs = {v.name: max_abs_diff(v.output(), reference) for v in variants}
+
+    def one(variant: Variant) -> VariantResult:
         report = export_variant(variant, folder, prefix=prefix, opset=opset, atol=atol)
-        results.append(
-            VariantResult(
-                variant.name,
-                variant.changes,
-                variant.layout,
-                diff,
-                report,
-                gate.device_gate(report.path, ops),
-                input_ranks(report.path),
-            )
+        return VariantResult(
+            variant.name,
+            variant.changes,
+            variant.layout,
+            diffs[variant.name],
+            report,
+            gate.device_gate(report.path, ops),
+            input_ranks(report.path),
         )
+
+    bar = console.progress(None, total=len(variants), desc="DiT variants", unit="graph")
+    results = map_forked(one, list(variants), workers, progress=lambda _: bar.update(1))
+    bar.close()
     return results
 
 

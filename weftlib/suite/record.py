@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from ..paths import SCRATCH
+from ..workers import map_forked
 from .files import write_atomic
 
 
@@ -152,13 +153,14 @@ class Recorder:
 
     def savefigs(self, figures: dict[str, Any], folder: str) -> list[Path]:
         """Save many figures (file name -> figure) into a subfolder, each with its SVG twin, and close them:
-        artefacts to open, not figures the published page inlines (it inlines the top-level ones only)."""
+        artefacts to open, not figures the published page inlines (it inlines the top-level ones only).
+        Rendering is single-threaded, so they are saved one per CPU (`workers.map_forked`): notebook 06
+        saves a picture of each of its 40-odd graphs."""
         import matplotlib.pyplot as plt
 
         (self.dir / folder).mkdir(parents=True, exist_ok=True)
-        saved = []
-        for name, fig in figures.items():
-            saved.append(self.savefig(fig, f"{folder}/{name}"))
+        saved = map_forked(lambda name: self.savefig(figures[name], f"{folder}/{name}"), list(figures))
+        for fig in figures.values():
             plt.close(fig)
         return saved
 
