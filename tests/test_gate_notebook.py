@@ -1,7 +1,7 @@
-"""Notebook 04 end to end on graphs built here, with DFC results from the TEST DOUBLE of the DFC's Python
+"""Notebook 05 end to end on graphs built here, with DFC results from the TEST DOUBLE of the DFC's Python
 API (tests/test_gate_probes.py): the pairing path runs for real, and the three failure classes come through.
 
-The default suite run (tests/test_notebooks.py) covers 04 on what 02 and 03 export, where no DFC exists."""
+The default suite run (tests/test_notebooks.py) covers 05 on what 02 and 03 export, where no DFC exists."""
 
 from __future__ import annotations
 
@@ -20,17 +20,17 @@ from weftlib.gate import run_dfc
 from weftlib.suite.record import load_metrics
 
 pytestmark = pytest.mark.notebook
-NB = params.NOTEBOOK_DIR / "04_gate_pairing.ipynb"
+NB = params.NOTEBOOK_DIR / "05_gate_pairing.ipynb"
 
 
 def fake_run(root: Path) -> Path:
-    """A run folder as 02, 03 and 05 leave it: metrics.json and graphs (one readable pass, one TopK, one with
-    05's rank-5/1/3 inputs)."""
+    """A run folder as 02, 03 and 04 leave it: metrics.json and graphs (one readable pass, one TopK, one with
+    04's rank-5/1/3 inputs)."""
     run = root / "run"
     for name, graphs in {
         "02_export_attention": {"attn": attention()},
         "03_sparse_conv_memory": {"head": topk_head()},
-        "05_export_dit_block": {"dit": dit_inputs()},
+        "04_export_dit_block": {"dit": dit_inputs()},
     }.items():
         (run / name).mkdir(parents=True)
         done = {"conclusion": {"answer": "exported", "rests_on": {}, "unmet": [], "status": "answered"}}
@@ -41,7 +41,7 @@ def fake_run(root: Path) -> Path:
 
 def execute(run: Path, **parameters) -> runner.NotebookResult:
     runner.ensure_kernel()
-    plan = params.NotebookPlan("04_gate_pairing", NB, parameters)
+    plan = params.NotebookPlan("05_gate_pairing", NB, parameters)
     with mock.patch.dict(os.environ, {runner.HEADLESS_ENV: "1"}):
         return runner.execute_one(plan, run, 600, False)
 
@@ -50,7 +50,7 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
     run = fake_run(tmp_path)
     first = execute(run)
     assert first.status == "passed", first.describe_error()
-    m = load_metrics(run, "04_gate_pairing")["metrics"]
+    m = load_metrics(run, "05_gate_pairing")["metrics"]
     assert m["graphs_found"] == 3 and m["predictions"] == {"pass": 1, "fail": 2, "unjudged": 0}
     assert "input_rank_1" in m["refused_rules"]  # the dit graph's rank-1 timestep
     assert m["public_record"]["disagreed"] == 0 and m["public_record"]["on_target"] >= 25
@@ -64,7 +64,7 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
     [(pack / f"{g.stem}.dfc.json").write_text(run_dfc(g).to_json()) for g in pack.glob("*.onnx")]
     second = execute(run, dfc_results_dir=str(pack))
     assert second.status == "passed", second.describe_error()
-    m = load_metrics(run, "04_gate_pairing")["metrics"]
+    m = load_metrics(run, "05_gate_pairing")["metrics"]
     assert m["dfc_source"] == "results_dir" and m["dfc_results"] == 3
     assert m["pairing_verdicts"] == {
         "allowlist held": 1,
@@ -82,10 +82,10 @@ def test_04_pairs_dfc_results_by_cause_and_counts_the_unjudged(tmp_path, monkeyp
 
 def test_04_fails_naming_a_notebook_whose_outputs_are_missing(tmp_path):
     run = fake_run(tmp_path)
-    (run / "05_export_dit_block" / "metrics.json").unlink()  # 05 failed before it recorded anything
+    (run / "04_export_dit_block" / "metrics.json").unlink()  # 04 failed before it recorded anything
     result = execute(run)
     assert result.status == "failed"
-    assert "05_export_dit_block: no metrics.json" in json.dumps(result.error)
+    assert "04_export_dit_block: no metrics.json" in json.dumps(result.error)
 
 
 def test_04_fails_naming_a_notebook_that_stopped_part_way(tmp_path):

@@ -1,6 +1,6 @@
 """Every notebook, executed by the suite runner on params/default.yaml, as CI and `make appendix` run it.
 
-One run serves all tests here (notebook 04 reads what 02 and 03 exported in the same run); the assertions
+One run serves all tests here (notebook 05 reads what 02 and 03 exported in the same run); the assertions
 read the values each notebook recorded in its metrics.json, not its printed text.
 """
 
@@ -51,7 +51,7 @@ def test_every_figure_is_saved_as_png_and_svg(default_run):
         "01_trace_natten": ["call_chains"],
         "02_export_attention": ["latency", "op_inventory", "naf_graph"],
         "03_sparse_conv_memory": ["memory_vs_resolution"],
-        "04_gate_pairing": ["op_matrix", "public_record"],
+        "05_gate_pairing": ["op_matrix", "public_record"],
         "06_device_cut": ["dit_tokens__all", "image_16p2"],
     }
     for name, stems in figures.items():
@@ -107,11 +107,11 @@ def test_sparse_memory_model_holds_and_exports(default_run):
 
 def test_gate_pairs_every_graph_02_03_and_05_exported(default_run):
     result, _ = default_run
-    m = metrics(default_run, "04_gate_pairing")
+    m = metrics(default_run, "05_gate_pairing")
     exported = sorted(p.relative_to(result.run_dir).as_posix() for p in result.run_dir.glob("0[235]_*/**/*.onnx"))
     assert m["graphs_found"] == len(exported) > 0
     assert m["contradicted_entries"] == [] and m["public_record_held"] == []
-    # this machine has no DFC (00 records it), so every graph rests on the allowlist alone and 04 says so;
+    # this machine has no DFC (00 records it), so every graph rests on the allowlist alone and 05 says so;
     # the pairing itself runs on DFC results from a test double in tests/test_gate_notebook.py
     assert m["dfc_source"] == "not run" and m["graphs_unjudged"] == len(exported)
     assert m["conclusion"]["unmet"][0].startswith("DFC not run here")
@@ -126,7 +126,7 @@ def test_trace_cost_of_looking_is_stated_per_call_and_on_a_real_workload(default
 
 def test_dit_block_exports_exactly_and_names_what_blocks_it(default_run):
     result, _ = default_run
-    m = metrics(default_run, "05_export_dit_block")
+    m = metrics(default_run, "04_export_dit_block")
     assert "view_as_complex" in m["as_written_errors"]["torchscript"]
     assert "complex" in m["as_written_errors"]["dynamo"]
     assert m["real_rope_max_abs_diff"] == 0.0 and m["real_rope_control_max_abs_diff"] > 1e-4
@@ -136,7 +136,7 @@ def test_dit_block_exports_exactly_and_names_what_blocks_it(default_run):
     assert m["variant_outside"]["tokens+all"] == [] and m["variant_input_ranks"]["tokens+all"]["x"] == 3
     assert m["head_splits_glued"]["tokens+all"][0] == m["head_splits_glued"]["tokens+all"][1] > 0
     assert m["head_splits_glued"]["faithful"][0] == 0 and m["kv_heads"]
-    exported = sorted(p.name for p in result.run_dir.glob("05_export_dit_block/*.onnx"))
+    exported = sorted(p.name for p in result.run_dir.glob("04_export_dit_block/*.onnx"))
     assert exported == sorted(m["onnx_files"].values()) and "dit_tokens__all.onnx" in exported
     assert m["upstream_width"] is False  # the CI plan leaves the 1536-wide block to the appendix
     assert m["conclusion"]["status"] == "answered on a stand-in"

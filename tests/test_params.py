@@ -132,7 +132,7 @@ def test_capabilities_judge_the_plans_notebooks_and_name_one_without_a_rule():
     rows = {r["notebook"]: r for r in provenance.capabilities(env, 20.0)}
     assert list(rows) == names
     assert rows["03_sparse_conv_memory"]["fully here"] == "partly"  # 8 GiB of RAM, 20 wanted
-    assert rows["04_gate_pairing"]["fully here"] == "partly" and image() in rows["04_gate_pairing"]["why"]
+    assert rows["05_gate_pairing"]["fully here"] == "partly" and image() in rows["05_gate_pairing"]["why"]
     with pytest.raises(ValueError, match="no capability rule for \\['06_new'\\]"):
         provenance.capabilities(env, 20.0, [*names, "06_new"])
 
@@ -196,8 +196,8 @@ def refused_by_check(path, capsys, *words):
         ("03_sparse_conv_memory", "measure_dtype", "float64", "measure_dtype", "'float32' or 'float16'"),
         ("03_sparse_conv_memory", "shapes", "[sphere, cube]", "shapes[1]", "'bunny', got str 'cube'"),
         ("03_sparse_conv_memory", "ratio_limit", ".inf", "ratio_limit", "finite number"),
-        ("05_export_dit_block", "atol", "0", "atol", "greater than 0"),
-        ("05_export_dit_block", "host_root", "/no/such/checkout", "host_root", "no directory '/no/such/checkout'"),
+        ("04_export_dit_block", "atol", "0", "atol", "greater than 0"),
+        ("04_export_dit_block", "host_root", "/no/such/checkout", "host_root", "no directory '/no/such/checkout'"),
         ("01_trace_natten", "feature_grid", "8", "feature_grid", "greater than or equal to 9"),
         ("01_trace_natten", "hub_kwargs", "[pretrained]", "hub_kwargs", "valid dictionary"),
     ],
@@ -249,7 +249,7 @@ def test_a_notebook_name_is_a_plain_name_of_the_notebook_folder(tmp_path, capsys
 
 
 def test_a_duplicate_notebook_is_named(tmp_path, capsys):
-    path = real_plan(tmp_path, "notebooks: [00_overview, 04_gate_pairing, 00_overview]\n")
+    path = real_plan(tmp_path, "notebooks: [00_overview, 05_gate_pairing, 00_overview]\n")
     refused_by_check(path, capsys, "00_overview listed twice")
 
 
@@ -324,7 +324,7 @@ def test_set_gives_the_value_to_every_notebook_with_that_parameter():
     )
     given = {nb.name: nb.parameters for nb in plan_.notebooks}
     assert {n for n, p in given.items() if "hub_dir" in p} == {"01_trace_natten", "02_export_attention"}
-    assert {n for n, p in given.items() if "host_root" in p} == {"01_trace_natten", "05_export_dit_block"}
+    assert {n for n, p in given.items() if "host_root" in p} == {"01_trace_natten", "04_export_dit_block"}
     assert given["02_export_attention"]["threads"] == 3 and plan_.settings[-1] == "threads=3"
     params.validate(plan_)
     assert plan_.digest() != params.load_plan(params.DEFAULT_PLAN).digest()
@@ -391,6 +391,6 @@ def test_sources_name_each_checkout_with_its_commit(tmp_path):
     assert text == f"stand-in for Pixal3D; valeoai/NAF checkout at {commit[:12]}, {naf}"
     assert provenance.sources("02_export_attention", hub_dir="") == "stand-in for valeoai/NAF"
     plain = _checkout(tmp_path / "Pixal3D", {"pixal3d/models/sparse_structure_flow.py": ""})
-    assert provenance.sources("05_export_dit_block", host_root=str(plain)).endswith(
+    assert provenance.sources("04_export_dit_block", host_root=str(plain)).endswith(
         "(not a git checkout), " + str(plain)
     )

@@ -200,7 +200,7 @@ def test_refuses_a_run_whose_answer_table_lacks_an_rfd_question(runs, tmp_path, 
     before = snapshot(rfd)
     assert main(["publish", str(good), "--rfd", str(rfd)]) == 2
     err = capsys.readouterr().err
-    assert "lacks the RFD question(s) of 01_trace_natten" in err and "05_export_dit_block" in err
+    assert "lacks the RFD question(s) of 01_trace_natten" in err and "04_export_dit_block" in err
     assert "00_overview" not in err.split("lacks")[1]  # the overview answers no question
     overview_only = tmp_path / "overview"
     shutil.copytree(good, overview_only)

@@ -1,4 +1,4 @@
-"""05: one DiT block of Pixal3D's sparse-structure flow model: the other graph RFD 1129's decision names.
+"""04: one DiT block of Pixal3D's sparse-structure flow model: the other graph RFD 1129's decision names.
 
 `model` loads the flow model (a Pixal3D checkout or the stand-in), tries both exporters, patches RoPE to
 real arithmetic and sizes its layers; `rewrites` holds the exact rewrites chosen by the compiler's patterns

@@ -2,7 +2,7 @@
 evidence behind each.
 
 The allowlist is a claim about the Dataflow Compiler. Keeping it as data with its evidence beside every op
-and every graph pattern lets the gate weigh what was seen (`weftlib.gate.standing`), lets notebook 04 check
+and every graph pattern lets the gate weigh what was seen (`weftlib.gate.standing`), lets notebook 05 check
 the listing against that evidence, and lets a pairing say which entry to move. A typo in the file must stop
 the gate (a misspelled op silently widens or narrows it), so every key is checked and every error names the
 file, the entry and what is valid.

@@ -178,7 +178,7 @@ def script_text(graphs: Sequence[str], arch: str, cuts: dict[str, dict[str, Any]
         "#!/usr/bin/env bash",
         f"# Parse every graph of this folder with the Hailo DFC in {dfc_image} ({arch}); each result lands",
         "# beside its graph as <stem>.dfc.json. Copy the whole folder anywhere Docker and the image are.",
-        "# Then: python -m weftlib.gate evidence <this folder>  (probes), or notebook 04 with",
+        "# Then: python -m weftlib.gate evidence <this folder>  (probes), or notebook 05 with",
         "# dfc_results_dir set to this folder.",
         "set -u",
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',

@@ -1,4 +1,4 @@
-"""Tables and the op-matrix plot notebook 04 publishes, built from gate results and pairings.
+"""Tables and the op-matrix plot notebook 05 publishes, built from gate results and pairings.
 
 The notebook may not loop, so gathering the graphs, collecting DFC results by file stem and shaping the
 tables lives here, where it is tested.
@@ -274,7 +274,7 @@ def plot_backtest(counts: "pd.DataFrame"):
 
 def missing_outputs(folders: dict[str, Path]) -> list[str]:
     """Which listed notebooks left no outputs to gate: no `metrics.json` (it failed or did not run), or no
-    `.onnx` file. Notebook 04 stops on any, instead of passing on a subset of the graphs."""
+    `.onnx` file. Notebook 05 stops on any, instead of passing on a subset of the graphs."""
     missing = []
     for name, folder in folders.items():
         metrics = Path(folder) / "metrics.json"
@@ -330,7 +330,7 @@ def conclusion(
     script: str | os.PathLike,
     run_dir: str | os.PathLike | None = None,
 ) -> tuple[str, dict[str, str], list[str]]:
-    """Notebook 04's answer sentence, what it rests on, and its unmet preconditions, from measured values.
+    """Notebook 05's answer sentence, what it rests on, and its unmet preconditions, from measured values.
 
     With `run_dir`, the DFC script is named relative to it: the run folder is copied to the published
     appendix, so the command stays right there and names no machine's path."""
@@ -355,7 +355,7 @@ def conclusion(
         )
         unmet.append(
             f"DFC not run here: needs the {image()} image; run {command} and "
-            f"rerun 04 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)"
+            f"rerun 05 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)"
         )
     elif unjudged:
         unmet.append(f"{unjudged} of {len(pairings)} graphs have no DFC verdict on their ops (see the pairing)")

@@ -7,7 +7,7 @@ Why these choices:
   rewrites) is skipped: it took ~15 s on a 49-offset 'shift' graph; only constant folding and clean-up
   passes run (`_fold`), which is what a fixed-shape graph needs.
   Its default of writing weights to an external `.data` file is switched off: the compiler and the gate of
-  notebook 04 take one file, so the file must stay below protobuf's 2 GB limit or the export is refused.
+  notebook 05 take one file, so the file must stay below protobuf's 2 GB limit or the export is refused.
 - torch's exporter implements opset 18 and up; onnx's own 18 -> 17 converter fails on some ops (it left an
   opset-18 `Split` in our graphs), so `onnx_opset.to_opset17` rewrites the few ops that changed, explicitly.
 - Shapes are fixed (the accelerator compiles one geometry), so every `Shape`/`Range`/`ConstantOfShape`

@@ -5,7 +5,7 @@
   upsampling, whose parameter-free cross-attention calls `natten.na2d` with NAF's arguments).
 - `HOST_ROOT`: a small package shaped like Pixal3D's image conditioning (the four-entry config table, the
   `proj_channels` rule, a local `torch.hub.load` of the upsampler, natten named only in install lines), and,
-  laid out like a checkout (`pixal3d/`, `configs/gen/`), the sparse-structure flow model notebook 05 exports.
+  laid out like a checkout (`pixal3d/`, `configs/gen/`), the sparse-structure flow model notebook 04 exports.
 
 Both are written for this suite, carry random weights, and say so in their READMEs. They reproduce the
 *structure* of the dependency (who calls what, who declares what), not the upstream models' numbers.

@@ -187,7 +187,7 @@ def _setting(raw: str) -> tuple[str, Any]:
 
 def apply_settings(plan: SuitePlan, settings: list[str] | None) -> SuitePlan:
     """The plan with each `--set KEY=VALUE` given to every notebook of it whose `parameters` cell has KEY
-    (e.g. `hub_dir` to 01 and 02, `host_root` to 01 and 05). Refused, naming the setting, when no notebook
+    (e.g. `hub_dir` to 01 and 02, `host_root` to 01 and 04). Refused, naming the setting, when no notebook
     of the plan has that parameter, when it is set by the runner, or when a notebook may not take the value
     (`schema`: a directory that is no checkout of the repository it names, a wrong type, ...)."""
     if not settings:

@@ -203,12 +203,12 @@ def capabilities(
             ram_gib >= appendix_ram_gib,
             f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB",
         ),
-        "05_export_dit_block": (
+        "04_export_dit_block": (
             True,
             "full: export, onnxruntime and the device gate run on CPU; the DFC's word on "
-            "its graphs comes through notebook 04",
+            "its graphs comes through notebook 05",
         ),
-        "04_gate_pairing": (
+        "05_gate_pairing": (
             dfc,
             "device gate runs anywhere; the DFC parse "
             + ("runs here" if dfc else f"needs the {image()} Docker image (Linux x86-64)"),

@@ -165,7 +165,7 @@ class Recorder:
         return saved
 
     def sibling(self, name: str) -> Path:
-        """The artefact folder of another notebook in the same run (notebook 04 reads 02's and 03's)."""
+        """The artefact folder of another notebook in the same run (notebook 05 reads 02's and 03's)."""
         return self.run_dir / name
 
     def _write(self) -> None:

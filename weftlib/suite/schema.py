@@ -209,7 +209,7 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
         "ratio_limit": Positive,
         "device_memory_gib": Positive,
     },
-    "05_export_dit_block": {
+    "04_export_dit_block": {
         "host_root": PIXAL3D,
         "blocks": Count,
         "channels": Count,
