@@ -47,10 +47,11 @@ appendix: $(VENV)/.installed   ## the full-size plan (params/appendix.yaml) -> o
 smoke: $(VENV)/.installed      ## the small CPU plan (params/default.yaml) -> outputs/smoke/ [PIXAL3D=DIR NAF=DIR]
 	$(PY) -m weftlib run --params params/default.yaml $(SETS)
 
-test: $(VENV)/.installed       ## lint, format, import layering, unit tests + the small plan under papermill (CI)
+test: $(VENV)/.installed       ## lint, format, import layering, types, unit tests + the small plan under papermill (CI)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports --no-cache
+	$(VENV)/bin/mypy
 	$(PY) -m pytest
 
 lab: $(VENV)/.installed-lab $(LAB_SETTINGS)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import sys
-from typing import Iterable
+from collections.abc import Iterable
 
 CELL_METADATA_DROPPED = ("execution", "papermill", "scrolled", "collapsed", "ExecuteTime")
 NOTEBOOK_METADATA_DROPPED = ("papermill", "widgets")

@@ -11,7 +11,7 @@ from __future__ import annotations
 import sys
 import types
 import warnings
-from functools import lru_cache
+from functools import cache
 
 import natten
 import natten.functional
@@ -54,7 +54,7 @@ def _randn(*shape: int, seed: int) -> torch.Tensor:
     return torch.randn(*shape, generator=torch.Generator().manual_seed(seed))
 
 
-@lru_cache(maxsize=None)
+@cache
 def _case(name: str):
     h, w, kernel, dilation, heads, kv, d, dv = GRID[name]
     q, k, v = _randn(2, h, w, heads, d, seed=1), _randn(2, h, w, kv, d, seed=2), _randn(2, h, w, kv, dv, seed=3)
@@ -64,7 +64,7 @@ def _case(name: str):
     return (q, k, v, kernel, dilation), ref
 
 
-@lru_cache(maxsize=None)
+@cache
 def _lowres_case(name: str):
     h, w, dilation, kernel, heads, d, dv = LOWRES[name]
     dh, dw = (dilation, dilation) if isinstance(dilation, int) else dilation
@@ -236,9 +236,8 @@ def test_swap_reroutes_and_restores() -> None:
 def test_swap_restores_on_error_and_refuses_unsupported() -> None:
     original = natten.functional.na2d
     q, k, v = _qkv()
-    with pytest.raises(RuntimeError, match="boom"):
-        with attention.swap_natten("shift"):
-            raise RuntimeError("boom")
+    with pytest.raises(RuntimeError, match="boom"), attention.swap_natten("shift"):
+        raise RuntimeError("boom")
     assert natten.na2d is original and natten.functional.na2d is original
     with attention.swap_natten("shift"):
         with pytest.raises(ValueError, match="stride"):
@@ -250,9 +249,8 @@ def test_swap_restores_on_error_and_refuses_unsupported() -> None:
         with pytest.raises(ValueError, match="kernel_size"):
             natten.na2d(q, k, v, 1)
     assert natten.na2d is original
-    with pytest.raises(ValueError, match="method"):
-        with attention.swap_natten("flex"):
-            pass
+    with pytest.raises(ValueError, match="method"), attention.swap_natten("flex"):
+        pass
 
 
 def test_swap_lowres_takes_the_low_grid_of_upsampled_kv() -> None:

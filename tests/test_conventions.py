@@ -187,3 +187,21 @@ def test_lab_autosave_never_reaches_a_commit(tmp_path):
     assert _git("status", "--porcelain", cwd=repo, env=env).stdout.strip() == "", "nothing to commit"
     blob = _git("show", ":notebooks/00_overview.ipynb", cwd=repo, env=env).stdout
     assert "autosaved" not in blob and blob == (NOTEBOOKS["00_overview"]).read_text(encoding="utf-8")
+
+
+MAX_FUNCTION_LINES = 60  # a function a reader takes in at once; ruff bounds its statements (pyproject.toml)
+
+
+def test_no_library_function_is_over_sixty_lines():
+    """Every function of weftlib/ (the stand-ins' copies of outside code aside) fits the bound, docstring
+    included: a longer one is several steps that want their own names."""
+    long = []
+    for path in sorted((REPO / "weftlib").rglob("*.py")):
+        if {"pixal_host", "naf_hub"} & set(path.parts):
+            continue
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1
+                if lines > MAX_FUNCTION_LINES:
+                    long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name} ({lines} lines)")
+    assert not long, "functions over the bound:\n" + "\n".join(long)

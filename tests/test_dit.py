@@ -322,9 +322,8 @@ def test_glued_heads_cover_attention_without_qk_norm_or_rope(small, kind):
 
 
 def test_glued_heads_refuse_what_they_do_not_model(small):
-    with pytest.raises(ValueError, match="rope"):
-        with dit.glued_heads(small[0], rope="complex"):
-            pass
+    with pytest.raises(ValueError, match="rope"), dit.glued_heads(small[0], rope="complex"):
+        pass
     with pytest.raises(ZeroDivisionError), dit.glued_heads(small[0]):
         1 / 0  # noqa: B018 (raise inside the context)
     assert "forward" in dit.source_of(small[0]).attention_class.__dict__

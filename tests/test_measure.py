@@ -168,3 +168,17 @@ def test_a_forked_measuring_process_counts_as_this_blocks_own_work(monkeypatch):
     block = _fake_bracket(monkeypatch, _rates(190, 30), _rates(190, 30), busy_s=10.0, own_s=2.0, wall=10.0)
     block.note(1.0, 11.0, cpu_seconds=8.0)
     assert block.verdict()["others_cores"] == pytest.approx(0.0) and block.verdict()["contended"] is False
+
+
+def test_torch_threads_restores_the_count_even_when_the_block_raises():
+    import torch
+
+    before = torch.get_num_threads()
+    with measure.torch_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(RuntimeError), measure.torch_threads(1):
+        raise RuntimeError("inside")
+    assert torch.get_num_threads() == before
+    with measure.torch_threads(None):
+        assert torch.get_num_threads() == before

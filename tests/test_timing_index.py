@@ -4,7 +4,7 @@ durations."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 
 from tests.conftest import write_notebook
 from weftlib.suite import params, publish, record
@@ -46,7 +46,7 @@ def test_index_and_summary_say_which_notebooks_timings_were_contended(tmp_path):
         NotebookResult("10_timed", status="passed", seconds=110.4),
         NotebookResult("20_untimed", status="passed", seconds=2.6),
     ]
-    summary = publish.write_index(run_dir, plan, results, datetime.now(timezone.utc))
+    summary = publish.write_index(run_dir, plan, results, datetime.now(UTC))
     assert summary["timings"]["10_timed"]["contended"] and not summary["timings"]["20_untimed"]["contended"]
     assert json.loads((run_dir / "summary.json").read_text())["timings"]["10_timed"]["contended_rows"] == 1
     page = (run_dir / "index.html").read_text()

@@ -16,8 +16,11 @@ import importlib
 import os
 import statistics
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
+from collections.abc import Callable
 
 # Transparent huge pages for large buffers, asked for by torch's CPU allocator (its own switch) and by glibc's
 # malloc (numpy, onnxruntime). On the 2-core VM page faults were a third of the appendix's time: natten's
@@ -29,6 +32,21 @@ ALLOCATOR_ENV = {"THP_MEM_ALLOC_ENABLE": "1", "GLIBC_TUNABLES": "glibc.malloc.hu
 _CLEAR_REFS = Path("/proc/self/clear_refs")
 _STATUS = Path("/proc/self/status")
 _PROC_STAT = Path("/proc/stat")
+
+
+@contextmanager
+def torch_threads(threads: int | None) -> Iterator[None]:
+    """torch's intra-op thread count set to `threads` (unchanged when None or 0) for the block, and restored
+    after it, so a measurement's thread count never leaks into the caller's."""
+    import torch
+
+    before = torch.get_num_threads()
+    if threads:
+        torch.set_num_threads(threads)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def median_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> float:
@@ -188,16 +206,11 @@ def sgemm_gflops(threads: int | None = None, size: int = 1024, repeats: int = 5)
     The fastest, not the median: a bound from below must use the highest rate the machine reaches."""
     import torch
 
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         gen = torch.Generator().manual_seed(0)
         a, b = (torch.randn((size, size), generator=gen) for _ in range(2))
         out = torch.empty((size, size))
         seconds = min(sample_seconds(lambda: torch.mm(a, b, out=out), repeats=repeats, warmup=1))
-    finally:
-        torch.set_num_threads(before)
     return 2 * size**3 / seconds / 1e9
 
 
@@ -209,15 +222,10 @@ def copy_gbps(threads: int | None = None, nbytes: int = 64 << 20, repeats: int =
     pure write slower. Distinct values: pages of one repeated value may be merged by the host and read faster."""
     import torch
 
-    before = torch.get_num_threads()
-    if threads:
-        torch.set_num_threads(threads)
-    try:
+    with torch_threads(threads):
         src = torch.arange(nbytes // 4, dtype=torch.float32)
         dst = torch.empty_like(src)
         seconds = min(sample_seconds(lambda: dst.copy_(src), repeats=repeats, warmup=1))
-    finally:
-        torch.set_num_threads(before)
     return 2 * nbytes / seconds / 1e9
 
 
@@ -304,7 +312,7 @@ class Bracket:
         self._forked_cpu = 0.0
         self._cpu: tuple[tuple[float | None, float], tuple[float | None, float]] | None = None
 
-    def __enter__(self) -> "Bracket":
+    def __enter__(self) -> Bracket:
         cpu = _cpu_seconds()
         self._marks["start"] = time.perf_counter()
         self.before = machine_limits(self.threads, self.repeats)

@@ -14,7 +14,8 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any, Callable, Iterable, Sequence, TypeVar
+from typing import Any, TypeVar
+from collections.abc import Callable, Iterable, Sequence
 
 T = TypeVar("T")
 R = TypeVar("R")

@@ -11,11 +11,11 @@ from .neighborhood import METHODS, Pair, na2d, NA2d, upsample_nearest, natten_re
 
 __all__ = [
     "METHODS",
-    "Pair",
-    "na2d",
     "NA2d",
-    "upsample_nearest",
-    "natten_reference",
+    "Pair",
     "lowres_from_full",
+    "na2d",
+    "natten_reference",
     "swap_natten",
+    "upsample_nearest",
 ]

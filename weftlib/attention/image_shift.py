@@ -29,7 +29,8 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch
@@ -45,12 +46,12 @@ from .neighborhood import Pair
 
 __all__ = [
     "NA2dImageShift",
-    "na2d_image",
     "equality",
     "export_image",
     "export_image_all",
     "export_rows",
     "image_inputs",
+    "na2d_image",
 ]
 FORMULATION = "image_shift"
 

@@ -16,7 +16,8 @@ import functools
 import math
 import sys
 from collections.abc import Sequence
-from typing import Any, Iterator
+from typing import Any
+from collections.abc import Iterator
 
 import torch
 from torch import Tensor, nn

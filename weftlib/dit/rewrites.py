@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import contextlib
 from functools import lru_cache
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import numpy as np
 import torch

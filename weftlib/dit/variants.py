@@ -20,7 +20,8 @@ import copy
 import math
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 import torch
 import torch.nn.functional as F

@@ -22,7 +22,7 @@ import json
 import os
 import sys
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 from . import (
     EXIT_CODES,

@@ -13,7 +13,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Iterable
+from collections.abc import Iterable
 
 from ..onnx_core.walk import STANDARD_DOMAINS, Graph, graph_inputs, read_graph
 from .allowlist import DeviceOps, DeviceOpsError
@@ -199,4 +199,4 @@ def graph_limits(graph: Graph, ops: DeviceOps) -> list[str]:
     return problems
 
 
-__all__ = ["EXIT_CODES", "GateResult", "OpUse", "PARSE", "device_gate", "graph_limits"]
+__all__ = ["EXIT_CODES", "PARSE", "GateResult", "OpUse", "device_gate", "graph_limits"]

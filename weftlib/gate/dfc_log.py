@@ -188,7 +188,7 @@ def _scan_errors(scan: _Scan, index: int, line: str, lines: list[str]) -> bool:
     matches = [m for m in _ERROR.finditer(line) if m.group(1).endswith(("Error", "Exception"))]
     for i, m in enumerate(matches):
         end = matches[i + 1].start() if i + 1 < len(matches) else len(line)
-        message = _clean(line[m.end() : end].split("Please try to parse the model again")[0])
+        message = _clean(line[m.end() : end].split("Please try to parse the model again", maxsplit=1)[0])
         if not message:
             message = _continuation(lines, index)
         scan.errors.append((index, DfcError(m.group(1), m.group(2).strip(), _op_named(message), message)))

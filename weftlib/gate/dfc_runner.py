@@ -14,7 +14,7 @@ import shlex
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
-from typing import Sequence
+from collections.abc import Sequence
 
 from .dfc_log import DfcError, DfcResult, read_dfc_log
 

@@ -25,7 +25,8 @@ import shutil
 import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Sequence
 
 import numpy as np
 import onnx

@@ -12,7 +12,7 @@ them. `backtest` runs the device gate on each one and says whether it agrees wit
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import onnx

@@ -15,7 +15,7 @@ unjudged node leaves it unknown; constants and shape arithmetic have none.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 import onnx

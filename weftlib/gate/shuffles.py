@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from math import prod
-from typing import Sequence
+from collections.abc import Sequence
 
 Shape = tuple[int, ...]
 

@@ -16,7 +16,8 @@ retracted it, is shown and not weighed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
+from collections.abc import Iterable
 
 from .allowlist import OBSERVED, Evidence
 
@@ -63,7 +64,7 @@ def reach(ev: Evidence, target_dfc: str, target_arch: str) -> str:
     arch_ok = ev.arch in (target_arch, "unknown")
     if ev.dfc == target_dfc and arch_ok:
         return "target"
-    major = target_dfc.split(".")[0]
+    major = target_dfc.split(".", maxsplit=1)[0]
     if ev.dfc == "unknown":
         return "sibling" if ev.arch == target_arch else "off"
     if ev.dfc.split(".")[0] == major and arch_ok:

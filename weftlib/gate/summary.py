@@ -9,7 +9,8 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
+from collections.abc import Iterable, Sequence
 
 from .allowlist import DeviceOps
 from .device import GateResult, device_gate
@@ -44,7 +45,7 @@ def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
     return {m: device_gate(m, ops) for m in tqdm(models, desc="device gate", disable=headless() or len(models) < 4)}
 
 
-def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> "pd.DataFrame":
+def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> pd.DataFrame:
     import pandas as pd
 
     rows = [
@@ -115,7 +116,7 @@ def _run_safely(model: Path, arch: str) -> DfcResult:
         return DfcResult("unrecognised", reason=f"running the parser failed: {type(exc).__name__}: {exc}")
 
 
-def commands_table(models: Sequence[Path], arch: str, root: str | os.PathLike) -> "pd.DataFrame":
+def commands_table(models: Sequence[Path], arch: str, root: str | os.PathLike) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame(
@@ -123,7 +124,7 @@ def commands_table(models: Sequence[Path], arch: str, root: str | os.PathLike) -
     )
 
 
-def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> "pd.DataFrame":
+def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame(
@@ -145,7 +146,7 @@ def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> "pd
     )
 
 
-def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str | os.PathLike) -> "pd.DataFrame":
+def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str | os.PathLike) -> pd.DataFrame:
     """Suggested `params/device_ops.yaml` edits: from the pairings (what the DFC did with these graphs) and
     from the listing's own evidence (an op listed against what its evidence predicts). Unjudged entries are
     no edit: they are what the probes ask."""
@@ -168,7 +169,7 @@ def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str |
 
 def op_matrix(
     results: dict[Path, GateResult], ops: DeviceOps, root: str | os.PathLike
-) -> tuple["pd.DataFrame", "pd.DataFrame"]:
+) -> tuple[pd.DataFrame, pd.DataFrame]:
     """Model x op counts, and the prediction of each non-empty cell (the strongest over its nodes)."""
     import pandas as pd
 
@@ -196,7 +197,7 @@ def _cell_status(result: GateResult, op: str, ops: DeviceOps) -> str:
     return worst(p for n, p in result.prediction.nodes.items() if ops_of.get(n) == op)
 
 
-def plot_op_matrix(counts: "pd.DataFrame", status: "pd.DataFrame"):
+def plot_op_matrix(counts: pd.DataFrame, status: pd.DataFrame):
     """A heat-map-like grid: one row per model, one column per op, coloured by allowlist status."""
     import matplotlib.pyplot as plt
     from matplotlib.colors import to_rgb
@@ -221,7 +222,7 @@ def plot_op_matrix(counts: "pd.DataFrame", status: "pd.DataFrame"):
     return fig
 
 
-def findings_table(results: dict[Path, GateResult], root: str | os.PathLike) -> "pd.DataFrame":
+def findings_table(results: dict[Path, GateResult], root: str | os.PathLike) -> pd.DataFrame:
     """Every refused and unjudged judgement of every graph: graph, node, op, rule, prediction, evidence."""
     import pandas as pd
 
@@ -241,7 +242,7 @@ def findings_table(results: dict[Path, GateResult], root: str | os.PathLike) -> 
     return pd.DataFrame(rows, columns=["graph", "node", "op", "rule", "prediction", "detail", "evidence"])
 
 
-def backtest_counts(rows: list[dict]) -> "pd.DataFrame":
+def backtest_counts(rows: list[dict]) -> pd.DataFrame:
     """The backtest by source: how many recorded outcomes the gate agrees with, leaves unjudged, disagrees with."""
     import pandas as pd
 
@@ -253,7 +254,7 @@ def backtest_counts(rows: list[dict]) -> "pd.DataFrame":
     return counts.reindex(columns=["agrees", "unjudged", "disagrees"], fill_value=0).reset_index()
 
 
-def plot_backtest(counts: "pd.DataFrame"):
+def plot_backtest(counts: pd.DataFrame):
     """One bar per source of the public record: outcomes the gate agrees with, leaves unjudged, disagrees with."""
     import matplotlib.pyplot as plt
 
@@ -288,7 +289,7 @@ def missing_outputs(folders: dict[str, Path]) -> list[str]:
     return missing
 
 
-def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) -> tuple["DfcPack", list[Path]]:
+def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) -> tuple[DfcPack, list[Path]]:
     """Copy every graph (with its parity file) into one DFC pack folder; the copies are what gets gated and
     paired, so the graph, its result file and the DFC's model name all share one stem."""
     from .probes import write_dfc_pack
@@ -301,7 +302,7 @@ def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) ->
 
 def standing_table(
     results: dict[Path, GateResult], pairings: dict[Path, Pairing], root: str | os.PathLike
-) -> "pd.DataFrame":
+) -> pd.DataFrame:
     """Per graph: the gate's prediction, the ops it predicts refused, and whether the verdict rests on the DFC
     or only on the public record's prediction."""
     import pandas as pd

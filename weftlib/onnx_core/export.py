@@ -27,7 +27,8 @@ import time
 import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 import onnx
@@ -383,8 +384,7 @@ def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
     kept = [v for v in proto.graph.value_info if v.name not in stored]  # a fill now stored is no value
     del proto.graph.value_info[:]
     proto.graph.value_info.extend(kept)
-    if proto.ir_version > WRITTEN_IR_VERSION:
-        proto.ir_version = WRITTEN_IR_VERSION
+    proto.ir_version = min(proto.ir_version, WRITTEN_IR_VERSION)
     return proto
 
 

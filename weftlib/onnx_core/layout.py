@@ -34,7 +34,7 @@ class LayoutExport:
         return Path(self.report.path)
 
 
-def layout_table(exports: dict[Any, LayoutExport], gate_results: dict[Any, Any]) -> "pd.DataFrame":
+def layout_table(exports: dict[Any, LayoutExport], gate_results: dict[Any, Any]) -> pd.DataFrame:
     """Per device-layout graph: inputs, parity, equality with the faithful form, and the device gate's word
     (`gate_results` keyed like `exports`, or by the layout's path)."""
     import pandas as pd

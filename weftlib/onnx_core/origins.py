@@ -12,7 +12,7 @@ import ast
 import os
 import re
 from pathlib import Path
-from typing import Sequence
+from collections.abc import Sequence
 
 import onnx
 

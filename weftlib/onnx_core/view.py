@@ -17,7 +17,7 @@ import re
 import shutil
 import uuid
 from collections import Counter
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
 
@@ -238,7 +238,7 @@ def viewer_folder(target: Path = VIEWER_DIR) -> Path:
             else:
                 shutil.copy2(item, target / item.name)
     page = (source / "index.html").read_text(encoding="utf-8")
-    today = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M:%S")
+    today = datetime.now(UTC).strftime("%Y-%m-%d %H:%M:%S")
     page = re.sub(r'<meta name="version" content="[^"]*">', '<meta name="version" content="0.0.0">', page)
     page = re.sub(r'<meta name="date" content="[^"]*">', f'<meta name="date" content="{today}">', page)
     page = page.replace(

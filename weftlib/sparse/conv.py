@@ -440,7 +440,7 @@ def export_methods(
     bias: torch.Tensor | None,
     feats: torch.Tensor,
     nbr: torch.Tensor,
-    folder: "os.PathLike | str",
+    folder: os.PathLike | str,
     methods: tuple[str, ...] = SPARSE_METHODS,
     atol: float = 1e-4,
 ) -> dict[str, Any]:
@@ -465,7 +465,7 @@ def export_methods(
     }
 
 
-def inventory_table(reports: dict[str, Any], device_ops: Any) -> "pd.DataFrame":
+def inventory_table(reports: dict[str, Any], device_ops: Any) -> pd.DataFrame:
     """Op counts per exported graph, with each op's listing in the device allowlist (`gate.DeviceOps`):
     allowed / blocker / unlisted, what its own entry predicts ("by pattern": its nodes are judged by the
     graph rules), and how many Gathers read a data-dependent index."""
@@ -490,7 +490,7 @@ def inventory_table(reports: dict[str, Any], device_ops: Any) -> "pd.DataFrame":
 
 
 def export_dense(
-    weight: torch.Tensor, bias: torch.Tensor | None, grid: torch.Tensor, folder: "os.PathLike | str", atol: float = 1e-4
+    weight: torch.Tensor, bias: torch.Tensor | None, grid: torch.Tensor, folder: os.PathLike | str, atol: float = 1e-4
 ) -> Any:
     """Export the densify route's device half (a Conv on `grid`) to `folder/conv_dense.onnx`; its report."""
     from pathlib import Path

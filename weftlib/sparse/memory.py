@@ -17,7 +17,8 @@ import logging
 import statistics
 import tempfile
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Iterable, Iterator
 
 import torch
 
@@ -777,7 +778,7 @@ def format_benchmark(result: dict[str, Any]) -> str:
     ]
     for r in rows:
         lines.append(
-            f"{r['method']:<11}{str(r['chunk_rows'] or 'auto'):>7}{r['median_seconds']:>10.2f}{r['limit_seconds']:>9.2f}"
+            f"{r['method']:<11}{r['chunk_rows'] or 'auto'!s:>7}{r['median_seconds']:>10.2f}{r['limit_seconds']:>9.2f}"
             f"{r['of_limit']:>10.2f}{r['useful_gflops']:>9.0f}{r['of_sgemm']:>10.2f}"
             f"{r['peak_bytes'] / 2**30:>10.2f}{r['peak_over_model']:>12.2f}{r['sgemm_gflops']:>7.0f}"
             f"{r['copy_gbps']:>6.1f}  {'yes' if r['contended'] else 'no'}"

@@ -18,7 +18,8 @@ from __future__ import annotations
 import functools
 import math
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
+from collections.abc import Callable
 
 import numpy as np
 import torch
@@ -294,7 +295,7 @@ def voxel_set(shape: str, res: int) -> torch.Tensor:
     return _built(shape, res).clone()
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _built(shape: str, res: int) -> torch.Tensor:
     if shape == "sphere":
         return sphere_shell(res)
@@ -315,7 +316,7 @@ def fit_exponent(res: list[int] | np.ndarray, counts: list[int] | np.ndarray) ->
     return float(slope), float(intercept)
 
 
-def count_table(shapes: list[str], resolutions: list[int], progress: bool = True) -> "pd.DataFrame":
+def count_table(shapes: list[str], resolutions: list[int], progress: bool = True) -> pd.DataFrame:
     """N(res) per shape with the occupied fraction of the grid (the sets stay built for later cells, `voxel_set`)."""
     import pandas as pd
     from weftlib.console import progress as tqdm
@@ -334,6 +335,6 @@ def count_table(shapes: list[str], resolutions: list[int], progress: bool = True
     return df
 
 
-def exponents(counts: "pd.DataFrame") -> dict[str, float]:
+def exponents(counts: pd.DataFrame) -> dict[str, float]:
     """Fitted exponent of N ~ res^p per shape in a `count_table`."""
     return {s: fit_exponent(g["res"].tolist(), g["N"].tolist())[0] for s, g in counts.groupby("shape", sort=False)}

@@ -18,7 +18,7 @@ import importlib
 import sys
 from pathlib import Path
 from types import ModuleType
-from typing import Iterator
+from collections.abc import Iterator
 
 STANDINS_DIR = Path(__file__).resolve().parent
 NAF_HUB_DIR = STANDINS_DIR / "naf_hub"

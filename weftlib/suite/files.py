@@ -13,7 +13,7 @@ import fcntl
 import os
 import tempfile
 from pathlib import Path
-from typing import Iterator
+from collections.abc import Iterator
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: the mode a plain `open(..., "w")` would have given the file

@@ -11,7 +11,8 @@ import os
 import platform
 import subprocess
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 from ..paths import REPO_ROOT
 from . import schema
@@ -48,7 +49,7 @@ def git_state(root: Path = REPO_ROOT) -> dict[str, Any]:
     return {"commit": commit, "dirty": bool(status) if status is not None else None}
 
 
-def outside_code(plan: "SuitePlan", ran: Sequence[str] | None = None) -> list[dict[str, Any]]:
+def outside_code(plan: SuitePlan, ran: Sequence[str] | None = None) -> list[dict[str, Any]]:
     """The code from outside this repository that the plan has its notebooks execute (a `hub_dir` whose
     hubconf.py is run, a `host_root` whose model code is imported): per parameter given, the notebook, the
     directory, what runs from it, and its git commit and dirtiness where it is a git checkout. `ran`, if

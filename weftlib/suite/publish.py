@@ -15,9 +15,10 @@ import os
 import re
 import shutil
 import tempfile
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
 
 import jinja2
 import markupsafe
@@ -110,7 +111,7 @@ def _rests_on_text(rests_on: dict[str, Any]) -> str:
     return "; ".join(f"{k}: {v}" for k, v in rests_on.items()) or "not stated"
 
 
-def answer_rows(run_dir: Path, results: list["NotebookResult"], run_note: str | None = None) -> list[dict[str, Any]]:
+def answer_rows(run_dir: Path, results: list[NotebookResult], run_note: str | None = None) -> list[dict[str, Any]]:
     """One row per notebook the plan ran that answers an RFD question (the overview, which records
     `role = overview`, has none): question, answer, what it rests on, status. A notebook that failed, was
     interrupted or recorded no `conclude` record is unanswered, and says why. `run_note` (e.g. "small plan,
@@ -240,8 +241,8 @@ def machine_line(env: dict[str, Any]) -> str:
 
 def write_index(
     run_dir: Path,
-    plan: "SuitePlan",
-    results: list["NotebookResult"],
+    plan: SuitePlan,
+    results: list[NotebookResult],
     started: datetime,
     state: str | None = None,
     partial: bool = False,
@@ -264,7 +265,7 @@ def write_index(
         "params_hash": plan.digest(),
         "description": plan.description,
         "started": started.isoformat(timespec="seconds"),
-        "finished": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
         "durations": {r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
         "timings": timings,  # per notebook: timed rows, and how many were taken on a contended machine
         "provenance": {
@@ -450,7 +451,7 @@ def publish_appendix(run_dir: Path, appendix: Path) -> Path:
     versions = versions_dir(appendix)
     with locked(_versions_folder(versions)):
         check_target(appendix, run_dir)  # again, now that no other publisher is between the check and the swap
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%dT%H%M%S%fZ")
+        stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S%fZ")
         version = versions / f"{stamp}-{os.getpid()}"
         try:
             shutil.copytree(run_dir, version, copy_function=_link_or_copy)

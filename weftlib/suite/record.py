@@ -12,7 +12,8 @@ import json
 import math
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
+from collections.abc import Sequence
 
 from ..paths import SCRATCH
 from ..workers import map_forked

@@ -21,9 +21,10 @@ import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
+from collections.abc import Callable, Iterator
 from unittest import mock
 
 from . import params as params_mod
@@ -104,7 +105,7 @@ def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:
         "state": state,
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "updated": datetime.now(UTC).isoformat(timespec="seconds"),
         **detail,
     }
     write_atomic(run_dir / STATE_FILE, json.dumps(payload, indent=2, default=str))
@@ -153,7 +154,7 @@ def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
 def fresh_run_dir(out: str | Path | None) -> Path:
     """A new, empty run folder: `out` if given (must not hold files), else outputs/runs/<UTC time>."""
     if out is None:
-        stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+        stamp = datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
         out = RUNS_DIR / stamp
         suffix = 1
         while Path(out).exists():
@@ -378,7 +379,7 @@ def _first_line(cell: Any) -> str:
 
 def _engine(progress: Progress | None) -> str:
     """Register (once) a papermill engine that tells `progress` when each cell starts and ends."""
-    import papermill.engines as engines
+    from papermill import engines
 
     class WatchedEngine(engines.NBClientEngine):
         watcher: Progress | None = None
@@ -490,7 +491,7 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 class _Signals:
     """SIGTERM and SIGHUP raise RunInterrupted in the main thread for the duration of a run."""
 
-    def __enter__(self) -> "_Signals":
+    def __enter__(self) -> _Signals:
         self.saved: dict[int, Any] = {}
         _RECEIVED.clear()
         if threading.current_thread() is threading.main_thread():
@@ -529,7 +530,7 @@ def run_suite(
     if appendix is not None:
         check_target(appendix, Path(out) if out is not None else None)  # before hours of work, not after
     run_dir = fresh_run_dir(out)
-    started = datetime.now(timezone.utc)
+    started = datetime.now(UTC)
     write_state(
         run_dir, "running", started=started.isoformat(timespec="seconds"), params_file=str(plan.source), notebook=None
     )

@@ -17,7 +17,8 @@ import ast
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Callable, Literal
+from typing import Annotated, Any, Literal
+from collections.abc import Callable
 
 from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError
 

@@ -104,9 +104,9 @@ def _python_hits(tree: ast.AST, rel: str, lines: list[str], name: str, hubconf: 
     """Import statements of `name`, every torch.hub.load call, and a hubconf's declared dependencies."""
     hits = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Import) and any(a.name.split(".")[0] == name for a in node.names):
-            hits.append(ScanHit("import", rel, node.lineno, lines[node.lineno - 1].strip()))
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == name:
+        if (isinstance(node, ast.Import) and any(a.name.split(".")[0] == name for a in node.names)) or (
+            isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").split(".")[0] == name
+        ):
             hits.append(ScanHit("import", rel, node.lineno, lines[node.lineno - 1].strip()))
         elif isinstance(node, ast.Call) and _dotted(node.func).endswith("hub.load"):
             detail = (
