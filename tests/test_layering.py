@@ -13,7 +13,9 @@ LINT_IMPORTS = shutil.which("lint-imports", path=str(Path(sys.executable).parent
 
 
 def lint(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([LINT_IMPORTS, "--no-cache", *args], cwd=REPO, capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [LINT_IMPORTS, "--no-cache", *args], check=False, cwd=REPO, capture_output=True, text=True, timeout=300
+    )
 
 
 def test_the_project_keeps_its_contracts():
