@@ -14,10 +14,16 @@ import torch
 
 from weftlib import dit, standins
 from weftlib.dit import model as dit_model
+from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
 
 SMALL = {"blocks": 1, "channels": 192}  # 12 heads of 16 channels: 2 RoPE frequencies per axis plus padding
 EXACT_TOL = 1e-5  # the notebook's exact_tol: an exact change may differ from the model only by float rounding
+
+
+def _diff(a: torch.Tensor, b: torch.Tensor) -> float:
+    """One output against another; strict, so a control cannot "differ" by a wrong shape or a NaN."""
+    return compare.max_abs_diff([a], [b], strict=True)
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +104,7 @@ def test_the_default_backend_is_a_gpu_library_until_the_loader_sets_sdpa(small):
         dit.forward(model, inputs)
     assert dit.source_of(model).backend == "sdpa"
     with dit.attention_backend(model, "naive"):
-        assert dit.max_abs_diff(dit.forward(model, inputs), out) <= 1e-5
+        assert _diff(dit.forward(model, inputs), out) <= 1e-5
 
 
 def test_load_checks_its_arguments(tmp_path):
@@ -126,9 +132,9 @@ def test_a_checkout_elsewhere_uses_its_own_classes_and_config(checkout, small):
     inputs = dit.example_inputs(model)
     with dit.real_rope(model):
         assert src.rope_class.apply_rotary_embedding is not dit.source_of(small[0]).rope_class.apply_rotary_embedding
-        assert dit.max_abs_diff(dit.forward(model, inputs), dit.forward(model, inputs)) == 0
+        assert _diff(dit.forward(model, inputs), dit.forward(model, inputs)) == 0
     (variant,) = dit.exact_variants(model, inputs, names=["tokens+all"])
-    assert dit.max_abs_diff(variant.output(), dit.forward(model, inputs)) <= EXACT_TOL
+    assert _diff(variant.output(), dit.forward(model, inputs)) <= EXACT_TOL
     with dit.glued_heads(model):
         assert src.attention_class.forward is not dit.source_of(small[0]).attention_class.forward
     data["models"]["denoiser"]["name"] = "Other"
@@ -182,9 +188,9 @@ def test_real_rope_is_bit_identical_and_its_control_is_not(small):
     original = cls.__dict__["apply_rotary_embedding"]
     with dit.real_rope(model):
         assert cls.__dict__["apply_rotary_embedding"] is not original
-        assert dit.max_abs_diff(dit.forward(model, inputs), out) == 0.0
+        assert _diff(dit.forward(model, inputs), out) == 0.0
     with dit.real_rope(model, flip_sign=True):
-        assert dit.max_abs_diff(dit.forward(model, inputs), out) > 1e-4
+        assert _diff(dit.forward(model, inputs), out) > 1e-4
     assert cls.__dict__["apply_rotary_embedding"] is original
     with pytest.raises(ZeroDivisionError), dit.real_rope():
         1 / 0  # noqa: B018 (raise inside the context)
@@ -207,7 +213,7 @@ def test_a_short_head_dim_may_differ_in_the_last_bit_only():
     x = torch.randn(2, 64, 3, 8)
     phases = torch.polar(torch.ones(64, 4), torch.randn(64, 4))
     expected = torch.view_as_real(torch.view_as_complex(x.reshape(2, 64, 3, 4, 2)) * phases.unsqueeze(-2))
-    assert dit.max_abs_diff(dit_model._rotate_real(x, phases), expected.reshape(x.shape)) <= 1e-6
+    assert _diff(dit_model._rotate_real(x, phases), expected.reshape(x.shape)) <= 1e-6
 
 
 # -------------------------------------------------------------------------------------- RoPE by tables
@@ -236,7 +242,7 @@ def test_rotation_by_tables_is_the_complex_product_bit_for_bit(head_dim):
     got = dit.rotate_by_tables(x, cos.unsqueeze(-2), sin.unsqueeze(-2), swap)
     assert torch.equal(got, _complex_rotation(x, phases))
     unsigned = torch.from_numpy(dit.pair_swap(head_dim, signed=False))  # the control: the swap without its sign
-    assert dit.max_abs_diff(dit.rotate_by_tables(x, cos.unsqueeze(-2), sin.unsqueeze(-2), unsigned), got) > 0.1
+    assert _diff(dit.rotate_by_tables(x, cos.unsqueeze(-2), sin.unsqueeze(-2), unsigned), got) > 0.1
 
 
 @pytest.mark.parametrize("form", ["tables", "pairs"])
@@ -247,7 +253,7 @@ def test_rotating_tokens_equals_rotating_each_head(form):
     per_head = _complex_rotation(x.reshape(2, 64, heads, head_dim), phases).reshape(x.shape)
     assert torch.equal(dit.TokenRotation(phases, heads, form)(x), per_head)
     wrong = dit.TokenRotation(phases, heads, form, control=True)(x)
-    assert dit.max_abs_diff(wrong, per_head) > 0.1
+    assert _diff(wrong, per_head) > 0.1
     with pytest.raises(RuntimeError):  # phases not tiled over the heads: the table does not fit the tokens
         dit.TokenRotation(phases, 1, form)(x)
 
@@ -257,9 +263,9 @@ def test_rope_tables_patch_the_models_own_rope_exactly(small):
     cls = dit.source_of(model).rope_class
     original = cls.__dict__["apply_rotary_embedding"]
     with dit.rope_tables(model):
-        assert dit.max_abs_diff(dit.forward(model, inputs), out) == 0.0
+        assert _diff(dit.forward(model, inputs), out) == 0.0
     with dit.rope_tables(model, control=True):
-        assert dit.max_abs_diff(dit.forward(model, inputs), out) > 1e-4
+        assert _diff(dit.forward(model, inputs), out) > 1e-4
     assert cls.__dict__["apply_rotary_embedding"] is original
 
 
@@ -283,8 +289,8 @@ def test_the_token_norm_equals_the_models_per_head_norm(small):
         on_heads = dit.MatMulRMSNorm(norm)(x.reshape(1, 512, heads, head_dim)).reshape(x.shape)
         control = dit.token_rms_norm(x, norm, heads, control=True)
     bound = 4e-7 * float(expected.abs().max())  # a few ulp of the largest value: the sum of squares reordered
-    assert dit.max_abs_diff(got, expected) <= bound and dit.max_abs_diff(on_heads, expected) <= bound
-    assert dit.max_abs_diff(control, expected) > 0.1
+    assert _diff(got, expected) <= bound and _diff(on_heads, expected) <= bound
+    assert _diff(control, expected) > 0.1
 
 
 @pytest.mark.parametrize("rope", ["tables", "pairs"])
@@ -300,8 +306,8 @@ def test_glued_heads_compute_the_models_attention(small, rope, backend):
         with dit.glued_heads(model, rope=rope, control=True):
             control = dit.forward(model, inputs)
     assert cls.__dict__["forward"] is original
-    assert dit.max_abs_diff(glued, out) <= EXACT_TOL
-    assert dit.max_abs_diff(control, out) > 1e-3
+    assert _diff(glued, out) <= EXACT_TOL
+    assert _diff(control, out) > 1e-3
 
 
 @pytest.mark.parametrize("kind", ["self", "cross"])
@@ -318,7 +324,7 @@ def test_glued_heads_cover_attention_without_qk_norm_or_rope(small, kind):
         expected = attn(*args)
         with dit.glued_heads(model):
             got = attn(*args)
-    assert dit.max_abs_diff(got, expected) <= 1e-6
+    assert _diff(got, expected) <= 1e-6
 
 
 def test_glued_heads_refuse_what_they_do_not_model(small):
@@ -377,7 +383,7 @@ def test_kv_heads_repeated_without_expand(method, tmp_path):
     with torch.no_grad():
         expected, got, wrong = toy(x), rewritten(x), control(x)
     assert torch.equal(got, expected)
-    assert dit.max_abs_diff(wrong, expected) > 1e-3
+    assert _diff(wrong, expected) > 1e-3
     names = {"input_names": ["x"], "output_names": ["y"]}
     as_written = onnx_export.export(toy, (x,), tmp_path / "gqa_expand.onnx", **names)
     repeated = onnx_export.export(rewritten, (x,), tmp_path / "gqa_repeat.onnx", **names)
@@ -411,7 +417,7 @@ def test_tokens_layout_is_the_forward_between_its_flatten_and_unflatten(small):
         got = dit.TokensLayout(model)(tokens, t, c_global, c_proj)
         wrong = dit.TokensLayout(model)(x.reshape(1, 512, 8), t, c_global, c_proj)  # flattened without permute
     assert got.shape == (1, 512, 8) and torch.equal(dit.from_tokens(got, 8), out)
-    assert dit.max_abs_diff(dit.from_tokens(wrong, 8), out) > 1e-3
+    assert _diff(dit.from_tokens(wrong, 8), out) > 1e-3
 
 
 def test_the_image_layout_is_rank_4_and_equal(small):
@@ -425,13 +431,13 @@ def test_the_image_layout_is_rank_4_and_equal(small):
 
 @pytest.mark.parametrize("rank", [2, 3])
 def test_the_host_timestep_enters_at_rank_2_or_3(small, rank):
-    model, inputs, out = small
+    model, inputs, _out = small
     t = inputs[1]
     features = dit.host_timestep_features(model, t, rank)
     assert features.dim() == rank and features.shape[-1] == model.t_embedder.frequency_embedding_size
     host = dit.HostTimestep(model.t_embedder, rank)
     assert torch.equal(host(features), model.t_embedder(t))
-    assert dit.max_abs_diff(host(dit.host_timestep_features(model, t + 1, rank)), model.t_embedder(t)) > 1e-4
+    assert _diff(host(dit.host_timestep_features(model, t + 1, rank)), model.t_embedder(t)) > 1e-4
     with pytest.raises(ValueError, match="rank"):
         dit.HostTimestep(model.t_embedder, 1)
 
@@ -453,7 +459,7 @@ def test_the_variant_plan_names_each_change_alone_and_all(small):
         "tokens+naive_attention",
         "tokens+all",
     ]
-    diffs = {name: dit.max_abs_diff(v.output(), out) for name, v in variants.items()}
+    diffs = {name: _diff(v.output(), out) for name, v in variants.items()}
     bit_identical = ["faithful", "image_layout", "tokens", "tokens+host_timestep", "tokens+rope_tables"]
     assert all(diffs[n] == 0 for n in bit_identical), diffs  # only values moved, or the same roundings
     assert max(diffs.values()) <= EXACT_TOL, diffs  # the rest may reorder float sums (the norm, attention)
@@ -463,7 +469,7 @@ def test_the_variant_plan_names_each_change_alone_and_all(small):
     assert not isinstance(model.blocks[0].self_attn.q_rms_norm, dit.MatMulRMSNorm), "the original was modified"
     assert dit.onnx_name("tokens+all") == "dit_tokens__all.onnx"
     (rank3,) = dit.exact_variants(model, inputs, names=["tokens+host_timestep"], timestep_rank=3)
-    assert rank3.args[1].shape == (1, 1, 256) and dit.max_abs_diff(rank3.output(), out) == 0
+    assert rank3.args[1].shape == (1, 1, 256) and _diff(rank3.output(), out) == 0
 
 
 def test_variants_refuse_unknown_names_layouts_and_changes(small):
@@ -579,3 +585,72 @@ def test_layer_sizes_count_each_linear_as_the_forward_uses_it(small):
     assert ranked == sorted(ranked, key=lambda s: -s.parameters) and sum(
         s.parameters for s in ranked
     ) < dit.parameter_count(model)
+
+
+# ------------------------------------------------------------------------------- the notebook's rows, sentences
+
+
+def _result(name, outside, ranks, nodes=10, counts=None):
+    from types import SimpleNamespace
+
+    verdict = SimpleNamespace(outside={op: SimpleNamespace(count=(counts or {}).get(op, 1)) for op in outside})
+    report = SimpleNamespace(node_count=nodes, ops={op: 1 for op in outside})
+    return SimpleNamespace(name=name, outside=list(outside), ranks=ranks, report=report, verdict=verdict)
+
+
+def _upstream():
+    from types import SimpleNamespace
+
+    big = SimpleNamespace(name="blocks.0.mlp.fc1", weight_shape=(8192, 1536), parameters=12_582_912, macs=6_442_450_944)
+    busy = SimpleNamespace(
+        name="blocks.0.attn.qkv", weight_shape=(4608, 1536), parameters=7_077_888, macs=7_000_000_000
+    )
+    return SimpleNamespace(
+        channels=1536, heads=12, head_dim=128, mlp_hidden=8192, parameters=123_456_789, largest=big, busiest=busy
+    )
+
+
+def test_rows_of_the_notebook():
+    from types import SimpleNamespace
+
+    attempts = {"dynamo": SimpleNamespace(exporter="dynamo", ok=False, error="complex", seconds=1.26)}
+    assert dit.attempt_rows(attempts) == [{"exporter": "dynamo", "ok": False, "first error": "complex", "seconds": 1.3}]
+    assert [r["max |diff|"] for r in dit.rope_rows(0.0, 0.5)] == [0.0, 0.5]
+    assert dit.kv_rows({"self": (12, 12)}) == [{"attention": "self", "query heads": 12, "K/V heads": 12}]
+    faithful = _result("faithful", ["Cos", "Expand", "Sin"], {"x": 5})
+    assert dit.beyond_rfd_1154(faithful) == ["Expand"]
+    rows = {r["figure"]: r for r in dit.rfd_1154_rows(faithful, 1, 384, 1234567)}
+    assert rows["parameters"]["this run"] == "1,234,567" and rows["blocks x channels"]["this run"] == "1 x 384"
+    assert (
+        rows["nodes"]["RFD 1154"] == dit.RFD_1154["nodes"]
+        and rows["outside DEVICE_OPS"]["this run"] == "Cos, Expand, Sin"
+    )
+
+
+def test_sentences_of_the_notebook():
+    faithful = _result("faithful", ["Cos", "Expand", "Sin"], {"x": 5, "t": 1}, nodes=300, counts={"Expand": 4})
+    origins = {"Cos": ["t_embedder"], "Expand": ["blocks.0.attn.rms_norm"]}
+    text = dit.differences_sentence(faithful, origins, 1)
+    assert "`Cos` and `Sin` come from `t_embedder` only" in text
+    assert "`Expand` (x4) comes from `blocks.0.attn.rms_norm`." in text and "(300 at 1 block(s) vs 544 at 2)" in text
+    every = _result("tokens+all", [], {"x": 3, "t": 2})
+    glued = {"faithful": (0, 2), "tokens+all": (2, 2)}
+    results = {"faithful": faithful, "tokens+all": every}
+    answer = dit.answer_sentence("stand-in", 1, 384, 0.0, results, glued, None, "tokens+all parses.")
+    assert answer.startswith(
+        "The DiT block (stand-in, 1 block x 384 channels) exports only with RoPE in real arithmetic"
+    )
+    assert "has Cos, Expand, Sin outside DEVICE_OPS, inputs of rank 5, 1 and 2 head splits none glued" in answer
+    assert "leave 0 ops outside, input ranks 3, 2 and 2 of 2 head splits glued. Predictions" in answer
+    assert answer.endswith("Predictions from the public record: tokens+all parses.")
+    up = _upstream()
+    with_up = dit.answer_sentence("stand-in", 2, 384, 0.0, results, glued, up, "p")
+    assert "(stand-in, 2 blocks x 384" in with_up and "upstream width has 123,456,789 parameters" in with_up
+    assert dit.upstream_largest(up) == "blocks.0.mlp.fc1 [8192, 1536]: 12,582,912 parameters, 6,442,450,944 MACs"
+    assert "`blocks.0.attn.qkv` [4608, 1536]" in dit.upstream_sentence(up)
+    assert dit.upstream_sentence(None).startswith("**Upstream width not exported in this run**")
+    assert (
+        dit.geometry_sentence(30, 1536, True)
+        == "30 blocks x 1536 channels, 8^3 grid (upstream 30 x 1536; one block at 1536 exported too)"
+    )
+    assert dit.geometry_sentence(1, 384, False).startswith("reduced: 1 block x 384 channels")

@@ -40,7 +40,7 @@ def test_a_child_killed_outright_is_reported_not_waited_for():
 
 
 def test_failing_child_raises_with_its_error():
-    with pytest.raises(RuntimeError, match="unexpected keyword argument .wrong."):
+    with pytest.raises(RuntimeError, match=r"unexpected keyword argument .wrong."):
         measure.peak_rss_subprocess("tests.test_measure:alloc_workload", {"wrong": 1})
     with pytest.raises(ValueError, match="module:function"):
         measure.peak_rss_subprocess("no_colon_here", {})
@@ -76,7 +76,7 @@ def test_bound_of_names_the_side_that_sets_it_and_check_bound_refuses_a_beaten_o
     assert measure.bound_of(2e11, 1e9, fake) == (pytest.approx(2.0), "flops")
     assert measure.bound_of(1e9, 5e10, fake) == (pytest.approx(5.0), "bytes")
     assert measure.check_bound(3.0, 2.0, "row") == pytest.approx(1.5)
-    with pytest.raises(measure.BoundBeaten, match="row: 1.9 s is below its lower bound 2 s"):
+    with pytest.raises(measure.BoundBeaten, match=r"row: 1\.9 s is below its lower bound 2 s"):
         measure.check_bound(1.9, 2.0, "row")
 
 

@@ -147,7 +147,7 @@ def test_nothing_written_when_runtime_fails(tmp_path, monkeypatch):
 
 
 def test_refuses_above_protobuf_limit(tmp_path, monkeypatch):
-    monkeypatch.setattr(onnx_export, "PROTOBUF_LIMIT_BYTES", 16)
+    monkeypatch.setattr(onnx.checker, "MAXIMUM_PROTOBUF", 16)
     with pytest.raises(onnx_export.ExportError, match="2 GiB"):
         onnx_export.export(ShapeHeavy(), ARGS, tmp_path / "m.onnx", input_names=["x", "y"], output_names=["p", "s"])
     assert list(tmp_path.iterdir()) == []
@@ -201,6 +201,17 @@ def test_max_abs_diff():
     assert compare.max_abs_diff(a, [np.zeros((4,), np.float32)]) == float("inf")
     assert compare.max_abs_diff(a, []) == float("inf")
     assert compare.max_abs_diff(a, [np.full((2, 2), np.nan, np.float32)]) == float("inf")
+
+
+def test_max_abs_diff_strict_raises_where_it_would_answer_inf():
+    a = [np.zeros((2, 2), np.float32)]
+    assert compare.max_abs_diff(a, [np.full((2, 2), 0.25, np.float32)], strict=True) == 0.25
+    with pytest.raises(ValueError, match="shapes differ"):
+        compare.max_abs_diff(a, [np.zeros((4,), np.float32)], strict=True)
+    with pytest.raises(ValueError, match="outputs against"):
+        compare.max_abs_diff(a, [], strict=True)
+    with pytest.raises(ValueError, match="not finite"):
+        compare.max_abs_diff(a, [np.full((2, 2), np.nan, np.float32)], strict=True)
 
 
 def test_max_abs_diff_in_chunks_finds_the_worst_element_anywhere(monkeypatch):

@@ -109,7 +109,7 @@ def test_lab_view_is_netron_through_the_jupyter_server_offline(tmp_path, monkeyp
 
 
 def test_a_changed_netron_is_refused_not_half_patched():
-    with pytest.raises(RuntimeError, match="netron's index.js changed"):
+    with pytest.raises(RuntimeError, match=r"netron's index\.js changed"):
         graphview._patched("index.js", "var base = somewhere_else;")
 
 

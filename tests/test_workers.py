@@ -74,6 +74,6 @@ def test_torch_works_in_a_worker_after_the_parent_used_its_threads():
         print(workers.map_forked(lambda s: float((torch.ones(256, 256) @ torch.ones(256, 256)).sum()) + s, [0, 1], workers=2))
         """
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120, check=False)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == str([256.0**3, 256.0**3 + 1])

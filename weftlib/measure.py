@@ -4,7 +4,7 @@ Timings are medians of repeats (one slow repeat from a busy neighbour does not m
 is measured in a fresh Python process per measurement: an allocator that kept pages from an earlier
 measurement would otherwise hide the next one's peak. The processes are forked from a server that has only
 imported the workload's module (multiprocessing's forkserver), so each starts in milliseconds with the
-allocator state of a new interpreter, instead of spending a second and a half importing torch. A time is compared with a lower bound (`limit_seconds`:
+allocator state of a new interpreter, instead of importing torch again. A time is compared with a lower bound (`limit_seconds`:
 compulsory bytes at the copy rate or FLOPs at the sgemm rate, both measured in the same run) that it must not
 beat (`check_bound`), and every timed block is bracketed by those rates (`Bracket`) so a row says whether
 the machine was quiet while it ran.
@@ -19,14 +19,14 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 from collections.abc import Callable
 
 # Transparent huge pages for large buffers, asked for by torch's CPU allocator (its own switch) and by glibc's
-# malloc (numpy, onnxruntime). On the 2-core VM page faults were a third of the appendix's time: natten's
-# dense call at 128^2 (13 GB of scores) took 52 s without, 31 s with; proving the faithful NAF upsampler's
-# cut in onnxruntime 31 s without, 19.5 s with. Sparse peaks at the 32 and 64 grids stayed within 3 % of
-# what they were without. The runner gives these to every kernel it starts (a value already set wins).
+# malloc (numpy, onnxruntime): the suite's large calls (natten's dense scores, onnxruntime's cut proofs) spend
+# much of their time faulting in fresh 4 KiB pages, and huge pages fault in 512 times fewer; the sparse peaks
+# measured do not move with it (the README holds the figures). The runner gives these to every kernel it
+# starts (a value already set wins).
 ALLOCATOR_ENV = {"THP_MEM_ALLOC_ENABLE": "1", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
 
 _CLEAR_REFS = Path("/proc/self/clear_refs")
@@ -229,7 +229,16 @@ def copy_gbps(threads: int | None = None, nbytes: int = 64 << 20, repeats: int =
     return 2 * nbytes / seconds / 1e9
 
 
-def machine_limits(threads: int | None = None, repeats: int = 5) -> dict[str, float]:
+class MachineLimits(TypedDict):
+    """The machine's rates as `machine_limits` measures them, with the thread count they were taken at."""
+
+    sgemm_gflops: float
+    copy_gbps: float
+    load_average: float
+    threads: int | None
+
+
+def machine_limits(threads: int | None = None, repeats: int = 5) -> MachineLimits:
     """sgemm GFLOP/s, copy GB/s (read + written) and the 1-minute load average, measured now (well under a
     second): what a benchmark's times are bounded with, so runs on a busy and a quiet machine can be compared."""
     return {
@@ -240,7 +249,7 @@ def machine_limits(threads: int | None = None, repeats: int = 5) -> dict[str, fl
     }
 
 
-def limit_seconds(flops: float, nbytes: float, limits: dict[str, float]) -> float:
+def limit_seconds(flops: float, nbytes: float, limits: MachineLimits) -> float:
     """The least time the work can take on this machine: its FLOPs at the sgemm rate or its compulsory bytes
     (each input read once, each output written once) at the copy rate, whichever is longer; the two rates
     measured in the same run. Only a count of compulsory bytes makes this a lower bound: traffic a formulation
@@ -250,7 +259,7 @@ def limit_seconds(flops: float, nbytes: float, limits: dict[str, float]) -> floa
     return max(flops / (limits["sgemm_gflops"] * 1e9), nbytes / (limits["copy_gbps"] * 1e9))
 
 
-def bound_of(flops: float, nbytes: float, limits: dict[str, float]) -> tuple[float, str]:
+def bound_of(flops: float, nbytes: float, limits: MachineLimits) -> tuple[float, str]:
     """`limit_seconds` and which side sets it: "flops" (the sgemm rate) or "bytes" (the copy rate)."""
     seconds = limit_seconds(flops, nbytes, limits)
     return seconds, "flops" if flops / (limits["sgemm_gflops"] * 1e9) >= nbytes / (
@@ -297,7 +306,7 @@ class Bracket:
 
     `verdict` keeps the rates taken nearer the timed calls (never the better of the two) and marks the block
     contended when the two differ by more than `CONTENDED` or other work took more than `CONTENDED` of a core.
-    Each rate is the fastest of `repeats` calls (about 0.15 s for both at 9): on a virtual machine whose host
+    Each rate is the fastest of `repeats` calls (a fraction of a second for both): on a virtual machine whose host
     lends its cores to others, the rates dip for tenths of a second with no process of its own to blame, and a
     dip that outlasts a sample is interference the timed row may have met too, so it marks the row.
     Work timed elsewhere (a child process) is placed with `note(start, end)` (`time.perf_counter` values).
@@ -305,8 +314,8 @@ class Bracket:
 
     def __init__(self, threads: int | None = None, repeats: int = 9) -> None:
         self.threads, self.repeats = threads, repeats
-        self.before: dict[str, float] | None = None
-        self.after: dict[str, float] | None = None
+        self.before: MachineLimits | None = None
+        self.after: MachineLimits | None = None
         self.window: tuple[float, float] | None = None
         self._marks: dict[str, float] = {}
         self._forked_cpu = 0.0
@@ -359,6 +368,8 @@ class Bracket:
             for k in ("sgemm_gflops", "copy_gbps")
         )
         others = None
+        if self._cpu is None:
+            raise RuntimeError("Bracket: verdict() before the block ended")
         (busy0, mine0), (busy1, mine1) = self._cpu
         wall = self._marks["end"] - self._marks["start"]
         if busy0 is not None and busy1 is not None and wall > 0:
@@ -376,7 +387,7 @@ class Bracket:
         }
 
 
-def _rates(limits: dict[str, float]) -> dict[str, float]:
+def _rates(limits: MachineLimits) -> dict[str, float]:
     return {k: round(float(limits[k]), 3) for k in ("sgemm_gflops", "copy_gbps", "load_average")}
 
 
@@ -388,7 +399,8 @@ def settled(samples: list[float], long_seconds: float = LONG_CALL_S, agree: floa
     """Whether timing samples need no more repeats: two or more, every one over `long_seconds`, agreeing
     within `agree`. A third sample of calls that long would move a median of two that agree by at most
     half their spread, and at NAF's geometry or the 1024 grid each one costs seconds to a minute."""
-    return len(samples) >= 2 and min(samples) > long_seconds and spread(samples) <= agree
+    width = spread(samples)
+    return len(samples) >= 2 and min(samples) > long_seconds and width is not None and width <= agree
 
 
 def sample_adaptive(

@@ -2,8 +2,8 @@
 
 Why: exporting a graph is mostly torch.export and the ONNX translation, single-threaded Python, so on the
 appendix's two cores one export leaves a core idle; sections that export a handful of independent graphs
-(NAF's rewrites, the image-layout geometries, the DiT variants) take a third less time two at a time
-(NAF's seven rewrites on the stand-in: 128 s one at a time, 83 s two at a time).
+(NAF's rewrites, the image-layout geometries, the DiT variants) finish sooner two at a time (the README
+holds the figures).
 Forked, not spawned: a job reads the parent's modules and tensors as they are (a model loaded from a hub
 checkout has no import path a fresh interpreter could follow), and only its result is pickled back. Never
 for timed work: two jobs at once contend for the cores and the memory bus.
@@ -58,8 +58,7 @@ def map_forked(
             if progress is not None:
                 progress(item)
         return out
-    import multiprocessing
-    import multiprocessing.connection
+    import multiprocessing.connection  # binds multiprocessing too
 
     ctx = multiprocessing.get_context("fork")
     results: dict[int, R] = {}
@@ -74,7 +73,8 @@ def map_forked(
             send.close()
             running[receive] = (next_job, proc)
             next_job += 1
-        for receive in multiprocessing.connection.wait(list(running)):
+        ready = set(multiprocessing.connection.wait(list(running)))
+        for receive in [r for r in list(running) if r in ready]:
             index, proc = running.pop(receive)
             try:
                 ok, payload = receive.recv()

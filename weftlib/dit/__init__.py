@@ -3,7 +3,8 @@
 `model` loads the flow model (a Pixal3D checkout or the stand-in), tries both exporters, patches RoPE to
 real arithmetic and sizes its layers; `rewrites` holds the exact rewrites chosen by the compiler's patterns
 (glued head split, RoPE by tables, K/V heads without Expand); `variants` builds the tokens layout, the old
-image layout and the variants, and says what each leaves outside DEVICE_OPS.
+image layout and the variants, and says what each leaves outside DEVICE_OPS; `tables` holds the rows and
+sentences the notebook shows.
 """
 
 from .model import (
@@ -31,7 +32,6 @@ from .model import (
     try_exports,
     real_rope,
     attention_backend,
-    max_abs_diff,
     forward,
 )
 from .rewrites import (
@@ -70,18 +70,31 @@ from .variants import (
     export_variant,
     op_origins,
     head_splits,
+    UPSTREAM_VARIANTS,
+    UpstreamBlock,
+    upstream_block,
+    VariantResult,
+    evaluate,
+)
+
+from .tables import (
     op_changes,
     op_table,
     glued_count,
     variant_rows,
     change_rows,
-    UPSTREAM_VARIANTS,
-    UpstreamBlock,
-    upstream_block,
     RFD_1154,
-    VariantResult,
-    evaluate,
     outside_table,
+    attempt_rows,
+    rope_rows,
+    beyond_rfd_1154,
+    rfd_1154_rows,
+    differences_sentence,
+    kv_rows,
+    upstream_largest,
+    upstream_sentence,
+    answer_sentence,
+    geometry_sentence,
 )
 
 __all__ = [
@@ -110,12 +123,16 @@ __all__ = [
     "UpstreamBlock",
     "Variant",
     "VariantResult",
+    "answer_sentence",
+    "attempt_rows",
     "attention_backend",
+    "beyond_rfd_1154",
     "build_variant",
     "change_rows",
     "channel_tables",
     "condition_channels",
     "config_args",
+    "differences_sentence",
     "evaluate",
     "exact_variants",
     "example_inputs",
@@ -123,6 +140,7 @@ __all__ = [
     "flat",
     "forward",
     "from_tokens",
+    "geometry_sentence",
     "glued_count",
     "glued_heads",
     "head_indicator",
@@ -131,9 +149,9 @@ __all__ = [
     "image_layout",
     "input_ranks",
     "kv_heads",
+    "kv_rows",
     "layer_sizes",
     "load_flow_model",
-    "max_abs_diff",
     "onnx_name",
     "op_changes",
     "op_origins",
@@ -145,6 +163,8 @@ __all__ = [
     "real_rope",
     "repeat_kv_heads",
     "repeat_matrix",
+    "rfd_1154_rows",
+    "rope_rows",
     "rope_tables",
     "rotate_by_tables",
     "source_of",
@@ -153,6 +173,8 @@ __all__ = [
     "token_rms_norm",
     "try_exports",
     "upstream_block",
+    "upstream_largest",
+    "upstream_sentence",
     "variant_name",
     "variant_plan",
     "variant_rows",

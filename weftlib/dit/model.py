@@ -47,6 +47,10 @@ TIMESTEP_SCALE = 1000.0  # flow-matching t in [0, 1], passed to the model times 
 INPUT_NAMES = ("x", "t", "cond_global", "cond_proj")
 OUTPUT_NAMES = ("velocity",)
 
+# A module of the checkout's own classes (the flow model, its blocks, attentions, norms): its attributes are the
+# checkout's, read by name, and no stub describes them (mypy reads any nn.Module attribute as `Tensor | Module`).
+Host = Any
+
 
 class FlowLoadError(RuntimeError):
     """The checkout does not hold the flow model the way this module expects; the message says what."""
@@ -100,7 +104,10 @@ def _import_flow_package(root: Path) -> tuple[ModuleType, ModuleType, ModuleType
         sys.modules[PACKAGE] = package
     try:
         with standins.on_sys_path(root), contextlib.redirect_stdout(io.StringIO()):  # backend banners
-            return tuple(importlib.import_module(m) for m in (FLOW_MODULE, ROPE_MODULE, ATTENTION_CONFIG_MODULE))
+            flow, rope, config = (
+                importlib.import_module(m) for m in (FLOW_MODULE, ROPE_MODULE, ATTENTION_CONFIG_MODULE)
+            )
+            return flow, rope, config
     except ImportError as exc:
         raise FlowLoadError(f"host_root {root}: importing {FLOW_MODULE} failed: {type(exc).__name__}: {exc}") from exc
 
@@ -163,7 +170,8 @@ def load_flow_model(
     stand_in = root.resolve() == standins.HOST_ROOT.resolve()
     if rope.RotaryPositionEmbedder not in _LOADED_ROPE:
         _LOADED_ROPE.append(rope.RotaryPositionEmbedder)
-    model.weft_source = FlowSource(
+    host: Host = model
+    host.weft_source = FlowSource(
         root,
         stand_in,
         config_file,
@@ -237,18 +245,18 @@ def layer_sizes(model: nn.Module, inputs: Sequence[Any]) -> list[LayerSize]:
     return sorted(rows, key=lambda r: (-r.parameters, -r.macs, r.name))
 
 
-def _first_block(model: nn.Module) -> nn.Module:
+def _first_block(model: Host) -> nn.Module:
     return model.blocks[0]
 
 
 def condition_channels(model: nn.Module) -> tuple[int, int]:
     """(global, proj) conditioning widths, read from the first block's own layers."""
-    cross = _first_block(model).cross_attn
+    cross: Host = _first_block(model).cross_attn
     return cross.cross_attn_block.to_kv.in_features, cross.proj_linear.in_features
 
 
 def example_inputs(
-    model: nn.Module, *, batch: int = 1, global_tokens: int = GLOBAL_TOKENS, seed: int = 0
+    model: Host, *, batch: int = 1, global_tokens: int = GLOBAL_TOKENS, seed: int = 0
 ) -> tuple[torch.Tensor, torch.Tensor, tuple[torch.Tensor, torch.Tensor]]:
     """Seeded inputs in the forward's own signature: (x [B, C, R, R, R], t [B], (global [B, L, Cg],
     proj [B, R^3, Cp])), t drawn in [0, 1000) as the flow-matching sampler passes it."""
@@ -386,12 +394,6 @@ def attention_backend(model: nn.Module, backend: str) -> Iterator[None]:
         yield
     finally:
         src.set_backend(before)
-
-
-def max_abs_diff(a: torch.Tensor, b: torch.Tensor) -> float:
-    if a.shape != b.shape:
-        raise ValueError(f"shapes differ: {tuple(a.shape)} vs {tuple(b.shape)}")
-    return float((a.detach().double() - b.detach().double()).abs().max())
 
 
 def forward(model: nn.Module, inputs: Sequence[Any]) -> torch.Tensor:

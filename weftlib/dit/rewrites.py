@@ -39,7 +39,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from .model import patched, phase_cos_sin, rotate_pairs, source_of
+from .model import Host, patched, phase_cos_sin, rotate_pairs, source_of
 
 NORMALIZE_EPS = 1e-12  # F.normalize's default: the norm is clamped to at least this before the division
 ROPE_FORMS = ("pairs", "tables")  # the model's RoPE in real pair arithmetic, or by constant tables
@@ -152,9 +152,11 @@ class MatMulRMSNorm(nn.Module):
     summed by a MatMul against ones [d, 1] instead of `F.normalize` (ReduceL2 + Expand in ONNX). Still
     between the head Reshape and its Transpose: `glued_heads` is the form that moves it before the split."""
 
-    def __init__(self, norm: nn.Module) -> None:
+    def __init__(self, norm: Host) -> None:
         super().__init__()
-        self.gamma, self.scale = norm.gamma, norm.scale
+        self.gamma: torch.Tensor = norm.gamma
+        self.scale: torch.Tensor | float = norm.scale
+        self.ones: torch.Tensor
         self.register_buffer("ones", torch.ones(norm.gamma.shape[-1], 1), persistent=False)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -163,7 +165,7 @@ class MatMulRMSNorm(nn.Module):
         return (xf / norm * self.gamma * self.scale).to(x.dtype)
 
 
-def token_rms_norm(x: torch.Tensor, norm: nn.Module, heads: int, control: bool = False) -> torch.Tensor:
+def token_rms_norm(x: torch.Tensor, norm: Host, heads: int, control: bool = False) -> torch.Tensor:
     """The model's per-head RMS norm (`norm`: its module, gamma [H, d] and scale sqrt(d)) applied to tokens
     [B, L, H d] without splitting the heads: `x / (sqrt((x * x) @ E).clamp_min(eps) @ E.T) * gamma * scale`,
     E the head indicator. `control`: one group over all channels (a norm over C, not per head)."""
@@ -182,7 +184,7 @@ ATTENTION_FUNCTION = "scaled_dot_product_attention"  # the dispatch the model's 
 
 def _glued_forward(dispatch: Callable[..., torch.Tensor], rope: str, control: bool) -> Callable[..., torch.Tensor]:
     def forward(
-        self: nn.Module, x: torch.Tensor, context: torch.Tensor | None = None, phases: torch.Tensor | None = None
+        self: Host, x: torch.Tensor, context: torch.Tensor | None = None, phases: torch.Tensor | None = None
     ) -> torch.Tensor:
         if getattr(self, "attn_mode", "full") != "full":
             raise NotImplementedError(f"glued_heads: attn_mode {self.attn_mode!r}; only full attention is modelled")
@@ -258,9 +260,10 @@ def kv_heads(model: nn.Module) -> dict[str, tuple[int, int]]:
     (a K/V projection narrower than the query's would mean grouped heads that the attention repeats)."""
     cls = source_of(model).attention_class
     found: dict[str, tuple[int, int]] = {}
-    for name, mod in model.named_modules():
-        if not isinstance(mod, cls):
+    for name, module in model.named_modules():
+        if not isinstance(module, cls):
             continue
+        mod: Host = module
         heads, head_dim = int(mod.num_heads), int(mod.head_dim)
         kv_width = mod.to_qkv.out_features // 3 if mod._type == "self" else mod.to_kv.out_features // 2
         found[name] = (heads, kv_width // head_dim)

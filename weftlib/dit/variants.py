@@ -30,9 +30,10 @@ from torch import nn
 from weftlib import console
 from weftlib.workers import map_forked
 from weftlib.onnx_core import export as onnx_export
-from weftlib.onnx_core import origins
+from weftlib.onnx_core import compare, origins
 
 from .model import (
+    Host,
     CPU_BACKEND,
     INPUT_NAMES,
     OUTPUT_NAMES,
@@ -45,7 +46,6 @@ from .model import (
     forward,
     layer_sizes,
     load_flow_model,
-    max_abs_diff,
     parameter_count,
     real_rope,
 )
@@ -83,7 +83,7 @@ class TokensLayout(nn.Module):
     def forward(
         self, x: torch.Tensor, t: torch.Tensor, cond_global: torch.Tensor, cond_proj: torch.Tensor
     ) -> torch.Tensor:
-        m = self.model
+        m: Host = self.model
         h = m.input_layer(x)
         t_emb = m.t_embedder(t)
         if hasattr(m, "adaLN_modulation"):  # share_mod: one modulation for every block
@@ -102,7 +102,7 @@ class ImageLayout(nn.Module):
     image axis, the form the record shows refused), proj [B, Cp, R, R*R]; the output [B, C, R, R*R].
     Only reshapes and transposes are added, so the arithmetic is the model's own."""
 
-    def __init__(self, model: nn.Module) -> None:
+    def __init__(self, model: Host) -> None:
         super().__init__()
         self.model = model
         self.resolution, self.out_channels = int(model.resolution), int(model.out_channels)
@@ -153,11 +153,12 @@ class HostTimestep(nn.Module):
     on the device. The graph input is rank 2 [B, F] (the MLP's own Gemm) or rank 3 [B, 1, F] (a token row,
     flattened to [B, F] before the MLP); never the rank-1 t."""
 
-    def __init__(self, embedder: nn.Module, rank: int = 2) -> None:
+    def __init__(self, embedder: Host, rank: int = 2) -> None:
         super().__init__()
         if rank not in TIMESTEP_RANKS:
             raise ValueError(f"rank: the host timestep's input is rank {TIMESTEP_RANKS}, got {rank!r}")
-        self.mlp, self.rank = embedder.mlp, rank
+        self.mlp: nn.Module = embedder.mlp
+        self.rank = rank
 
     def forward(self, t_freq: torch.Tensor) -> torch.Tensor:
         return self.mlp(t_freq.reshape(t_freq.shape[0], -1) if self.rank == 3 else t_freq)
@@ -168,7 +169,7 @@ def host_timestep_features(model: nn.Module, t: torch.Tensor, rank: int = 2) -> 
     [B, 1, F]."""
     if rank not in TIMESTEP_RANKS:
         raise ValueError(f"rank: the host timestep's input is rank {TIMESTEP_RANKS}, got {rank!r}")
-    embedder = model.t_embedder
+    embedder: Host = model.t_embedder
     features = embedder.timestep_embedding(t, embedder.frequency_embedding_size)
     return features.unsqueeze(1) if rank == 3 else features
 
@@ -207,7 +208,7 @@ class Variant:
     args: tuple[torch.Tensor, ...]
     changes: tuple[str, ...]
     backend: str
-    flow: nn.Module  # the flow model inside (for its RoPE, attention class and backend switch)
+    flow: Host  # the flow model inside (for its RoPE, attention class and backend switch)
     layout: str
 
     @contextlib.contextmanager
@@ -253,8 +254,10 @@ def build_variant(
     if changes and layout != "tokens":
         raise ValueError(f"changes: offered on the tokens layout only, not on {layout!r}")
     name = name or variant_name(layout, changes)
-    flow = copy.deepcopy(model) if changes else model
+    flow: Host = copy.deepcopy(model) if changes else model
     x, t, c_global, c_proj = flat(inputs)
+    module: nn.Module
+    args: tuple[torch.Tensor, ...]
     if "host_timestep" in changes:
         t = host_timestep_features(model, t, timestep_rank)
         flow.t_embedder = HostTimestep(flow.t_embedder, timestep_rank)
@@ -378,37 +381,7 @@ def head_splits(path: str | Path, heads: int, head_dim: int) -> list[dict[str, A
     return rows
 
 
-def op_changes(before: dict[str, int], after: dict[str, int]) -> dict[str, dict[str, int]]:
-    """What a change did to an op inventory: ops whose count fell (removed, by how many) and rose (added)."""
-    ops = sorted(set(before) | set(after))
-    delta = {op: after.get(op, 0) - before.get(op, 0) for op in ops}
-    return {
-        "removed": {op: -d for op, d in delta.items() if d < 0},
-        "added": {op: d for op, d in delta.items() if d > 0},
-    }
-
-
-def op_table(inventories: dict[str, dict[str, int]], allowed: Sequence[str] | frozenset[str]) -> list[dict[str, Any]]:
-    """op -> count per graph, with whether DEVICE_OPS lists it; ops outside DEVICE_OPS first."""
-    names = sorted({op for inv in inventories.values() for op in inv}, key=lambda op: (op in allowed, op))
-    return [
-        {"op": op, "in DEVICE_OPS": op in allowed, **{g: inv.get(op, 0) for g, inv in inventories.items()}}
-        for op in names
-    ]
-
-
 # ------------------------------------------------------------------------------------------ the pipeline
-
-# Published figures for the same instance (2 blocks x 384 channels, random weights, real-valued RoPE):
-# weftspun/request-for-discussion, RFD 1154 details, "The export, measured" and "Real-valued RoPE".
-RFD_1154 = {
-    "parameters": "8.44 M",
-    "nodes": 544,
-    "distinct_ops": 28,
-    "outside_device_ops": ["Cos", "ReduceL2", "Sin"],
-    "torchscript": "aten::view_as_complex is not supported",
-    "dynamo": "DispatchError on aten.unsqueeze: no decomposition for complex-valued input",
-}
 
 
 @dataclass
@@ -447,7 +420,7 @@ def evaluate(
 
     # here, on the reference's threads: a variant that only moves values must equal it bit for bit, and a
     # worker's single thread would sum the same products in another order
-    diffs = {v.name: max_abs_diff(v.output(), reference) for v in variants}
+    diffs = {v.name: compare.max_abs_diff([v.output()], [reference], strict=True) for v in variants}
 
     def one(variant: Variant) -> VariantResult:
         report = export_variant(variant, folder, prefix=prefix, opset=opset, atol=atol)
@@ -467,83 +440,9 @@ def evaluate(
     return results
 
 
-def outside_table(result: VariantResult, ops: Any) -> list[dict[str, Any]]:
-    """Each op of the graph outside DEVICE_OPS: count, listing (unlisted or known blocker, with its reason),
-    the evidence recorded for it, and the torch modules its nodes come from."""
-    from weftlib import gate
-
-    evidence = {row["name"]: row for row in gate.evidence_table(ops) if row["kind"] == "op"}
-    origins = op_origins(result.report.path, result.outside)
-    return [
-        {
-            "op": op,
-            "count": use.count,
-            "listed": ops.status(op),
-            "predicted": evidence.get(op, {}).get("prediction", "unjudged (unlisted)"),
-            "reason": use.blocker,
-            "evidence": evidence.get(op, {}).get("sources", "") or "none recorded",
-            "from": ", ".join(origins[op]),
-        }
-        for op, use in sorted(result.verdict.outside.items())
-    ]
-
-
-def glued_count(result: VariantResult, heads: int, head_dim: int) -> tuple[int, int]:
-    """(head splits glued to their Transpose, head splits) in the exported graph (see `head_splits`)."""
-    rows = head_splits(result.report.path, heads, head_dim)
-    return sum(r["glued to its Transpose"] for r in rows), len(rows)
-
-
-def variant_rows(results: Sequence[VariantResult], heads: int, head_dim: int) -> list[dict[str, Any]]:
-    """One row per exported variant: what changed, its equality with the model as written and onnxruntime's
-    with torch, its size, input ranks, head splits glued, the ops outside DEVICE_OPS, the gate's prediction."""
-    rows = []
-    for r in results:
-        glued, splits = glued_count(r, heads, head_dim)
-        rows.append(
-            {
-                "graph": r.name,
-                "layout": r.layout,
-                "changes": ", ".join(r.changes) or "none",
-                "max |diff| vs model": r.max_abs_diff,
-                "onnx vs torch": r.report.max_abs_diff,
-                "nodes": r.report.node_count,
-                "input ranks": r.ranks,
-                "head splits glued": f"{glued} of {splits}",
-                "outside DEVICE_OPS": ", ".join(r.outside) or "none",
-                "predicted": r.verdict.verdict,
-                "file": r.report.path.name,
-            }
-        )
-    return rows
-
-
-def change_rows(results: Sequence[VariantResult], base: str = "tokens") -> list[dict[str, Any]]:
-    """What each exact change does alone, against the `base` variant: the ops it removes and adds (counts)."""
-    by_name = {r.name: r for r in results}
-    if base not in by_name:
-        raise ValueError(f"base: no variant {base!r} among {sorted(by_name)}")
-    before = by_name[base].report.ops
-    rows = []
-    for r in results:
-        if r.name == base or r.layout != by_name[base].layout:
-            continue
-        delta = op_changes(before, r.report.ops)
-        rows.append(
-            {
-                "graph": r.name,
-                "change": "; ".join(CHANGES[c] for c in r.changes) if len(r.changes) == 1 else "all of them",
-                "removes": ", ".join(f"{op} x{n}" for op, n in delta["removed"].items()) or "nothing",
-                "adds": ", ".join(f"{op} x{n}" for op, n in delta["added"].items()) or "nothing",
-                "nodes": f"{by_name[base].report.node_count} -> {r.report.node_count}",
-            }
-        )
-    return rows
-
-
 # ------------------------------------------------------------------------------------- upstream width
 
-UPSTREAM_VARIANTS = ("faithful", "tokens+all")  # only these two at 1536 channels: each export takes ~25 s
+UPSTREAM_VARIANTS = ("faithful", "tokens+all")  # only these two at 1536 channels: each export is slow
 
 
 @dataclass
@@ -590,12 +489,13 @@ def upstream_block(
     reference = forward(model, inputs)
     variants = exact_variants(model, inputs, names=UPSTREAM_VARIANTS, timestep_rank=timestep_rank)
     results = evaluate(variants, folder, reference, ops, opset=opset, atol=atol, prefix=prefix)
-    heads = int(model.num_heads)
+    host: Host = model
+    heads = int(host.num_heads)
     return UpstreamBlock(
         channels,
         heads,
         channels // heads,
-        int(model.blocks[0].mlp.mlp[0].out_features),
+        int(host.blocks[0].mlp.mlp[0].out_features),
         parameter_count(model),
         layer_sizes(model, inputs),
         results,

@@ -11,8 +11,7 @@ def session(path: str | os.PathLike, threads: int | None = None, *, once: bool =
 
     `threads` caps intra-op threads (None: onnxruntime's default). `once`: the session runs one call (a
     parity check, a cut proof), so it goes without onnxruntime's memory arena, whose fresh chunks are
-    faulted in page by page and help only a session that runs again: the faithful NAF upsampler at its
-    geometry ran in 11 s with the arena, 7 s without (system time 9.7 s -> 2 s). A timed session keeps it,
+    faulted in page by page (system time) and help only a session that runs again. A timed session keeps it,
     its later calls reusing the arena. `optimize=False` runs the graph as written (no fusions), so that a
     chain of its pieces computes the same arithmetic as the whole."""
     import onnxruntime as ort

@@ -6,6 +6,7 @@ FAIL with the reason instead of a traceback. External weights are never loaded: 
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -111,10 +112,8 @@ def _shapes(model: onnx.ModelProto) -> dict[str, tuple[int | None, ...]]:
     whole model, weights included, and a cut reads the same large graph several times."""
     inferred = model
     if not fully_shaped(model.graph):
-        try:
+        with contextlib.suppress(Exception):  # a graph shape inference cannot follow keeps its own shapes
             inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
-        except Exception:
-            pass
     graph = inferred.graph
     shapes: dict[str, tuple[int | None, ...]] = {t.name: tuple(int(d) for d in t.dims) for t in graph.initializer}
     for info in [*graph.input, *graph.value_info, *graph.output]:

@@ -30,9 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import FrameType, TracebackType
-from typing import Any
+from typing import Any, Literal
 
 from weftlib import measure
+
+ProfileEvent = Literal["call", "return", "c_call", "c_return", "c_exception"]  # what sys.setprofile reports
 
 MAX_ENTRIES = 64
 
@@ -239,11 +241,11 @@ class _Tracer:
             function = f"{frame.f_globals.get('__name__', '?')}.{code.co_qualname}"
             self.trace.entries.append(TargetEntry(chain, function, args))
 
-    def make_hook(self) -> Callable[[FrameType, str, Any], None]:
+    def make_hook(self) -> Callable[[FrameType, ProfileEvent, Any], None]:
         """The profile function: one comparison per event, one prefix test per Python call."""
         prefix, on_call = self.prefix, self.on_target_call
 
-        def hook(frame: FrameType, event: str, arg: Any) -> None:
+        def hook(frame: FrameType, event: ProfileEvent, arg: Any) -> None:
             if event == "call" and frame.f_code.co_filename.startswith(prefix):
                 on_call(frame)
 
@@ -279,7 +281,7 @@ def _target_prefix(target: str) -> str:
     if spec is None:
         raise ModuleNotFoundError(f"target: no package {target!r} is installed, so nothing could enter it")
     if spec.submodule_search_locations:
-        return os.path.join(list(spec.submodule_search_locations)[0], "")
+        return os.path.join(next(iter(spec.submodule_search_locations)), "")
     if spec.origin:
         return spec.origin
     raise ValueError(f"target: {target!r} has no source location to recognise its frames by")
@@ -314,7 +316,7 @@ def trace_calls(fn: Callable[..., Any], *args: Any, target: str = "natten", **kw
     hook = own = tracer.make_hook()
     if callable(previous):
 
-        def hook(frame: FrameType, event: str, arg: Any) -> None:  # keep the previous profiler fed
+        def hook(frame: FrameType, event: ProfileEvent, arg: Any) -> None:  # keep the previous profiler fed
             own(frame, event, arg)
             previous(frame, event, arg)
 
@@ -341,7 +343,7 @@ def trace_calls(fn: Callable[..., Any], *args: Any, target: str = "natten", **kw
     return tracer.trace
 
 
-def _empty_hook(frame: FrameType, event: str, arg: Any) -> None:
+def _empty_hook(frame: FrameType, event: ProfileEvent, arg: Any) -> None:
     """A profile function that does nothing: the floor cost of any sys.setprofile-based tracer."""
 
 
