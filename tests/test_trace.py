@@ -425,3 +425,24 @@ def test_tracing_cost_repeats_a_short_call_and_keeps_going_past_errors(fake):
 )
 def test_requirement_name_reads_manifest_lines(line, name):
     assert trace.requirement_name(line) == name
+
+
+def test_config_rows_give_naf_configs_twice_the_width():
+    rows = trace.config_rows(
+        {"ss": {"image_size": 518}, "tex": {"use_naf_upsample": True, "grid_resolution": 64}}, 1024
+    )
+    assert rows == [
+        {"config": "ss", "use_naf_upsample": False, "image_size": 518, "grid_resolution": None, "proj_channels": 1024},
+        {"config": "tex", "use_naf_upsample": True, "image_size": None, "grid_resolution": 64, "proj_channels": 2048},
+    ]
+
+
+def test_natten_answer_names_the_call_the_flag_and_the_mismatch():
+    from weftlib.trace.checkpoint import FlagResult, Mismatch
+
+    off = FlagResult(
+        "use_naf_upsample", False, (Mismatch("proj.weight", (8, 1024), (8, 2048)),), (), (), "size mismatch"
+    )
+    text = trace.natten_answer("a -> b -> cutlass_fna_generic", "imported via torch.hub only", off)
+    assert text.startswith("natten is not optional: NAF's forward reaches cutlass_fna_generic through torch.hub ")
+    assert "(imported via torch.hub only)" in text and text.endswith("proj.weight [8, 1024] vs [8, 2048])")

@@ -5,7 +5,7 @@
 - `dependencies`: the audit, declared vs. found vs. imported;
 - `backends`: each backend's own word on whether it can run here;
 - `drawing`: the chains as one tree (`plot_call_chains`, notebook 01's figure); `checkpoint`: why NAF cannot
-  be switched off (its weights' shapes).
+  be switched off (its weights' shapes); `findings`: the config rows and the answer notebook 01 shows.
 """
 
 from .scan import ScanHit, normalize, requirement_name, static_scan, find_assignments, declared_dependencies
@@ -23,6 +23,7 @@ from .calls import (
 from .dependencies import AuditRow, audit
 from .backends import Verdict, verdicts
 from .drawing import chain_tree, draw_chains, plot_call_chains
+from .findings import config_rows, natten_answer
 
 __all__ = [
     "AuditRow",
@@ -36,9 +37,11 @@ __all__ = [
     "Verdict",
     "audit",
     "chain_tree",
+    "config_rows",
     "declared_dependencies",
     "draw_chains",
     "find_assignments",
+    "natten_answer",
     "normalize",
     "plot_call_chains",
     "requirement_name",
