@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from weftlib import trace
-from weftlib.trace import calls as trace_calls
+from weftlib.trace import cost as trace_cost
 from weftlib.trace import calls
 
 CORE = """\
@@ -382,7 +382,7 @@ def test_tracing_cost_stops_at_rounds_that_settle(fake, monkeypatch):
     pkg, user, _ = fake
     assert trace.tracing_cost(user.never, 200, target=pkg, repeats=3, min_seconds=0.001)["rounds"] == 3
     seen = []
-    monkeypatch.setattr(trace_calls.measure, "settled", lambda times: seen.append(len(times)) or len(times) >= 2)
+    monkeypatch.setattr(trace_cost.measure, "settled", lambda times: seen.append(len(times)) or len(times) >= 2)
     assert trace.tracing_cost(user.never, 200, target=pkg, repeats=5, min_seconds=0.001)["rounds"] == 2
     assert seen == [1, 2, 2, 2]  # after round one plain is unsettled; after two, all three are asked
 

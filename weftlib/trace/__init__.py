@@ -2,6 +2,7 @@
 
 - `scan`: what a reader of the host's source finds (static);
 - `calls`: what runs: every call chain into the target package and the imports executed on the way;
+- `cost`: what tracing a call costs against the plain call;
 - `dependencies`: the audit, declared vs. found vs. imported;
 - `backends`: each backend's own word on whether it can run here;
 - `drawing`: the chains as one tree (`plot_call_chains`, notebook 01's figure); `checkpoint`: why NAF cannot
@@ -17,9 +18,8 @@ from .calls import (
     ImportEvent,
     CallTrace,
     trace_calls,
-    tracing_overhead,
-    tracing_cost,
 )
+from .cost import tracing_cost, tracing_overhead
 from .dependencies import AuditRow, audit
 from .backends import Verdict, verdicts
 from .drawing import chain_tree, draw_chains, plot_call_chains

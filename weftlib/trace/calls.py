@@ -22,7 +22,6 @@ import importlib.metadata
 import importlib.util
 import os
 import re
-import statistics
 import sys
 import sysconfig
 import threading
@@ -32,7 +31,6 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any, Literal
 
-from weftlib import measure
 
 ProfileEvent = Literal["call", "return", "c_call", "c_return", "c_exception"]  # what sys.setprofile reports
 
@@ -341,125 +339,3 @@ def trace_calls(fn: Callable[..., Any], *args: Any, target: str = "natten", **kw
     tracer.trace.seconds = time.perf_counter() - started
     tracer.trace.new_modules = sorted(set(sys.modules) - modules_before)
     return tracer.trace
-
-
-def _empty_hook(frame: FrameType, event: ProfileEvent, arg: Any) -> None:
-    """A profile function that does nothing: the floor cost of any sys.setprofile-based tracer."""
-
-
-def _with_profile(hook: Callable[..., None], fn: Callable[..., Any], *args: Any) -> None:
-    previous = sys.getprofile()
-    sys.setprofile(hook)
-    try:
-        fn(*args)
-    finally:
-        sys.setprofile(previous)
-
-
-def tracing_overhead(fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5) -> dict[str, float]:
-    """Median seconds of `fn(*args)` plain, under an empty profile hook, and under `trace_calls`.
-
-    The three are interleaved in the same run, so the ratios compare like with like on a busy machine.
-    The empty hook is the floor: a profile function is called for every Python and C call whatever it does.
-    """
-    if not callable(fn):
-        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
-    if not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
-    runs: dict[str, list[float]] = {"plain": [], "empty_hook": [], "traced": []}
-    for _ in range(repeats):
-        for name, run in (
-            ("plain", lambda: fn(*args)),
-            ("empty_hook", lambda: _with_profile(_empty_hook, fn, *args)),
-            ("traced", lambda: trace_calls(fn, *args, target=target)),
-        ):
-            start = time.perf_counter()
-            run()
-            runs[name].append(time.perf_counter() - start)
-    median = {name: statistics.median(times) for name, times in runs.items()}
-    return {
-        **{f"{k}_s": v for k, v in median.items()},
-        "traced_over_plain": median["traced"] / median["plain"],
-        "traced_over_empty_hook": median["traced"] / median["empty_hook"],
-    }
-
-
-def _noop() -> None:
-    """Nothing: what is left of a traced call when the work is taken away."""
-
-
-def _call_kept(fn: Callable[..., Any], args: tuple[Any, ...]) -> BaseException | None:
-    """`fn(*args)`, returning the exception it raised instead of raising it (a forward into a backend missing
-    on this machine still runs everything before it, and that is the workload)."""
-    try:
-        fn(*args)
-    except Exception as exc:
-        return exc
-    return None
-
-
-def _batch(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> Callable[[], None]:
-    def run() -> None:
-        for _ in range(calls):
-            _call_kept(fn, args)
-
-    return run
-
-
-def tracing_cost(
-    fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5, min_seconds: float = 0.05
-) -> dict[str, float]:
-    """What tracing costs, split the way it behaves, so the claim holds whatever the workload:
-
-    - `fixed_overhead_us`: one `trace_calls` around a call that does nothing, minus that call (setting up
-      the hook, the import wrapper, the module snapshot): paid once per traced call, whatever `fn` does;
-    - on a workload of at least `min_seconds` (`fn(*args)` repeated `calls` times inside one timed call, so
-      the fixed cost no longer dominates): plain, under an empty profile hook, and traced, as medians of up
-      to `repeats` interleaved rounds (`rounds`: fewer once every sample set is `measure.settled`), and
-      `overhead_us_per_call` = (traced - plain) / calls.
-
-    A call of a few microseconds traced once shows only the fixed cost (a ratio of 40 says nothing about
-    tracing work); the ratios here are over a workload long enough to measure the per-call cost. `fn` may
-    raise: the exception is kept and the call counts as run (what ran before it is the workload).
-    """
-    if not callable(fn):
-        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
-    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds > 0:
-        raise ValueError(f"min_seconds: expected a positive number of seconds, got {min_seconds!r}")
-    _target_prefix(target)  # a bad target fails here, before anything is timed
-    start = time.perf_counter()
-    _call_kept(fn, args)  # warm-up, and the length of one call
-    one = max(time.perf_counter() - start, 1e-7)
-    calls = max(1, int(-(-min_seconds // one)))
-    work = _batch(fn, args, calls)
-    fixed: dict[str, list[float]] = {"plain": [], "traced": []}
-    runs: dict[str, list[float]] = {"plain": [], "empty_hook": [], "traced": []}
-    for _ in range(repeats):
-        for name, run in (("plain", _noop), ("traced", lambda: trace_calls(_noop, target=target))):
-            start = time.perf_counter()
-            run()
-            fixed[name].append(time.perf_counter() - start)
-        for name, run in (
-            ("plain", work),
-            ("empty_hook", lambda: _with_profile(_empty_hook, work)),
-            ("traced", lambda: trace_calls(work, target=target)),
-        ):
-            start = time.perf_counter()
-            run()
-            runs[name].append(time.perf_counter() - start)
-        if all(measure.settled(times) for times in runs.values()):
-            break  # a workload of seconds: two rounds that agree settle each median
-    median = {name: statistics.median(times) for name, times in runs.items()}
-    return {
-        "calls": calls,
-        "rounds": len(runs["plain"]),
-        "plain_ms": median["plain"] * 1e3,
-        "empty_hook_ms": median["empty_hook"] * 1e3,
-        "traced_ms": median["traced"] * 1e3,
-        "fixed_overhead_us": max(0.0, statistics.median(fixed["traced"]) - statistics.median(fixed["plain"])) * 1e6,
-        "overhead_us_per_call": (median["traced"] - median["plain"]) / calls * 1e6,
-        "traced_over_plain": median["traced"] / median["plain"],
-        "traced_over_empty_hook": median["traced"] / median["empty_hook"],
-    }
