@@ -1,7 +1,7 @@
 """Forward time and peak memory of one submanifold convolution layer (default: the 1024 bunny, C=64, fp32,
 2 threads, kernel map given), each repeat in a fresh process, next to this machine's limit measured in the
 same run (sgemm GFLOP/s and copy GB/s) and spconv's time on the same voxels when spconv is installed.
-The logic is `weftlib.sparse.memory.benchmark_against_limits`; this only parses flags and prints.
+The logic is `weftlib.sparse.benchmark.benchmark_against_limits`; this only parses flags and prints.
 
     .venv/bin/python scripts/bench_sparse.py                         # auto (given the rulebook) and chunked im2col
     .venv/bin/python scripts/bench_sparse.py --methods auto compact im2col accumulate --json out.json
@@ -14,7 +14,7 @@ import json
 from pathlib import Path
 
 from weftlib import sparse
-from weftlib.sparse import memory, voxels
+from weftlib.sparse import benchmark, footprint, summary, voxels
 from weftlib.suite import provenance, record
 
 
@@ -23,16 +23,16 @@ def main() -> None:
     parser.add_argument("--shape", default="bunny", choices=voxels.SHAPES)
     parser.add_argument("--res", type=int, default=1024)
     parser.add_argument("--channels", type=int, default=64)
-    choices = (sparse.AUTO,) + tuple(m for m in sparse.METHODS if m != "dense")
+    choices = (sparse.AUTO, *tuple(m for m in sparse.METHODS if m != "dense"))
     parser.add_argument("--methods", nargs="+", default=[sparse.AUTO, "im2col"], choices=choices)
-    parser.add_argument("--dtype", default="float32", choices=tuple(memory.DTYPES))
+    parser.add_argument("--dtype", default="float32", choices=tuple(footprint.DTYPES))
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--chunk-rows", type=int, default=4096, help="im2col rows per chunk (0: unchunked)")
     parser.add_argument("--spconv-threads", type=int, default=1, help="0 skips spconv")
     parser.add_argument("--json", type=Path, help="also write the full result here")
     args = parser.parse_args()
-    result = memory.benchmark_against_limits(
+    result = benchmark.benchmark_against_limits(
         args.shape,
         args.res,
         args.channels,
@@ -44,7 +44,7 @@ def main() -> None:
         args.spconv_threads,
         progress=False,
     )
-    print(memory.format_benchmark(result), flush=True)
+    print(summary.format_benchmark(result), flush=True)
     if args.json:
         args.json.write_text(json.dumps(record.jsonable({**result, "machine": provenance.machine()}), indent=2))
 

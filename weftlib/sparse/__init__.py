@@ -2,8 +2,11 @@
 
 `submanifold_conv3d` (in `conv`) is the one public entry; `method` picks the formulation (`auto` by default,
 the fastest exact path for the shapes; `rulebook` turns a neighbour table into the pair form `pairs.Rulebook`
-that lets it multiply only the taps that have a neighbour). Around it: `voxels` (the voxel sets and counts), `memory` (the peak
-model and its measurement) and `device_layout` (the two device-half routes with rank-4 inputs).
+that lets it multiply only the taps that have a neighbour). Around it: `voxels` (the voxel sets and counts),
+`footprint` (the byte formulas), `memory` (the peak model and peaks measured against it), `workloads` (what a
+measuring child process runs), `benchmark` (time per method, one layer against the machine's limit, spconv),
+`summary` (the benchmark's text and the conclusion sentence) and `device_layout` (the two device-half routes
+with rank-4 inputs).
 """
 
 from .conv import (

@@ -26,7 +26,10 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from weftlib.onnx_core.tracing import is_tracing
+
 from . import pairs
+from .footprint import grid_bytes, table_bytes
 from .pairs import Rulebook
 from .voxels import linear_keys
 
@@ -106,9 +109,7 @@ def _map_block(sorted_keys: torch.Tensor, start: int, stop: int, kernel_size: in
 
 
 def kernel_map_bytes(n: int, kernel_size: int = 3) -> int:
-    """Bytes of the int64 neighbour table (the memory model's formula)."""
-    from .memory import table_bytes  # memory imports this module
-
+    """Bytes of the int64 neighbour table (`footprint.table_bytes`, the memory model's formula)."""
     return table_bytes(n, kernel_size**3)
 
 
@@ -135,8 +136,8 @@ def _check_conv_args(
     method: str,
     chunk_rows: int | None,
 ) -> None:
-    if method not in METHODS + (AUTO,):
-        raise ValueError(f"method must be one of {METHODS + (AUTO,)}, got {method!r}")
+    if method not in (*METHODS, AUTO):
+        raise ValueError(f"method must be one of {(*METHODS, AUTO)}, got {method!r}")
     if feats.ndim != 2:
         raise ValueError(f"feats must be [N, Cin], got {tuple(feats.shape)}")
     if weight.ndim != 5 or len(set(weight.shape[2:])) != 1:
@@ -182,8 +183,6 @@ def _check_dense_args(
 
 def dense_bytes(res: int, cin: int, cout: int, dtype: torch.dtype) -> int:
     """Bytes of the dense route's two grids: input [Cin, res^3] and output [Cout, res^3] (the memory model's)."""
-    from .memory import grid_bytes  # memory imports this module
-
     return grid_bytes(res, cin + cout, torch.empty((), dtype=dtype).element_size())
 
 
@@ -210,18 +209,18 @@ def submanifold_conv3d(
     `chunk_rows` rows at a time when given (bounding its buffer to chunk_rows * k^3 * Cin); `"compact"` given
     a table builds its rulebook first, in chunks of `chunk_rows` voxels (auto-sized when None).
     """
-    book = nbr if isinstance(nbr, Rulebook) else None
-    table = book.table if book is not None else nbr
+    book, table = (nbr, nbr.table) if isinstance(nbr, Rulebook) else (None, nbr)
     _check_conv_args(feats, table, weight, bias, method, chunk_rows)
     if book is not None and method in (AUTO, "compact") and chunk_rows not in (None, book.chunk_rows):
         raise ValueError(f"chunk_rows={chunk_rows} differs from the rulebook's chunks of {book.chunk_rows} voxels")
     if method == AUTO:
-        tracing = _is_tracing(feats)
+        tracing = is_tracing(feats)
         method = choose_method(feats.shape[0], table.shape[1], tracing=tracing, has_rulebook=book is not None)
         if chunk_rows is None and not tracing and method == "im2col":  # an export gets the one-MatMul form
             chunk_rows = auto_chunk_rows(method, table.shape[1], feats.shape[1], feats.element_size(), feats.shape[0])
     if method == "dense":
         _check_dense_args(feats, weight, coords, res, budget_bytes)
+        assert coords is not None and res is not None  # _check_dense_args refuses None
         out = _dense(feats, coords, weight, res)
     elif method == "im2col":
         out = _im2col(feats, table, weight, chunk_rows)
@@ -259,18 +258,6 @@ CHUNK_L2_MULTIPLE = 14  # a chunk's working set in L2 caches: im2col, C = 64 fp3
 _L2_FALLBACK = 1 << 20
 
 
-def _is_tracing(x: torch.Tensor) -> bool:
-    """True while an exporter or compiler traces the call: only a static-shape form may be chosen then."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return bool(
-        torch.jit.is_tracing()
-        or torch.onnx.is_in_onnx_export()
-        or torch.compiler.is_compiling()
-        or isinstance(x, FakeTensor)
-    )
-
-
 def l2_cache_bytes() -> int:
     """Per-core L2 size from sysfs (Linux); 1 MiB where it cannot be read."""
     from pathlib import Path
@@ -289,11 +276,11 @@ def l2_cache_bytes() -> int:
 def choose_method(n: int, taps: int, tracing: bool = False, has_rulebook: bool = False) -> str:
     """The fastest exact path measured here for what the caller holds.
 
-    With a rulebook (`rulebook`), 'compact': it multiplies only the taps that have a neighbour (0.53 of the
-    FLOPs at the 1024 bunny), and at the 1024 bunny (C = 64, fp32, 2 threads, quiet machine) one layer took
-    3.2 s against 4.7 s for chunked im2col. With only the table, 'im2col', chunked by `auto_chunk_rows` for
-    real voxel sets (one unchunked GEMM for small ones and under an exporter, where it is the static-shape
-    form): building the rulebook inside one call (1.8 s there) would cost more than it saves. `n` and `taps`
+    With a rulebook (`rulebook`), 'compact': it multiplies only the taps that have a neighbour (about half
+    the FLOPs of a surface voxel set), so a layer given the rulebook is faster than chunked im2col (the
+    README and `scripts/bench_sparse.py` hold the times). With only the table, 'im2col', chunked by
+    `auto_chunk_rows` for real voxel sets (one unchunked GEMM for small ones and under an exporter, where it
+    is the static-shape form): building the rulebook inside one call would cost more than it saves. `n` and `taps`
     stay in the signature for kernels where the choice would differ."""
     del n, taps
     return "compact" if has_rulebook and not tracing else "im2col"
@@ -304,9 +291,9 @@ def auto_chunk_rows(method: str, taps: int, channels: int, itemsize: int, n: int
 
     The chunk's gathered rows (at most rows x taps x Cin: im2col's buffer, the most a rulebook chunk can
     gather) are CHUNK_L2_MULTIPLE L2 caches: the MatMul reads back from the outer caches what the gather
-    just wrote, and the per-call cost of the ops stays small against the work. At the 1024 bunny, C = 64,
-    2 threads: im2col 4096-row chunks 5.50 s, 1213-row chunks 5.85 s, unchunked about 3x slower; compact
-    4096-row chunks 3.23 s, 2048-row chunks 3.36 s. `method` stays for paths whose buffer would differ.
+    just wrote, and the per-call cost of the ops stays small against the work: measured at the 1024 bunny,
+    chunks of a few thousand rows beat both smaller chunks and one unchunked GEMM, for im2col and compact
+    alike (the README holds the times). `method` stays for paths whose buffer would differ.
     """
     del method
     if n < SMALL_ROWS:
@@ -480,13 +467,13 @@ def inventory_table(reports: dict[str, Any], device_ops: Any) -> pd.DataFrame:
         row: dict[str, Any] = {"op": op, "standing": device_ops.status(op), "predicted": predicted.get(op, "unjudged")}
         row.update({name: r.ops.get(op, 0) for name, r in reports.items()})
         rows.append(row)
-    gathers = {
+    gathers: dict[str, Any] = {
         "op": "(Gather, data-dependent index)",
         "standing": "rule gather_computed_index",
         "predicted": "unjudged",
     }
     gathers.update({name: len(r.dynamic_gathers) for name, r in reports.items()})
-    return pd.DataFrame(rows + [gathers])
+    return pd.DataFrame([*rows, gathers])
 
 
 def export_dense(

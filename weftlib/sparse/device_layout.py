@@ -60,7 +60,7 @@ class GatheredConv(nn.Module):
         self.conv = nn.Conv2d(flat.shape[1], flat.shape[0], 1, bias=bias is not None)
         with torch.no_grad():
             self.conv.weight.copy_(flat[:, :, None, None])
-            if bias is not None:
+            if bias is not None and self.conv.bias is not None:
                 self.conv.bias.copy_(bias)
         self.conv.requires_grad_(False)
 
@@ -91,7 +91,7 @@ class DenseConvAs2d(nn.Module):
         self.conv = nn.Conv2d(band.shape[1], band.shape[0], k, padding=k // 2, bias=bias is not None)
         with torch.no_grad():
             self.conv.weight.copy_(band)
-            if bias is not None:
+            if bias is not None and self.conv.bias is not None:
                 self.conv.bias.copy_(bias.repeat_interleave(depth))
         self.conv.requires_grad_(False)
 

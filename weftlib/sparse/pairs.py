@@ -9,7 +9,7 @@ gather, never a scatter-add: on this machine index_add_, index_copy_ and scatter
 per 256-byte row, embedding_bag's whole chunk about 7.
 
 It is built once per voxel set and reused by every layer at that resolution, as spconv reuses its rulebook
-and MinkowskiEngine its kernel map; building it costs about half a layer (`memory.benchmark_against_limits`).
+and MinkowskiEngine its kernel map; building it costs about half a layer (`benchmark.benchmark_against_limits`).
 """
 
 from __future__ import annotations

@@ -23,6 +23,7 @@ from collections.abc import Callable
 
 import numpy as np
 import torch
+import itertools
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -274,7 +275,7 @@ def voxelize_mesh(vertices: np.ndarray, faces: np.ndarray, res: int) -> torch.Te
     bounds = torch.searchsorted(columns, torch.arange(0, int(columns[-1]) + 1, _PAIR_CHUNK // 4), right=True)
     edges = sorted(set(bounds.tolist()) | {0, len(tris)})
     keys = []
-    for start, stop in zip(edges[:-1], edges[1:]):
+    for start, stop in itertools.pairwise(edges):
         tri = tris[start:stop]
         owner, vox = _candidates(tri, res)
         for s in range(0, len(owner), _PAIR_CHUNK):

@@ -1,0 +1,39 @@
+"""03's sentences: the conclusion is built from the values it is given, and says which route the numbers pick."""
+
+from __future__ import annotations
+
+from weftlib.sparse import summary
+
+
+def _sentence(device_gib: float) -> str:
+    return summary.conclusion_sentence(
+        res=128,
+        channels=64,
+        dtype="float16",
+        n=12_345,
+        peaks={"dense": 3 << 30, "im2col": 40 << 20, "accumulate": 10 << 20, "scatter": 20 << 20},
+        device_memory_gib=device_gib,
+        table_bytes=5 << 20,
+        scatter_ops={"Gather": 27, "ScatterND": 27, "MatMul": 27},
+        predicted="no faithful export parses",
+        format_bytes=lambda b: f"{b / 2**20:.0f} MiB",
+    )
+
+
+def test_conclusion_names_the_lightest_route_and_its_ratio() -> None:
+    text = _sentence(2.0)
+    assert text.startswith(
+        "Scatter, not densify: one 64-channel float16 layer at the 128 grid (12,345 occupied voxels)"
+    )
+    assert "needs 3072 MiB densified against 10 MiB for the lightest sparse route (accumulate, 307x less)" in text
+    assert "with 2 GiB on the device" in text and "neighbour table of 5 MiB" in text
+    assert "(Gather x27, ScatterND x27)" in text and "MatMul" not in text
+    assert text.endswith("Predictions from the public record: no faithful export parses.")
+
+
+def test_conclusion_says_densify_fits_when_the_grids_fit_the_device() -> None:
+    assert _sentence(8.0).startswith("Densify fits at this size (128 grid): ")
+
+
+def test_scatter_ops_text_keeps_only_the_data_indexed_ops() -> None:
+    assert summary.scatter_ops_text({"ScatterND": 2, "Add": 1, "GatherND": 1}) == "GatherND x1, ScatterND x2"

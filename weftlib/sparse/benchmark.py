@@ -1,0 +1,319 @@
+"""One layer timed against this machine's limit: time per method in one sweep, fresh-process benchmarks, the
+roofline bound (the occupied taps' FLOPs at the sgemm rate or the compulsory bytes at the copy rate), the
+rulebook's build time and spconv's SubMConv3d on the same voxels when spconv is installed.
+
+The measured figures live in the README and in the benchmark's output (`scripts/bench_sparse.py`,
+`summary.format_benchmark`), never here.
+"""
+
+from __future__ import annotations
+
+import logging
+import statistics
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import torch
+
+from weftlib import measure
+
+from . import conv, pairs, voxels, workloads
+from .footprint import DTYPES, features_bytes, itemsize
+from .memory import measured_row
+
+if TYPE_CHECKING:  # pandas is imported where tables are built
+    import pandas as pd
+
+
+def time_methods(
+    coords: torch.Tensor,
+    nbr: torch.Tensor,
+    res: int,
+    channels: int,
+    methods: Iterable[str],
+    dtype: str = "float32",
+    repeats: int = 3,
+    chunk_rows: int | None = None,
+    seed: int = 0,
+    progress: bool = True,
+) -> pd.DataFrame:
+    """Median forward seconds per method on one voxel set, measured in this process in the same sweep, each
+    method bracketed by the machine's rates (`measure.Bracket`: `contended` per row).
+
+    'auto' and 'compact' are handed the rulebook (column `given`), built once before the sweep; its build
+    time is `df.attrs["rulebook_seconds"]` (median of `repeats`), paid once per voxel set, not per layer."""
+    import pandas as pd
+    from weftlib.console import progress as tqdm
+
+    methods = list(methods)
+    gen = torch.Generator().manual_seed(seed)
+    feats = torch.randn((len(coords), channels), generator=gen).to(DTYPES[dtype])
+    weight = (torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5).to(DTYPES[dtype])
+    book, book_s = None, None
+    if any(workloads.given_rulebook(m) for m in methods):
+        book, book_s = _timed_rulebook(nbr, channels, feats.element_size(), repeats)
+    rows = []
+    for method in tqdm(methods, desc="time per method", disable=not progress):
+        given = book if workloads.given_rulebook(method) else nbr
+
+        def run(m: str = method, kernel: Any = given) -> torch.Tensor:
+            return conv.submanifold_conv3d(
+                feats,
+                kernel,
+                weight,
+                method=m,
+                coords=coords,
+                res=res,
+                chunk_rows=chunk_rows if m == "im2col" else None,
+            )
+
+        with measure.Bracket() as block:
+            samples = block.timed(run, repeats=repeats, warmup=1)
+        rows.append(
+            {
+                "method": method,
+                "given": "rulebook" if given is book else "table",
+                "seconds": statistics.median(samples),
+                "spread": measure.spread(samples),
+                **block.verdict(),
+            }
+        )
+    df = pd.DataFrame(rows)
+    df["over_fastest"] = df["seconds"] / df["seconds"].min()
+    df.attrs["rulebook_seconds"] = book_s
+    return df
+
+
+def benchmark(
+    shape: str = "bunny",
+    res: int = 1024,
+    channels: int = 64,
+    method: str = "accumulate",
+    dtype: str = "float32",
+    threads: int = 2,
+    repeats: int = 3,
+    chunk_rows: int | None = None,
+    n: int | None = None,
+    chunk_pairs: int | None = None,
+    inputs_dir: Path | None = None,
+) -> dict[str, Any]:
+    """Forward time and peak of one layer, each repeat in a fresh process: median seconds, worst peak, and
+    the machine's rates right before and after the repeats with `contended` (`measure.Bracket`). Up to
+    `repeats` processes, fewer once their times are `measure.settled` (`repeats` in the row says how many).
+
+    `n` (the voxel count) and `chunk_pairs` (`measured_row`) are counted here when the caller does not know them;
+    the children read the voxel set and table from `inputs_dir` (`save_inputs`) when given.
+    """
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    n = len(voxels.voxel_set(shape, res)) if n is None else n
+    if workloads.given_rulebook(method) and chunk_pairs is None:
+        chunk_pairs = workloads.most_chunk_pairs(shape, res, channels, dtype, chunk_rows)
+    runs: list[dict[str, Any]] = []
+    with measure.Bracket(threads) as block:
+        while len(runs) < repeats and not measure.settled([r["seconds"] for r in runs]):
+            runs.append(
+                measured_row(
+                    method, shape, res, channels, n, dtype, threads, chunk_rows, chunk_pairs, inputs_dir, block
+                )
+            )
+    worst = max(r["measured_bytes"] for r in runs)
+    seconds = [r["seconds"] for r in runs]
+    return {
+        "shape": shape,
+        "res": res,
+        "N": n,
+        "C": channels,
+        "dtype": dtype,
+        "method": method,
+        "threads": threads,
+        "chunk_rows": chunk_rows,
+        "repeats": len(runs),
+        "median_seconds": statistics.median(seconds),
+        "seconds": seconds,
+        "spread": measure.spread(seconds),
+        "model_bytes": runs[0]["model_bytes"],
+        "peak_bytes": worst,
+        "peak_over_model": worst / runs[0]["model_bytes"],
+        **block.verdict(),
+    }
+
+
+def conv_work(nbr: torch.Tensor, cin: int, cout: int, dtype: str = "float32") -> dict[str, int]:
+    """What one layer must do on this voxel set: the FLOPs of all k^3 taps, of the taps that have a
+    neighbour (what 'compact' multiplies: the least any method must), and its compulsory bytes (the
+    features and the weight read once, the output written once) before the kernel map, which a method reads
+    in the form it is given (`table_bytes` here, the rulebook's own bytes for 'auto' and 'compact')."""
+    e = itemsize(dtype)
+    n, k3 = nbr.shape
+    pairs = int((nbr >= 0).sum())
+    return {
+        "N": n,
+        "pairs": pairs,
+        "flops_all_taps": 2 * n * k3 * cin * cout,
+        "flops_occupied": 2 * pairs * cin * cout,
+        "layer_bytes": features_bytes(n, cin + cout, e) + k3 * cin * cout * e,
+        "table_bytes": int(nbr.nbytes),
+    }
+
+
+def against_limit(row: dict[str, Any], work: dict[str, int], kernel_bytes: int, what: str) -> dict[str, Any]:
+    """One timed layer (`seconds`, and the rates of its bracket) against its lower bound: the occupied taps'
+    FLOPs at the sgemm rate or the compulsory bytes (`conv_work`'s plus the `kernel_bytes` of the kernel map
+    as given) at the copy rate, the longer. `of_limit` = bound / time (<= 1; `measure.check_bound` refuses a
+    row that beats its bound), `of_sgemm` = useful GFLOP/s over the sgemm rate."""
+    seconds = row["median_seconds"] if "median_seconds" in row else row["seconds"]
+    limits = measure.MachineLimits(
+        sgemm_gflops=row["sgemm_gflops"],
+        copy_gbps=row["copy_gbps"],
+        load_average=row.get("load_average", 0.0),
+        threads=row.get("threads"),
+    )
+    bound, side = measure.bound_of(work["flops_occupied"], work["layer_bytes"] + kernel_bytes, limits)
+    useful = work["flops_occupied"] / seconds / 1e9
+    return {
+        "limit_seconds": bound,
+        "limit_by": side,
+        "of_limit": 1 / measure.check_bound(seconds, bound, what),
+        "useful_gflops": useful,
+        "of_sgemm": useful / row["sgemm_gflops"],
+    }
+
+
+def spconv_seconds(
+    coords: torch.Tensor,
+    res: int,
+    channels: int,
+    threads: int = 1,
+    repeats: int = 3,
+    seed: int = 0,
+    nbr: torch.Tensor | None = None,
+) -> dict[str, Any] | None:
+    """spconv's SubMConv3d on the same voxels, rulebook built once and reused (as a network reuses it), its
+    timed calls bracketed by the machine's rates (`measure.Bracket`), and the largest difference from
+    `submanifold_conv3d` (on `nbr`, the voxels' table, built here when not given); None when spconv is not
+    installed (it is optional, never a dependency of the suite)."""
+    try:
+        import spconv.pytorch as spconv
+    except ImportError:
+        return None
+    fx_log = logging.getLogger("torch.fx._symbolic_trace")  # spconv 2.3.8 calls torch.fx.is_fx_tracing(), which
+    fx_level = fx_log.level  # torch 2.13 answers with a deprecation line on stderr at every layer call
+    fx_log.setLevel(logging.ERROR)
+    with measure.torch_threads(threads):
+        try:
+            gen = torch.Generator().manual_seed(seed)
+            feats = torch.randn((len(coords), channels), generator=gen)
+            weight = torch.randn((channels, channels, 3, 3, 3), generator=gen) / (27 * channels) ** 0.5
+            layer = spconv.SubMConv3d(channels, channels, 3, bias=False, indice_key="subm")
+            with torch.no_grad():
+                layer.weight.copy_(weight.permute(0, 2, 3, 4, 1))  # spconv 2 keeps [Cout, k, k, k, Cin]
+                indices = torch.cat([torch.zeros((len(coords), 1), dtype=torch.int32), coords.to(torch.int32)], 1)
+                first = layer(spconv.SparseConvTensor(feats, indices, [res] * 3, 1))  # builds the rulebook
+
+                def run() -> torch.Tensor:
+                    return layer(first.replace_feature(feats)).features
+
+                with measure.Bracket(threads) as block:
+                    samples = block.timed(run, repeats=repeats, warmup=0)
+                ours = conv.submanifold_conv3d(feats, conv.kernel_map(coords) if nbr is None else nbr, weight)
+                diff = float((run() - ours).abs().max())
+        finally:
+            fx_log.setLevel(fx_level)
+    return {
+        "seconds": statistics.median(samples),
+        "spread": measure.spread(samples),
+        **block.verdict(),
+        "threads": threads,
+        "max_abs_diff_vs_ours": diff,
+        "version": getattr(spconv, "__version__", None) or _version("spconv"),
+    }
+
+
+def rulebook_seconds(
+    nbr: torch.Tensor, channels: int, itemsize: int, threads: int = 2, repeats: int = 3
+) -> dict[str, Any]:
+    """Median seconds of building the rulebook from a given table (once per voxel set, not per layer)."""
+    with measure.torch_threads(threads):
+        book, seconds = _timed_rulebook(nbr, channels, itemsize, repeats)
+    return {
+        "seconds": seconds,
+        "chunk_rows": book.chunk_rows,
+        "pairs": book.pairs,
+        "max_chunk_pairs": book.max_chunk_pairs,
+        "bytes": book.nbytes,
+    }
+
+
+def _timed_rulebook(nbr: torch.Tensor, channels: int, itemsize: int, repeats: int) -> tuple[pairs.Rulebook, float]:
+    """The rulebook of `nbr` and the median seconds of building it (the first build is the warm-up)."""
+    book = conv.rulebook(nbr, channels=channels, itemsize=itemsize)
+    seconds = measure.median_seconds(lambda: conv.rulebook(nbr, channels=channels, itemsize=itemsize), repeats, 0)
+    return book, seconds
+
+
+def _version(name: str) -> str | None:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return None
+
+
+def benchmark_against_limits(
+    shape: str = "bunny",
+    res: int = 1024,
+    channels: int = 64,
+    methods: Iterable[str] = ("auto",),
+    dtype: str = "float32",
+    threads: int = 2,
+    repeats: int = 3,
+    chunk_rows: dict[str, int | None] | None = None,
+    spconv_threads: int | None = 1,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """One layer per method (`benchmark`: fresh process per repeat, median time, worst peak) against its lower
+    bound (`against_limit`), with the machine's rates measured right before and after each method's repeats
+    (`contended` per row), and spconv's time on the same voxels when spconv is installed. The voxel set and
+    its table are built once (`voxels.voxel_set`, `workloads.kernel_map_of`) and read by every child."""
+    from weftlib.console import progress as tqdm
+
+    coords = voxels.voxel_set(shape, res)
+    nbr = workloads.kernel_map_of(shape, res)
+    work = conv_work(nbr, channels, channels, dtype)
+    book = rulebook_seconds(nbr, channels, itemsize(dtype), threads, repeats)
+    rows = []
+    with workloads.child_inputs() as folder:
+        workloads.save_inputs(folder, shape, res)
+        for method in tqdm(list(methods), desc="methods", disable=not progress):
+            rows_for = (chunk_rows or {}).get(method)
+            given = workloads.given_rulebook(method) and rows_for in (None, book["chunk_rows"])
+            row = benchmark(
+                shape,
+                res,
+                channels,
+                method,
+                dtype,
+                threads,
+                repeats,
+                rows_for,
+                n=len(coords),
+                chunk_pairs=book["max_chunk_pairs"] if given else None,
+                inputs_dir=folder,
+            )
+            kernel_bytes = book["bytes"] if workloads.given_rulebook(method) else work["table_bytes"]
+            row.update(against_limit(row, work, kernel_bytes, f"{shape} {res} {method}"))
+            rows.append(row)
+    run_spconv = bool(spconv_threads) and dtype == "float32"
+    spc = spconv_seconds(coords, res, channels, spconv_threads or 1, repeats, nbr=nbr) if run_spconv else None
+    if spc:  # spconv reads its own rulebook: only the features, weight and output are counted for it
+        spc.update(against_limit(spc, work, 0, f"{shape} {res} spconv"))
+    return {
+        "work": work,
+        "rulebook": book,
+        "rows": rows,
+        "spconv": spc,
+        "spconv_status": ("ok" if spc else "not installed") if run_spconv else "not asked",
+    }

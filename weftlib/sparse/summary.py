@@ -1,0 +1,93 @@
+"""What 03 says in words: the benchmark's printed summary and the conclusion sentence, built from measured
+values (the notebook and the benchmark script only print them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+
+def format_benchmark(result: dict[str, Any]) -> str:
+    """The compact, self-explaining summary the benchmark script prints."""
+    w, rows = result["work"], result["rows"]
+    r0 = rows[0] if rows else {}
+    book = result.get("rulebook")
+    given = (
+        [
+            f"'auto' and 'compact' are handed the rulebook (`sparse.rulebook`, {book['pairs']:,} pairs in "
+            f"{book['chunk_rows']}-voxel chunks, {book['bytes'] / 2**20:.0f} MiB), built once per voxel set in "
+            f"{book['seconds']:.2f} s; the other methods the table"
+        ]
+        if book
+        else []
+    )
+    lines = [
+        f"one submanifold conv layer: {r0.get('shape')} {r0.get('res')}, N = {w['N']:,}, C = {r0.get('C')}, "
+        f"{r0.get('dtype')}, {r0.get('threads')} threads, kernel map given; median of "
+        f"{' or '.join(sorted({str(r['repeats']) for r in rows})) or '?'} fresh processes",
+        *given,
+        f"work: {w['flops_occupied'] / 1e12:.3f} TFLOP on taps with a neighbour "
+        f"({w['flops_occupied'] / w['flops_all_taps']:.2f} of the {w['flops_all_taps'] / 1e12:.3f} of all taps)",
+        "limit: the lower bound, those FLOPs at the sgemm rate or the compulsory bytes (features and weight read "
+        "once, output written once, the kernel map as given) at the copy rate, both measured right before and "
+        "after each row (the nearer kept); contended: the two differed by over 25 % or other work took a "
+        "quarter core",
+        f"{'method':<11}{'chunk':>7}{'median s':>10}{'limit s':>9}{'of limit':>10}{'GFLOP/s':>9}{'of sgemm':>10}"
+        f"{'peak GiB':>10}{'peak/model':>12}{'sgemm':>7}{'copy':>6}  contended",
+    ]
+    for r in rows:
+        lines.append(
+            f"{r['method']:<11}{r['chunk_rows'] or 'auto'!s:>7}{r['median_seconds']:>10.2f}{r['limit_seconds']:>9.2f}"
+            f"{r['of_limit']:>10.2f}{r['useful_gflops']:>9.0f}{r['of_sgemm']:>10.2f}"
+            f"{r['peak_bytes'] / 2**30:>10.2f}{r['peak_over_model']:>12.2f}{r['sgemm_gflops']:>7.0f}"
+            f"{r['copy_gbps']:>6.1f}  {'yes' if r['contended'] else 'no'}"
+        )
+    spc = result.get("spconv")
+    if spc is None and result.get("spconv_status") == "not asked":
+        lines.append("spconv: not run (--spconv-threads 0, or not fp32)")
+    elif spc is None:
+        lines.append("spconv: not installed (optional; pip install spconv to compare)")
+    else:
+        lines.append(
+            f"spconv {spc['version']} SubMConv3d, {spc['threads']} thread(s), rulebook reused: "
+            f"{spc['seconds']:.2f} s ({spc['of_limit']:.2f} of its limit at {spc['threads']} thread(s)"
+            f"{', contended' if spc['contended'] else ''}); max |spconv - ours| {spc['max_abs_diff_vs_ours']:.2g}"
+        )
+    return "\n".join(lines)
+
+
+def scatter_ops_text(ops: dict[str, int]) -> str:
+    """The data-indexed ops of an export's op counts, as 'Gather x27, ScatterND x27'."""
+    return ", ".join(f"{op} x{n}" for op, n in sorted(ops.items()) if op in {"ScatterND", "Gather", "GatherND"})
+
+
+def conclusion_sentence(
+    *,
+    res: int,
+    channels: int,
+    dtype: str,
+    n: int,
+    peaks: dict[str, int],
+    device_memory_gib: float,
+    table_bytes: int,
+    scatter_ops: dict[str, int],
+    predicted: str,
+    format_bytes: Callable[[int], str],
+) -> str:
+    """03's answer from measured and modelled values: densify or scatter for one `channels`-wide layer at the
+    `res` grid, given each method's modelled peak (`peaks`, the dense route's included), the device's
+    memory, the host-built table and the scatter export's op counts. `format_bytes` writes a byte count the
+    way the run record does (the suite's formatter, passed in: the question packages sit below the suite)."""
+    dense = peaks["dense"]
+    sparse_peaks = {m: b for m, b in peaks.items() if m != "dense"}
+    lightest = min(sparse_peaks, key=sparse_peaks.__getitem__)
+    verdict = "Scatter, not densify" if dense > device_memory_gib * 2**30 else f"Densify fits at this size ({res} grid)"
+    return (
+        f"{verdict}: one {channels}-channel {dtype} layer at the {res} grid ({n:,} occupied voxels) "
+        f"needs {format_bytes(dense)} densified against {format_bytes(sparse_peaks[lightest])} "
+        f"for the lightest sparse route ({lightest}, {dense / sparse_peaks[lightest]:.0f}x less), with "
+        f"{device_memory_gib:g} GiB on the device; the cost of scattering is a host-built neighbour table of "
+        f"{format_bytes(table_bytes)} and data-indexed ops in the graph ({scatter_ops_text(scatter_ops)}) that the "
+        f"device gate does not take. Predictions from the public record: {predicted}."
+    )
