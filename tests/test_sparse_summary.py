@@ -37,3 +37,46 @@ def test_conclusion_says_densify_fits_when_the_grids_fit_the_device() -> None:
 
 def test_scatter_ops_text_keeps_only_the_data_indexed_ops() -> None:
     assert summary.scatter_ops_text({"ScatterND": 2, "Add": 1, "GatherND": 1}) == "GatherND x1, ScatterND x2"
+
+
+def test_views_show_bytes_in_their_units_and_the_rulebook_beside_its_rows() -> None:
+    import pandas as pd
+
+    measured = pd.DataFrame(
+        [
+            {
+                "shape": "sphere",
+                "res": 8,
+                "N": 10,
+                "method": "im2col",
+                "C": 4,
+                "dtype": "float32",
+                "chunk_rows": None,
+                "model_bytes": 2**20,
+                "measured_bytes": 2**21,
+                "measured_over_model": 2.0,
+                "seconds": 0.1,
+            }
+        ]
+    )
+    shown = summary.measured_view(measured)
+    assert shown[["model_MiB", "measured_MiB"]].iloc[0].tolist() == [1.0, 2.0] and "model_bytes" not in shown
+    times = pd.DataFrame(
+        [
+            {
+                "method": m,
+                "given": g,
+                "seconds": 1.0,
+                "spread": 0.0,
+                "over_fastest": 1.0,
+                "rate_change": 0.0,
+                "contended": False,
+            }
+            for m, g in (("auto", "rulebook"), ("im2col", "table"))
+        ]
+    )
+    times.attrs["rulebook_seconds"] = 0.5
+    assert summary.times_view(times)["rulebook_build_seconds"].tolist()[0] == 0.5
+    assert pd.isna(summary.times_view(times)["rulebook_build_seconds"].tolist()[1])
+    split = summary.split_view(pd.DataFrame([{"to_device_bytes": 2**31, "to_host_bytes": 2**30}]))
+    assert split[["to_device_GiB", "to_host_GiB"]].iloc[0].tolist() == [2.0, 1.0]

@@ -5,7 +5,10 @@ values (the notebook and the benchmark script only print them).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:  # pandas is imported by the callers that hold the tables
+    import pandas as pd
 
 
 def format_benchmark(result: dict[str, Any]) -> str:
@@ -91,3 +94,25 @@ def conclusion_sentence(
         f"{format_bytes(table_bytes)} and data-indexed ops in the graph ({scatter_ops_text(scatter_ops)}) that the "
         f"device gate does not take. Predictions from the public record: {predicted}."
     )
+
+
+MEASURED_COLUMNS = ("shape", "res", "N", "method", "C", "dtype", "chunk_rows", "model_MiB", "measured_MiB")
+TIMES_COLUMNS = ("method", "given", "seconds", "spread", "over_fastest", "rulebook_build_seconds")
+
+
+def measured_view(measured: pd.DataFrame) -> pd.DataFrame:
+    """`memory.measure_table`'s rows as 03 shows them: model and measured peaks in MiB, with their ratio."""
+    mib = measured.assign(model_MiB=measured["model_bytes"] / 2**20, measured_MiB=measured["measured_bytes"] / 2**20)
+    return mib[[*MEASURED_COLUMNS, "measured_over_model", "seconds"]]
+
+
+def times_view(times: pd.DataFrame) -> pd.DataFrame:
+    """`benchmark.time_methods`'s rows as 03 shows them: the rulebook's build time beside the rows given it."""
+    built = times.attrs["rulebook_seconds"]
+    shown = times.assign(rulebook_build_seconds=[built if g == "rulebook" else None for g in times["given"]])
+    return shown[[*TIMES_COLUMNS, "rate_change", "contended"]]
+
+
+def split_view(split: pd.DataFrame) -> pd.DataFrame:
+    """`footprint.decoder_transfers`'s rows with the bytes each way in GiB."""
+    return split.assign(to_device_GiB=split["to_device_bytes"] / 2**30, to_host_GiB=split["to_host_bytes"] / 2**30)
