@@ -19,7 +19,7 @@ import json
 import sys
 from pathlib import Path
 
-from weftlib.attention import benchmark
+from weftlib.attention import benchmark, geometry
 from weftlib.suite import provenance, record
 
 
@@ -90,10 +90,10 @@ def _rates_line(rows: list[dict]) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse(sys.argv[1:] if argv is None else argv)
-    geoms = benchmark.grid(args.sizes, args.kernel, args.heads, args.dim)
+    geoms = geometry.grid(args.sizes, args.kernel, args.heads, args.dim)
     if not args.no_naf:
         geoms += [
-            benchmark.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])
+            geometry.naf_geometry(size=s, low=lo, methods=args.naf_methods) for s, lo in (args.naf or [(512, 32)])
         ]
     args.out.mkdir(parents=True, exist_ok=True)
     rows: list[dict] = []

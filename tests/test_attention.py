@@ -127,7 +127,7 @@ def test_index_table_is_natten_rule_by_hand() -> None:
 
 def test_halo_tiles_hold_every_neighbor_exactly_once() -> None:
     for size, kernel, dil in ((13, 3, 3), (29, 5, 3), (40, 4, 1), (20, 7, 2)):
-        padded, n_tiles, span, keys, allowed = index_math.halo_tiles(size, kernel, dil)
+        padded, n_tiles, _span, keys, allowed = index_math.halo_tiles(size, kernel, dil)
         table = index_math.axis_table(size, kernel, dil)
         tile = allowed.shape[2]
         assert padded == dil * n_tiles * tile >= size
@@ -155,12 +155,12 @@ def _qkv(h: int = 9, w: int = 10, heads: int = 2, kv: int = 2, d: int = 8, dv: i
 
 
 REFUSALS = {
-    "kernel 1": (lambda: _qkv(), {"kernel_size": 1}, "kernel_size"),
-    "kernel 3-tuple": (lambda: _qkv(), {"kernel_size": (3, 3, 3)}, "kernel_size"),
-    "kernel float": (lambda: _qkv(), {"kernel_size": 3.0}, "kernel_size"),
-    "dilation 0": (lambda: _qkv(), {"kernel_size": 3, "dilation": 0}, "dilation"),
-    "dilation 3-tuple": (lambda: _qkv(), {"kernel_size": 3, "dilation": (1, 1, 1)}, "dilation"),
-    "kernel x dilation > size": (lambda: _qkv(), {"kernel_size": 5, "dilation": 2}, "kernel_size"),
+    "kernel 1": (_qkv, {"kernel_size": 1}, "kernel_size"),
+    "kernel 3-tuple": (_qkv, {"kernel_size": (3, 3, 3)}, "kernel_size"),
+    "kernel float": (_qkv, {"kernel_size": 3.0}, "kernel_size"),
+    "dilation 0": (_qkv, {"kernel_size": 3, "dilation": 0}, "dilation"),
+    "dilation 3-tuple": (_qkv, {"kernel_size": 3, "dilation": (1, 1, 1)}, "dilation"),
+    "kernel x dilation > size": (_qkv, {"kernel_size": 5, "dilation": 2}, "kernel_size"),
     "qk head dims": (lambda: (_qkv()[0], _randn(1, 9, 10, 2, 16, seed=1), _qkv()[2]), {"kernel_size": 3}, "head dims"),
     "batch": (lambda: (_qkv()[0], *(t.repeat(2, 1, 1, 1, 1) for t in _qkv()[1:])), {"kernel_size": 3}, "batch"),
     "layout": (lambda: (_qkv()[0], *_qkv(h=10)[1:]), {"kernel_size": 3}, "token layout"),
@@ -254,7 +254,7 @@ def test_swap_restores_on_error_and_refuses_unsupported() -> None:
 
 
 def test_swap_lowres_takes_the_low_grid_of_upsampled_kv() -> None:
-    (q, k, v, up_k, up_v, kernel, dilation), ref = _lowres_case("lowres-d32")
+    (q, _k, _v, up_k, up_v, kernel, dilation), ref = _lowres_case("lowres-d32")
     with attention.swap_natten("lowres"):
         out = natten.na2d(q, up_k, up_v, kernel, dilation=dilation)
         with pytest.raises(ValueError, match="nearest-upsampled"):

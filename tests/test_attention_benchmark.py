@@ -6,44 +6,44 @@ import pytest
 import torch
 
 from weftlib import attention, measure
-from weftlib.attention import benchmark
+from weftlib.attention import benchmark, equality, geometry
 
 
 def test_geometry_refuses_inconsistent_sizes():
     with pytest.raises(ValueError, match="low"):
-        benchmark.Geometry("bad", (20, 20), dilation=3, kernel=3, low=(5, 5))
+        geometry.Geometry("bad", (20, 20), dilation=3, kernel=3, low=(5, 5))
     with pytest.raises(ValueError, match="kernel x dilation"):
-        benchmark.Geometry("bad", (8, 8), kernel=5, dilation=2)
+        geometry.Geometry("bad", (8, 8), kernel=5, dilation=2)
     with pytest.raises(ValueError, match="multiple"):
-        benchmark.naf_geometry(size=100, low=32)
+        geometry.naf_geometry(size=100, low=32)
 
 
 def test_naf_geometry_is_nafs_call():
-    g = benchmark.naf_geometry()
+    g = geometry.naf_geometry()
     assert (g.size, g.low, g.dilation, g.kernel, g.heads, g.dim, g.v_dim) == ((512, 512), (32, 32), 16, 9, 4, 64, 256)
-    assert benchmark.methods_for(g) == attention.METHODS
-    assert "lowres" not in benchmark.methods_for(benchmark.grid((16,))[0])
+    assert geometry.methods_for(g) == attention.METHODS
+    assert "lowres" not in geometry.methods_for(geometry.grid((16,))[0])
     # natten's dense [B, chunks*heads, HW, HW] fp32 scores at 512^2: far beyond any CPU
     assert g.natten_dense_bytes() == 4 * 4 * 4 * (512 * 512) ** 2
 
 
 def test_make_inputs_lowres_is_nearest_upsampling():
-    g = benchmark.Geometry("t", (12, 9), 2, 8, 16, 3, 3, 1, (4, 3))
-    x = benchmark.make_inputs(g)
+    g = geometry.Geometry("t", (12, 9), 2, 8, 16, 3, 3, 1, (4, 3))
+    x = geometry.make_inputs(g)
     assert x["k"].shape == (1, 12, 9, 2, 8) and x["v_low"].shape == (1, 4, 3, 2, 16)
     assert torch.equal(attention.upsample_nearest(x["v_low"], 3), x["v"])
-    assert torch.equal(benchmark.make_inputs(g)["q"], x["q"]), "inputs must be deterministic"
-    assert benchmark.method_args(g, "lowres", x)[1] is x["k_low"]
+    assert torch.equal(geometry.make_inputs(g)["q"], x["q"]), "inputs must be deterministic"
+    assert geometry.method_args(g, "lowres", x)[1] is x["k_low"]
 
 
 def test_equality_against_natten_small():
-    rows = benchmark.equality(benchmark.Geometry("t", (9, 10), 2, 8, 24, 3, 2))
+    rows = equality.equality(geometry.Geometry("t", (9, 10), 2, 8, 24, 3, 2))
     assert [r["method"] for r in rows] == ["masked", "gather", "matmul", "shift"]
     assert all(r["max_abs_diff"] <= 1e-5 for r in rows), rows
 
 
 def test_measure_geometry_rows(tmp_path):
-    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
     rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=1, memory=False)
     assert [(r["method"], r["backend"], r["status"]) for r in rows] == [
         ("natten", "natten", "ok"),
@@ -59,7 +59,7 @@ def test_measure_geometry_rows(tmp_path):
 
 
 def test_natten_skipped_when_dense_scores_too_big(tmp_path):
-    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
     rows = benchmark.measure_geometry(
         g, ["shift"], folder=tmp_path, repeats=1, memory=False, natten_max_bytes=g.natten_dense_bytes() - 1
     )
@@ -72,7 +72,7 @@ def test_masked_refusal_is_reported_not_raised(tmp_path, monkeypatch):
 
     monkeypatch.setattr(formulations, "MASKED_MAX_SCORES", 10)
     rows = benchmark.measure_geometry(
-        benchmark.Geometry("t", (8, 8), 2, 8, 8, 3),
+        geometry.Geometry("t", (8, 8), 2, 8, 8, 3),
         ["masked"],
         folder=tmp_path,
         repeats=1,
@@ -84,16 +84,16 @@ def test_masked_refusal_is_reported_not_raised(tmp_path, monkeypatch):
 
 def test_naf_geometry_limits_its_formulations_and_refuses_unknown_ones():
 
-    geom = benchmark.naf_geometry(size=32, low=8, kernel=3, methods=["lowres", "gather"])
+    geom = geometry.naf_geometry(size=32, low=8, kernel=3, methods=["lowres", "gather"])
     assert geom.methods == ("lowres", "gather")
     with pytest.raises(ValueError, match="unknown formulation"):
-        benchmark.naf_geometry(size=32, low=8, kernel=3, methods=["fast"])
+        geometry.naf_geometry(size=32, low=8, kernel=3, methods=["fast"])
 
 
 def test_naf_geometry_exports_only_lowres_and_keeps_full_resolution_rows_in_torch(tmp_path):
-    g = benchmark.naf_geometry(size=24, low=6, dim=8, v_dim=16, kernel=3, methods=["shift", "lowres"], repeats=1)
+    g = geometry.naf_geometry(size=24, low=6, dim=8, v_dim=16, kernel=3, methods=["shift", "lowres"], repeats=1)
     assert g.export_methods == ("lowres",) and g.repeats == 1
-    assert benchmark.naf_geometry().repeats is None  # by default the sweep's repeats: medians at 512^2 too
+    assert geometry.naf_geometry().repeats is None  # by default the sweep's repeats: medians at 512^2 too
     rows = benchmark.measure_geometry(g, folder=tmp_path, repeats=3, natten_repeats=2, memory=False)
     assert {r["repeats"] for r in rows if r["backend"] != "natten" and r["seconds"]} == {1}  # the geometry's
     status = {(r["method"], r["backend"]): r["status"] for r in rows}
@@ -108,7 +108,7 @@ RATES = {"sgemm_gflops": 100.0, "copy_gbps": 10.0}
 
 
 def test_compulsory_bytes_read_each_input_once_and_write_the_output_once():
-    g = benchmark.naf_geometry()
+    g = geometry.naf_geometry()
     tokens, low = 512 * 512, 32 * 32
     assert g.compulsory_bytes("shift") == 4 * 4 * (tokens * 64 + tokens * (64 + 256) + tokens * 256)
     assert g.compulsory_bytes("lowres") == 4 * 4 * (tokens * 64 + low * (64 + 256) + tokens * 256)
@@ -117,7 +117,7 @@ def test_compulsory_bytes_read_each_input_once_and_write_the_output_once():
 
 
 def test_with_bounds_takes_the_larger_of_bytes_and_flops_at_the_rows_own_rates():
-    g = benchmark.naf_geometry()
+    g = geometry.naf_geometry()
     rows = [
         {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": 21.74, **RATES},
         {"geometry": g.name, "method": "lowres", "backend": "torch", "seconds": 9.0, "sgemm_gflops": 1e4},
@@ -136,10 +136,10 @@ def test_with_bounds_takes_the_larger_of_bytes_and_flops_at_the_rows_own_rates()
 
 
 def test_a_row_that_beats_its_bound_is_refused():
-    g = benchmark.naf_geometry()
+    g = geometry.naf_geometry()
     bound = g.attention_flops() / 100e9
     beaten = {"geometry": g.name, "method": "matmul", "backend": "torch", "seconds": 0.9 * bound, **RATES}
-    with pytest.raises(measure.BoundBeaten, match="naf_512 matmul .torch.*below its lower bound"):
+    with pytest.raises(measure.BoundBeaten, match=r"naf_512 matmul .torch.*below its lower bound"):
         benchmark.with_bounds([beaten], [g])
     (ok,) = benchmark.with_bounds([{**beaten, "seconds": bound}], [g])  # at the bound exactly: allowed
     assert ok["over_bound"] == pytest.approx(1.0)
@@ -148,7 +148,7 @@ def test_a_row_that_beats_its_bound_is_refused():
 
 
 def test_with_bounds_skips_rows_that_did_not_run_whether_none_or_nan():
-    g = benchmark.naf_geometry()
+    g = geometry.naf_geometry()
     rows = [
         {"geometry": g.name, "method": "gather", "backend": "torch", "seconds": float("nan")},
         {"geometry": g.name, "method": "shift", "backend": "torch", "seconds": None},
@@ -159,7 +159,7 @@ def test_with_bounds_skips_rows_that_did_not_run_whether_none_or_nan():
 
 
 def test_timed_rows_carry_their_rates_and_whether_the_machine_was_quiet(tmp_path):
-    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
     rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=2, natten_repeats=2, memory=False)
     for r in rows:
         assert isinstance(r["contended"], bool) and r["rates_from"] in ("before", "after")
@@ -170,7 +170,7 @@ def test_timed_rows_carry_their_rates_and_whether_the_machine_was_quiet(tmp_path
 
 
 def test_natten_in_its_measuring_child_gives_peak_output_and_samples_from_the_same_calls(tmp_path):
-    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
     rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=2, memory=True)
     natten_row, shift_row = rows[0], rows[1]
     assert natten_row["status"] == "ok" and natten_row["peak_bytes"] >= 0 and natten_row["repeats"] == 2
@@ -181,7 +181,7 @@ def test_natten_in_its_measuring_child_gives_peak_output_and_samples_from_the_sa
 
 
 def test_without_natten_the_fallback_is_timed_first_and_its_output_is_the_reference(tmp_path):
-    g = benchmark.Geometry("t", (8, 8), 2, 8, 8, 3)
+    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
     rows = benchmark.measure_geometry(
         g, ["gather", "shift"], folder=tmp_path, repeats=1, memory=False, natten_max_bytes=g.natten_dense_bytes() - 1
     )

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from weftlib import attention
-from weftlib.attention import benchmark, device_layout, image_shift, index_math
+from weftlib.attention import device_layout, geometry, image_shift, index_math
 from weftlib.attention.neighborhood import _expand_heads
 from weftlib.gate import device_gate, load_device_ops
 
@@ -50,7 +50,7 @@ def test_lowres_grid_equals_natten_on_the_upsampling(name: str) -> None:
 
 
 def test_dropping_one_offset_fails_the_equality() -> None:
-    geom = benchmark.Geometry("rect", (13, 17), 4, 16, 48, 5, 2)
+    geom = geometry.Geometry("rect", (13, 17), 4, 16, 48, 5, 2)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         whole = image_shift.equality(geom)
@@ -104,16 +104,16 @@ def test_explicit_scale_and_refusals() -> None:
     for args, kwargs, message in cases:
         with pytest.raises(ValueError, match=message):
             image_shift.na2d_image(*args, **kwargs)
-    with pytest.raises(TypeError, match="`key` must be a torch.Tensor"):
+    with pytest.raises(TypeError, match=r"`key` must be a torch.Tensor"):
         image_shift.na2d_image(qi, None, vi, 3, heads=2)
     with pytest.raises(ValueError, match="has no low-resolution"):
-        image_shift.image_inputs(benchmark.Geometry("g", (8, 8), 2, 4, 4, 3), {}, low=True)
+        image_shift.image_inputs(geometry.Geometry("g", (8, 8), 2, 4, 4, 3), {}, low=True)
 
 
 @pytest.mark.parametrize("low", [False, True])
 def test_export_has_no_reshape_and_is_predicted_to_parse(tmp_path, low: bool) -> None:
-    geom = benchmark.Geometry("lowgrid", (10, 12), 2, 8, 12, 3, 2, 1, (5, 6))
-    images = image_shift.image_inputs(geom, benchmark.make_inputs(geom), low=low)
+    geom = geometry.Geometry("lowgrid", (10, 12), 2, 8, 12, 3, 2, 1, (5, 6))
+    images = image_shift.image_inputs(geom, geometry.make_inputs(geom), low=low)
     exp = image_shift.export_image(*images, geom.kernel, geom.dilation, geom.heads, tmp_path / "image.onnx")
     assert exp.vs_faithful <= TOL and exp.report.parity_ok and exp.report.max_abs_diff <= 1e-5
     model = onnx.load(exp.path)
@@ -136,7 +136,7 @@ def test_export_has_no_reshape_and_is_predicted_to_parse(tmp_path, low: bool) ->
 
 
 def test_export_all_names_one_graph_per_geometry(tmp_path) -> None:
-    geoms = [benchmark.Geometry("6^2", (6, 6), 2, 4, 4, 3), benchmark.Geometry("low", (8, 8), 2, 4, 4, 3, 2, 1, (4, 4))]
+    geoms = [geometry.Geometry("6^2", (6, 6), 2, 4, 4, 3), geometry.Geometry("low", (8, 8), 2, 4, 4, 3, 2, 1, (4, 4))]
     out = image_shift.export_image_all(geoms, tmp_path)
     assert {k: e.path.name for k, e in out.items()} == {"6^2": "image_6p2.onnx", "low": "image_low.onnx"}
     assert out["low"].inputs["k"] == (1, 8, 4, 4)  # NAF's case exported on the coarse grid

@@ -88,7 +88,7 @@ def test_nearest_as_resize_copies_exactly_and_exports_resize_not_gathernd(tmp_pa
 
 
 def test_load_hub_takes_a_local_checkout_only(tmp_path):
-    with pytest.raises(FileNotFoundError, match="no hubconf.py"):
+    with pytest.raises(FileNotFoundError, match=r"no hubconf.py"):
         naf.load_hub(tmp_path)
     assert not standin().training
 

@@ -2,8 +2,9 @@
 
 `na2d` is the one public entry (as `natten.functional.na2d`); `method` picks the formulation
 (`formulations`, built on the index math in `index_math`). Around it: `naf` (NAF's upsampler with natten
-swapped out, and real natten as the reference), `benchmark` (time and peak memory per formulation and
-backend), `device_layout` (images in and out of the 5-D layout) and `image_shift` (the formulation computed
+swapped out, and real natten as the reference), `geometry` (one call's shape and its inputs), `calls` (each
+backend's call on a geometry), `equality` (every formulation against natten), `benchmark` (time and peak
+memory per formulation and backend), `device_layout` (images in and out of the 5-D layout) and `image_shift` (the formulation computed
 entirely in the image layout, no Reshape: the device layout chosen from the public record).
 """
 

@@ -8,11 +8,14 @@ the op budget it is built to respect.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from functools import lru_cache
 
 import numpy as np
 import torch
 from torch import Tensor
+
+from weftlib.onnx_core.tracing import is_tracing
 
 from . import index_math
 
@@ -36,19 +39,9 @@ def _softmax_scores(scores: Tensor, scale: float) -> Tensor:
     return torch.softmax(scores * scale, dim=-1)
 
 
-BAND_BYTES = 256 << 20  # eager runs of gather/matmul/shift work in query bands whose temporaries stay about here
-
-
-def _eager(x: Tensor) -> bool:
-    """Chunk only in eager mode: an exporter traces the whole-map form, so exported graphs keep their shape."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return not (
-        torch.jit.is_tracing()
-        or torch.onnx.is_in_onnx_export()
-        or torch.compiler.is_compiling()
-        or isinstance(x, FakeTensor)
-    )
+# eager runs of gather/matmul/shift work in query bands whose temporaries stay about here; traced ones
+# (`is_tracing`) keep the whole-map form, so exported graphs keep their shape
+BAND_BYTES = 256 << 20
 
 
 def band_rows(rows: int, bytes_per_row: int, budget: int | None = None) -> int:
@@ -105,7 +98,7 @@ def gather(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
     dv = dims(v)[-1]
     plan = index_math.halo_plan((h, w), kernel, dilation)
     per_group = plan["slots"] * heads * (d + 2 * dv + plan["tile"][0] * plan["tile"][1]) * 4 * b
-    if _eager(q) and per_group * plan["groups"] > BAND_BYTES:
+    if not is_tracing(q) and per_group * plan["groups"] > BAND_BYTES:
         return _gather_banded(q, k, v, plan, dilation, scale)
     (ph, pw), (nr, nc), (tr, tc) = plan["padded"], plan["tiles"], plan["tile"]
     groups, slots = plan["groups"], plan["slots"]
@@ -170,8 +163,8 @@ def _gather_banded(q: Tensor, k: Tensor, v: Tensor, plan: dict, dilation: Pair, 
 
 def _select_axis(x: Tensor, size: int, kernel: int, dilation: int) -> Tensor:
     """x `[B, size, R]` -> `[B, size, kernel, R]`: each row's neighbors, by tiled constant one-hot MatMul."""
-    starts, span, onehot = index_math.onehot_tiles(size, kernel, dilation)
-    onehot = torch.from_numpy(onehot).to(device=x.device, dtype=x.dtype)
+    starts, span, table = index_math.onehot_tiles(size, kernel, dilation)
+    onehot = torch.from_numpy(table).to(device=x.device, dtype=x.dtype)
     tiles = [x.narrow(1, s, span) for s in starts]
     stacked = tiles[0].unsqueeze(1) if len(tiles) == 1 else torch.stack(tiles, 1)  # [B, n, span, R]
     picked = torch.matmul(onehot, stacked)  # [B, n, tile * kernel, R]
@@ -196,7 +189,7 @@ def matmul(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale:
     to each query tile's scores and probabilities instead of to k and v, so no window is ever built."""
     b, h, w, heads, d = dims(q)
     window_bytes = b * h * w * kernel[0] * kernel[1] * heads * (d + dims(v)[-1]) * q.element_size()
-    if _eager(q) and window_bytes > BAND_BYTES:
+    if not is_tracing(q) and window_bytes > BAND_BYTES:
         return _matmul_banded(q, k, v, kernel, dilation, scale)
     return _window_attention(q, _windows_matmul(k, kernel, dilation), _windows_matmul(v, kernel, dilation), scale)
 
@@ -214,7 +207,7 @@ def _group_onehot(length: int, kernel: int, p0: int, p1: int) -> tuple[int, int,
     return lo, span, onehot
 
 
-MATMUL_TILE = 8  # query tile side in group positions; at NAF 512^2 (one call each) 4: 11.1 s, 8: 3.6 s, 16: 5.4 s
+MATMUL_TILE = 8  # query tile side in group positions: the fastest of 4, 8 and 16 at NAF 512^2 (the benchmark)
 
 
 def _axis_classes(size: int, dilation: int) -> list[tuple[int, int, int]]:
@@ -253,14 +246,13 @@ def _matmul_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair
     P.(S v) = (P S) v_halo: the neighbors are still chosen by one-hot MatMuls, never by Gather, index
     tables or masks, and the result is natten's (products with the one-hot's zeros and ones are exact).
 
-    Why: building the windows S k and S v (every query's 81 keys and values at NAF's 512^2, ~109 GB) by
-    one-hot MatMuls took 126.6 s there, 13x that traffic at the copy rate. Here only the halos move (16 x 16
-    positions for an 8 x 8 tile at kernel 9), at the price of 256/81 times the score and output FLOPs
-    plus the selection MatMuls, which the machine has to spare. Measured at NAF 512^2 (2 threads, median
-    of 3): 2.44 s, where the no-reuse traffic alone would take 13.2 s (so that traffic is no bound; the
-    lower bound is `benchmark.Geometry.compulsory_bytes` and the FLOPs), 1.19 GiB peak above the
-    inputs (1 GiB of it the output); also 4-18x faster than window building at 128-256^2, dilations 1-4.
-    Bands of row dilation groups keep one tile step's temporaries within `BAND_BYTES`."""
+    Why: building the windows S k and S v (every query's 81 keys and values at NAF's 512^2) by one-hot
+    MatMuls moves every neighbour once per query, far more than the copy rate allows for. Here only the
+    halos move (16 x 16 positions for an 8 x 8 tile at kernel 9), at the price of 256/81 times the score and
+    output FLOPs plus the selection MatMuls, which the machine has to spare; it beats the time the no-reuse
+    traffic alone would take, so that traffic is no bound (the lower bound is
+    `geometry.Geometry.compulsory_bytes` and the FLOPs). The benchmark and the README hold the times and
+    peaks. Bands of row dilation groups keep one tile step's temporaries within `BAND_BYTES`."""
     b, h, w, heads, d = dims(q)
     dv = dims(v)[-1]
     (kh, kw), (dh, dw) = kernel, dilation
@@ -313,7 +305,7 @@ def _attend_tile(
     part.copy_(res.view(*groups, part.shape[1], part.shape[3], -1).permute(2, 4, 0, 5, 1, 3, 6))
 
 
-def _offsets(x: Tensor, kernel: Pair, dilation: Pair):
+def _offsets(x: Tensor, kernel: Pair, dilation: Pair) -> Iterator[Tensor]:
     """Yield `x` shifted for each kernel offset (row-major), built from static slices, one at a time."""
     _, h, w, _, _ = dims(x)
     row_runs = index_math.shift_runs(h, kernel[0], dilation[0])
@@ -329,13 +321,15 @@ def shift(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair, scale: 
     Softmax over the kh*kw scores; output = sum of p * v_shift. No Gather, no MatMul; only the
     `[B, H, W, heads, kh*kw]` scores are held beyond one shifted copy at a time. Eager runs go through
     `_shift_banded` (same arithmetic, bands of query rows, no shifted copies)."""
-    if _eager(q):
+    if not is_tracing(q):
         return _shift_banded(q, k, v, kernel, dilation, scale)
     scores = torch.stack([(q * k_ab).sum(-1) for k_ab in _offsets(k, kernel, dilation)], dim=-1)
     probs = torch.split(_softmax_scores(scores, scale), 1, dim=-1)
-    out = None
-    for p_ab, v_ab in zip(probs, _offsets(v, kernel, dilation)):
-        out = p_ab * v_ab if out is None else out + p_ab * v_ab
+    pairs = zip(probs, _offsets(v, kernel, dilation))
+    p_0, v_0 = next(pairs)
+    out = p_0 * v_0
+    for p_ab, v_ab in pairs:
+        out = out + p_ab * v_ab
     return out
 
 
@@ -353,7 +347,7 @@ def _shift_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair,
     score and the output are accumulated on slices of q, k, v and the output (no shifted copies, the
     product added in place). Temporaries: one band's scores and one slice product. q, k and v are made
     contiguous first: NAF hands natten permuted views of its `[B, C, H, W]` images, and sliced products over
-    the channel stride ran 8 times slower at 256^2 (a copy of each is cheaper)."""
+    the channel stride are much slower than a copy of each."""
     q, k, v = q.contiguous(), k.contiguous(), v.contiguous()
     b, h, w, heads, d = dims(q)
     dv = dims(v)[-1]
@@ -363,7 +357,7 @@ def _shift_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair,
     col_pieces = [_pieces(tuple(row[c] for row in cols_table)) for c in range(kernel[1])]
     out = q.new_empty((b, h, w, heads, dv))
     per_row = b * w * heads * (kk + 2 * dv + d) * q.element_size()
-    step = band_rows(h, per_row, BAND_BYTES // 4)  # measured: 64 MB bands 12 s at NAF 512^2, 16 MB 229 s
+    step = band_rows(h, per_row, BAND_BYTES // 4)  # smaller bands than this were much slower at NAF 512^2
     for r0 in range(0, h, step):
         r1 = min(h, r0 + step)
         row_pieces = [_pieces(tuple(rows_table[i][a] for i in range(r0, r1))) for a in range(kernel[0])]

@@ -42,7 +42,8 @@ from weftlib.workers import map_forked
 
 from . import formulations, index_math
 from . import neighborhood as attention
-from .neighborhood import Pair
+from .formulations import Pair
+from .geometry import make_inputs
 
 __all__ = [
     "NA2dImageShift",
@@ -59,6 +60,16 @@ FORMULATION = "image_shift"
 # ---------------------------------------------------------------------------------------------- checks
 
 
+def _check_image(name: str, t: Any, heads: int) -> None:
+    """One argument's refusals: not a tensor, not an image, or channels that do not split into `heads`."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}.")
+    if t.dim() != IMAGE_RANK:
+        raise ValueError(f"`{name}` must be an image [B, heads*D, H, W], got shape {tuple(t.shape)}.")
+    if t.shape[1] % heads:
+        raise ValueError(f"`{name}` has {t.shape[1]} channels, not a multiple of heads={heads}.")
+
+
 def _check(
     q: Any, k: Any, v: Any, kernel_size: Any, dilation: Any, heads: Any, scale: Any, offsets: Any
 ) -> tuple[Pair, Pair, float, tuple[int, ...], bool]:
@@ -67,12 +78,7 @@ def _check(
     if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
         raise ValueError(f"heads: expected a positive int, got {heads!r}")
     for name, t in (("query", q), ("key", k), ("value", v)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}.")
-        if t.dim() != IMAGE_RANK:
-            raise ValueError(f"`{name}` must be an image [B, heads*D, H, W], got shape {tuple(t.shape)}.")
-        if t.shape[1] % heads:
-            raise ValueError(f"`{name}` has {t.shape[1]} channels, not a multiple of heads={heads}.")
+        _check_image(name, t, heads)
     if not (q.dtype == k.dtype == v.dtype) or not q.is_floating_point():
         raise ValueError(f"query, key and value must share one floating dtype, got {q.dtype}, {k.dtype}, {v.dtype}.")
     if not (q.device == k.device == v.device):
@@ -236,7 +242,7 @@ class NA2dImageShift(nn.Module):
 
 
 def image_inputs(geom: Any, inputs: dict[str, Tensor], low: bool | None = None) -> tuple[Tensor, Tensor, Tensor]:
-    """q, k, v of a `benchmark.Geometry` as images; `low` (default: whenever the geometry has a coarse
+    """q, k, v of a `geometry.Geometry` as images; `low` (default: whenever the geometry has a coarse
     grid) takes k/v on that grid, to be upsampled inside the graph."""
     from .device_layout import to_image
 
@@ -250,12 +256,11 @@ def image_inputs(geom: Any, inputs: dict[str, Tensor], low: bool | None = None) 
 def equality(
     geom: Any, *, low: bool | None = None, offsets: Sequence[int] | None = None, seed: int = 0
 ) -> dict[str, Any]:
-    """Max |na2d_image - real natten| on one `benchmark.Geometry` (its random inputs; natten through
+    """Max |na2d_image - real natten| on one `geometry.Geometry` (its random inputs; natten through
     `attention.natten_reference` on the full-resolution k/v)."""
-    from . import benchmark
     from .device_layout import from_image
 
-    inputs = benchmark.make_inputs(geom, seed)
+    inputs = make_inputs(geom, seed)
     images = image_inputs(geom, inputs, low)
     with torch.no_grad():
         ref = attention.natten_reference(inputs["q"], inputs["k"], inputs["v"], geom.kernel, geom.dilation)
@@ -295,7 +300,8 @@ def export_image(
     if k.shape[2:] != q.shape[2:]:
         as_5d[1:] = [attention.upsample_nearest(t, dilation) for t in as_5d[1:]]
     with torch.no_grad():
-        faithful = attention.na2d(*as_5d, kernel_size, dilation, method="shift")
+        q5, k5, v5 = as_5d
+        faithful = attention.na2d(q5, k5, v5, kernel_size, dilation, method="shift")
         image = from_image(module(q, k, v), heads)
     report = onnx_export.export(module, (q, k, v), path, input_names=["q", "k", "v"], output_names=["out"], atol=atol)
     inputs = {n: tuple(t.shape) for n, t in zip("qkv", (q, k, v))}
@@ -305,17 +311,15 @@ def export_image(
 def export_image_all(
     geometries: Sequence[Any], folder: str | os.PathLike, *, atol: float = 1e-4, workers: int | None = None
 ) -> dict[str, LayoutExport]:
-    """`export_image` at each `benchmark.Geometry` (k/v on its coarse grid where it has one, NAF's case),
+    """`export_image` at each `geometry.Geometry` (k/v on its coarse grid where it has one, NAF's case),
     written to `folder/image_<geometry>.onnx`; keyed by geometry name. The geometries run `workers` at a
     time (`weftlib.workers.map_forked`; default: one per CPU): each export is mostly single-threaded tracing."""
-    from . import benchmark
-
     names = [g.name for g in geometries]
     if len(set(names)) != len(names):
         raise ValueError(f"geometries: names must be distinct, got {names}")
 
     def one(geom: Any) -> LayoutExport:
-        images = image_inputs(geom, benchmark.make_inputs(geom))
+        images = image_inputs(geom, make_inputs(geom))
         path = Path(folder) / f"image_{geom.name.replace('^', 'p')}.onnx"
         return export_image(*images, geom.kernel, geom.dilation, geom.heads, path, atol=atol)
 

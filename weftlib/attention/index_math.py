@@ -5,8 +5,8 @@ them as constants (index tables, one-hot matrices, slice bounds) and never compu
 They are built with Python and numpy, never torch ops, and the cached ones are kept and returned as numpy
 arrays: the caller makes the tensor (`torch.from_numpy`, no copy) where it uses it. A tensor cached from a
 call made while an exporter traces is a FakeTensor of that trace; handed to the next trace, it made one
-export (02's matmul device layout at 128², after the benchmark had exported the same shape) take 5.5 min
-instead of 4 s.
+export (02's matmul device layout at 128², after the benchmark had exported the same shape) take minutes
+instead of seconds.
 
 natten 0.21's rule per axis (its Flex mask and C++ reference say the same): with dilation `d` the axis
 splits into `d` interleaved groups (`i mod d`); group `g` holds `ceil((size - g) / d)` tokens, so groups
@@ -130,7 +130,7 @@ def halo_tiles(size: int, kernel: int, dilation: int, tile: int = 8) -> tuple[in
     longest = -(-size // dilation)
     tile = min(tile, longest)
     n_tiles = -(-longest // tile)
-    ranges = {}
+    ranges: dict[tuple[int, int], tuple[int, int]] = {}
     for i, row in enumerate(table):
         g, p = i % dilation, i // dilation
         lo, hi = ranges.get((g, p // tile), (row[0] // dilation, row[-1] // dilation))

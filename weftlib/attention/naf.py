@@ -18,7 +18,7 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 
 import torch
 from torch import nn
@@ -29,11 +29,12 @@ from . import neighborhood as attention
 class FixedSize(nn.Module):
     """`model(image, lr_feats, output_size)` with `output_size` frozen, so the graph takes tensors only."""
 
-    def __init__(self, model: nn.Module, output_size: tuple[int, int]) -> None:
+    def __init__(self, model: nn.Module, output_size: Sequence[int]) -> None:
         super().__init__()
         if len(output_size) != 2 or not all(isinstance(s, int) and s > 0 for s in output_size):
             raise ValueError(f"output_size must be two positive ints, got {output_size!r}")
-        self.model, self.output_size = model, tuple(output_size)
+        self.model = model
+        self.output_size: tuple[int, int] = (output_size[0], output_size[1])  # two, checked above
 
     def forward(self, image: torch.Tensor, lr_feats: torch.Tensor) -> torch.Tensor:
         return self.model(image, lr_feats, self.output_size)

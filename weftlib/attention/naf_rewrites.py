@@ -52,6 +52,8 @@ def _check_changes(changes: Sequence[str]) -> tuple[str, ...]:
 class GroupNormByReductions(nn.Module):
     """`nn.GroupNorm` on `[B, C, H, W]` without Reshape or InstanceNormalization (module docstring)."""
 
+    group_mean: Tensor  # buffer
+
     def __init__(self, norm: nn.GroupNorm, *, control: bool = False) -> None:
         super().__init__()
         c, g = norm.num_channels, norm.num_groups
@@ -74,7 +76,7 @@ class GroupNormByReductions(nn.Module):
         centred = x - mean
         var = F.conv2d(F.avg_pool2d(centred * centred, size), self.group_mean)
         y = centred / torch.sqrt(var + self.eps)
-        if self.weight is not None:
+        if self.weight is not None and self.bias is not None:  # both set when the norm is affine
             y = y * self.weight.view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
         return y
 
@@ -88,7 +90,7 @@ def is_rope(module: nn.Module) -> bool:
     return type(module).__name__ == "RoPE" and hasattr(module, "D_head") and hasattr(module, "num_heads")
 
 
-def _first_halves(heads: int, d: int, size: tuple[int, int], like: Tensor) -> Tensor:
+def _first_halves(heads: int, d: int, size: tuple[int, ...], like: Tensor) -> Tensor:
     """`[1, heads*d, H, W]`: 1 on each head's first d/2 channels, 0 on its second half."""
     mask = (torch.arange(heads * d) % d < d // 2).to(like.dtype)
     return mask.view(1, -1, 1, 1).expand(1, heads * d, *size).contiguous()
@@ -97,11 +99,15 @@ def _first_halves(heads: int, d: int, size: tuple[int, int], like: Tensor) -> Te
 class RopeByTables(nn.Module):
     """NAF's rotary embedding at one image size as `x * cos + swap(x) * signed_sin` (module docstring)."""
 
+    cos: Tensor  # buffers
+    signed_sin: Tensor
+
     def __init__(self, rope: nn.Module, size: tuple[int, int], *, control: bool = False) -> None:
         super().__init__()
         if not is_rope(rope):
             raise TypeError(f"rope: expected NAF's RoPE module, got {type(rope).__name__}")
-        self.heads, self.d, self.size = int(rope.num_heads), int(rope.D_head), tuple(size)
+        outside: Any = rope  # NAF's own class: its sizes are plain attributes torch's typing does not know
+        self.heads, self.d, self.size = int(outside.num_heads), int(outside.D_head), tuple(size)
         if self.d % 2:
             raise ValueError(f"rope: head dim {self.d} is odd, so there are no halves to pair")
         ref = next(iter(rope.buffers()), torch.zeros(()))
@@ -149,7 +155,7 @@ def nearest_as_resize(*, control: bool = False) -> Iterator[None]:
                 return original(x, size=target, mode="nearest")
         return original(x, size=size, scale_factor=scale_factor, mode=mode, **kw)
 
-    F.interpolate = interpolate
+    F.interpolate = interpolate  # type: ignore[assignment]  # the same call, narrowed to one mode; restored below
     try:
         yield
     finally:
@@ -243,18 +249,19 @@ def rewritten(
     out = copy.deepcopy(model)
     root = _root(out)
     if "groupnorm" in changes:
-        norms = [n for n, m in root.named_modules() if isinstance(m, nn.GroupNorm)]
+        norms = [(n, m) for n, m in root.named_modules() if isinstance(m, nn.GroupNorm)]
         if not norms:
             raise ValueError("groupnorm: the model has no nn.GroupNorm")
-        for name in norms:
-            root.set_submodule(name, GroupNormByReductions(root.get_submodule(name), control=control == "groupnorm"))
+        for name, norm in norms:
+            root.set_submodule(name, GroupNormByReductions(norm, control=control == "groupnorm"))
     if "rope" in changes:
         ropes = [n for n, m in root.named_modules() if is_rope(m)]
-        missing = [n for n in ropes if n not in (rope_sizes or {})]
+        sizes = rope_sizes or {}
+        missing = [n for n in ropes if n not in sizes]
         if not ropes or missing:
             raise ValueError(f"rope: the model's RoPE modules {ropes} need their input shapes, missing {missing}")
         for name in ropes:
-            size = tuple(rope_sizes[name][2:])
+            size = tuple(sizes[name][2:])
             root.set_submodule(name, RopeByTables(root.get_submodule(name), size, control=control == "rope"))
     if "resize" in changes:
         root.set_submodule(layer, NearestAsResize(root.get_submodule(layer), control=control == "resize"))

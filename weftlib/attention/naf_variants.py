@@ -10,6 +10,7 @@ is compared there with a formulation section 1 proved equal to natten (`export_v
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -241,17 +242,36 @@ def export_variants(
     minutes of work), keyed by graph, reference and input shapes. The references are computed here, then the
     variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
     mostly single-threaded tracing. Notebook 02 passes 1 at NAF's full geometry: one such graph's onnxruntime
-    run holds gigabytes (notebook 06's proof of the faithful upsampler peaked at 10.9 GB), and two at once
-    would not fit the appendix machine's 24 GB."""
+    run holds gigabytes, and two at once would not fit the appendix machine's memory."""
     if reference == method:
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
-    folder = Path(folder)
-    image_inputs = (prepared.image, prepared.features)
+    todo = _jobs(prepared, upsampler_variants, layer_variants)
+    references = {} if references is None else references
+    for graph, build, args, _, _, _ in todo:
+        if _reference_key(graph, reference, args) not in references:
+            references[_reference_key(graph, reference, args)] = naf.reference_output(
+                build(), *args, reference=reference
+            )
+    one = functools.partial(
+        _export_one, folder=Path(folder), method=method, reference=reference, atol=atol, references=references
+    )
+    # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
+    heavy_first = sorted(todo, key=lambda job: job[4] not in ("device", "image"))
+    bar = console.progress(None, total=len(todo), desc="NAF graphs", disable=console.headless())
+    done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
+    bar.close()
+    return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, _ in todo}
+
+
+def _jobs(
+    prepared: Prepared, upsampler_variants: Iterable[str] | None, layer_variants: Iterable[str] | None
+) -> list[tuple[Any, ...]]:
+    """One (graph, builder, inputs, input names, variant, changes) per wanted variant of the two graphs."""
     plans = [
         (
             UPSAMPLER,
             prepared.upsampler,
-            image_inputs,
+            (prepared.image, prepared.features),
             ["image", "lr_feats"],
             _wanted(UPSAMPLER_VARIANTS, upsampler_variants),
         ),
@@ -263,39 +283,39 @@ def export_variants(
             _wanted(LAYER_VARIANTS, layer_variants),
         ),
     ]
-    todo = [(g, b, a, n, v, c) for g, b, a, n, vs in plans for v, c in vs.items()]
-    references = {} if references is None else references
+    return [(g, b, a, n, v, c) for g, b, a, n, vs in plans for v, c in vs.items()]
 
-    def key(graph: str, args: Sequence[torch.Tensor]) -> tuple:
-        return (graph, reference, *(tuple(a.shape) for a in args))
 
-    for graph, build, args, _, _, _ in todo:
-        if key(graph, args) not in references:
-            references[key(graph, args)] = naf.reference_output(build(), *args, reference=reference)
+def _reference_key(graph: str, reference: str, args: Sequence[torch.Tensor]) -> tuple[Any, ...]:
+    """What a reference output depends on: the graph, the reference formulation and the input shapes."""
+    return (graph, reference, *(tuple(a.shape) for a in args))
 
-    def one(job: tuple) -> VariantExport:
-        graph, build, args, names, variant, changes = job
-        module = build(changes).eval()
-        ran = _run(module, args, method)
-        vs = _max_diff(ran, references[key(graph, args)])
-        with attention.swap_natten(method):
-            report = onnx_export.export(
-                module,
-                tuple(args),
-                folder / f"{stem(graph, variant, method)}.onnx",
-                input_names=names,
-                output_names=["upsampled" if graph == UPSAMPLER else "out"],
-                atol=atol,
-                outputs=ran,  # the forward just compared with the reference: the export's own check reuses it
-            )
-        return VariantExport(graph, variant, tuple(changes), report, vs)
 
-    # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
-    heavy_first = sorted(todo, key=lambda job: job[4] not in ("device", "image"))
-    bar = console.progress(None, total=len(todo), desc="NAF graphs", disable=console.headless())
-    done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
-    bar.close()
-    return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, _ in todo}
+def _export_one(
+    job: tuple[Any, ...],
+    *,
+    folder: Path,
+    method: str,
+    reference: str,
+    atol: float,
+    references: dict[tuple, torch.Tensor],
+) -> VariantExport:
+    """One variant built, compared with its reference output, and exported (natten swapped for `method`)."""
+    graph, build, args, names, variant, changes = job
+    module = build(changes).eval()
+    ran = _run(module, args, method)
+    vs = _max_diff(ran, references[_reference_key(graph, reference, args)])
+    with attention.swap_natten(method):
+        report = onnx_export.export(
+            module,
+            tuple(args),
+            folder / f"{stem(graph, variant, method)}.onnx",
+            input_names=names,
+            output_names=["upsampled" if graph == UPSAMPLER else "out"],
+            atol=atol,
+            outputs=ran,  # the forward just compared with the reference: the export's own check reuses it
+        )
+    return VariantExport(graph, variant, tuple(changes), report, vs)
 
 
 def outside_rows(exports: dict[str, VariantExport], allowed: Iterable[str]) -> list[dict[str, Any]]:

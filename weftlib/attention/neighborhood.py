@@ -22,10 +22,12 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor, nn
 
+from weftlib.onnx_core.tracing import is_tracing
+
 from . import formulations
+from .formulations import Pair
 
 METHODS = ("masked", "gather", "matmul", "shift", "lowres")
-Pair = tuple[int, int]
 
 
 # ---------------------------------------------------------------------------------------------- checks
@@ -56,18 +58,23 @@ def _check_method(method: Any) -> str:
     return method
 
 
+def _check_tensor(name: str, t: Any) -> None:
+    """natten's refusals of one argument: not a tensor, sparse or nested, or not 5-D."""
+    if not isinstance(t, Tensor):
+        raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}.")
+    if t.is_sparse or t.is_nested:
+        raise NotImplementedError(f"`{name}` is a sparse or nested tensor; NATTEN does not support those.")
+    if t.dim() != 5:
+        raise ValueError(
+            f"`{name}` must be 5-D [batch, H, W, heads, head_dim] for 2-D neighborhood "
+            f"attention, got shape {tuple(t.shape)}."
+        )
+
+
 def _check_tensors(q: Any, k: Any, v: Any, method: str) -> None:
     """natten's tensor refusals for 2-D NA (plus the lowres grid rule), each naming the culprit."""
     for name, t in (("query", q), ("key", k), ("value", v)):
-        if not isinstance(t, Tensor):
-            raise TypeError(f"`{name}` must be a torch.Tensor, got {type(t).__name__}.")
-        if t.is_sparse or t.is_nested:
-            raise NotImplementedError(f"`{name}` is a sparse or nested tensor; NATTEN does not support those.")
-        if t.dim() != 5:
-            raise ValueError(
-                f"`{name}` must be 5-D [batch, H, W, heads, head_dim] for 2-D neighborhood "
-                f"attention, got shape {tuple(t.shape)}."
-            )
+        _check_tensor(name, t)
     if not (q.device == k.device == v.device):
         raise ValueError(f"query, key and value must be on the same device, got {q.device}, {k.device}, {v.device}.")
     if not (q.dtype == k.dtype == v.dtype):
@@ -265,13 +272,6 @@ def _check_swap_extras(stride: Any, is_causal: Any, additional_keys: Any, return
         raise ValueError("swap_natten: `return_lse=True` is not supported (the formulations return the output only).")
 
 
-def _is_tracing(x: Tensor) -> bool:
-    """True while an exporter traces (values are symbolic), when data-dependent checks cannot run."""
-    from torch._subclasses.fake_tensor import FakeTensor
-
-    return bool(torch.jit.is_tracing() or torch.compiler.is_compiling() or isinstance(x, FakeTensor))
-
-
 def lowres_from_full(x: Tensor, dilation: int | Sequence[int], *, verify: bool = True) -> Tensor:
     """The low-res grid of a nearest-upsampled k/v: every `dilation`-th token (strided Slice).
 
@@ -284,7 +284,7 @@ def lowres_from_full(x: Tensor, dilation: int | Sequence[int], *, verify: bool =
             f"method='lowres' needs the k/v grid {tuple(x.shape[1:3])} to be a multiple of `dilation` {(dh, dw)}."
         )
     low = x[:, ::dh, ::dw]
-    if verify and not _is_tracing(x) and not torch.equal(upsample_nearest(low, (dh, dw)), x):
+    if verify and not is_tracing(x) and not torch.equal(upsample_nearest(low, (dh, dw)), x):
         raise ValueError(
             "method='lowres' needs k and v to be nearest-upsampled by `dilation` (constant on each "
             "dilation x dilation cell); these are not, so 'lowres' would differ from natten."
@@ -334,7 +334,7 @@ def _swapped_na2d(method: str, original: Any) -> Any:
 
 def _holders(target: Any) -> list[tuple[Any, str]]:
     """Every (module, attribute) in sys.modules bound to `target`, e.g. after `from natten import na2d`."""
-    found = []
+    found: list[tuple[Any, str]] = []
     for module in list(sys.modules.values()):
         try:
             names = [name for name, value in vars(module).items() if value is target]
