@@ -19,7 +19,6 @@ from .public_record import backtest, held
 from .summary import (
     backtest_counts,
     collect_dfc,
-    commands_table,
     conclusion,
     edits_table,
     find_models,
@@ -61,7 +60,6 @@ __all__ = [
     "check_arch",
     "cli_docker_command",
     "collect_dfc",
-    "commands_table",
     "conclusion",
     "contradictions",
     "device_gate",

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from .allowlist import DeviceOps
 from .device import GateResult, device_gate
 from .dfc_log import DfcResult, load_dfc_result
-from .dfc_runner import dfc_available, docker_command, image, run_dfc
+from .dfc_runner import dfc_available, image, run_dfc
 from .pairing import Pairing
 
 if TYPE_CHECKING:
@@ -114,14 +114,6 @@ def _run_safely(model: Path, arch: str) -> DfcResult:
         return run_dfc(model, arch)
     except Exception as exc:  # a crash of the tooling is not a verdict on the graph
         return DfcResult("unrecognised", reason=f"running the parser failed: {type(exc).__name__}: {exc}")
-
-
-def commands_table(models: Sequence[Path], arch: str, root: str | os.PathLike) -> pd.DataFrame:
-    import pandas as pd
-
-    return pd.DataFrame(
-        [{"model": _label(m, root), "run this where Docker runs": docker_command(m, arch)} for m in models]
-    )
 
 
 def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> pd.DataFrame:
