@@ -10,9 +10,7 @@ from weftlib.suite import params, runner
 def run(tiny_suite, tmp_path, names, appendix):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("cell_timeout: 60\nnotebooks: [10_ok, 20_bad]\n"), names, nb_dir)
-    return runner.run_suite(
-        plan, out=tmp_path / f"run-{'-'.join(names)}", appendix=appendix, progress=False, log=lambda line: None
-    )
+    return runner.run_suite(plan, out=tmp_path / f"run-{'-'.join(names)}", appendix=appendix, log=lambda line: None)
 
 
 def snapshot(folder):
@@ -53,7 +51,7 @@ def test_out_must_be_fresh(tiny_suite, tmp_path):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
     with pytest.raises(FileExistsError, match="fresh folder"):
-        runner.run_suite(plan, out=taken, appendix=None, progress=False, log=lambda line: None)
+        runner.run_suite(plan, out=taken, appendix=None, log=lambda line: None)
     assert (taken / "x").read_text() == "keep me"
 
 
@@ -79,7 +77,7 @@ def test_dead_kernel_failure_names_the_cell_it_died_in(tmp_path):
     nb_dir.mkdir()
     write_notebook(nb_dir / "30_dies.ipynb", 'run_dir = ""', "import os\nos._exit(9)")
     plan = params.load_plan(_write(tmp_path, "notebooks: [30_dies]\n"), None, nb_dir)
-    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, progress=False, log=lambda line: None)
+    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, log=lambda line: None)
     err = result.notebooks[0].error
     assert result.notebooks[0].status == "failed" and err["ename"] == "DeadKernelError"
     assert err["cell"] == 4, err  # markdown, imports, parameters, injected parameters, the dying cell
@@ -281,7 +279,7 @@ def test_kernels_get_the_allocator_setting_unless_the_caller_chose(tiny_suite, t
         else:
             monkeypatch.setenv(name, outside)
     plan = params.load_plan(write("cell_timeout: 60\nnotebooks: [30_env]\n"), None, nb_dir)
-    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, progress=False, log=lambda line: None)
+    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, log=lambda line: None)
     assert result.passed
     got = json.loads((tmp_path / "run" / "30_env" / "metrics.json").read_text())["metrics"]["env"]
     assert got == ([ALLOCATOR_ENV[n] for n in names] if seen is None else [seen] * len(names))

@@ -15,8 +15,6 @@ from pathlib import Path
 from .suite.params import DEFAULT_PLAN, ParamsError, apply_settings, load_plan, validate
 from .suite.publish import PublishError
 
-DEFAULT_PARAMS = DEFAULT_PLAN
-
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="python -m weftlib", description=__doc__.splitlines()[0])
@@ -24,7 +22,7 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="execute the notebooks and publish the run if all pass")
     check = sub.add_parser("check", help="validate a parameter file against the notebooks; run nothing")
     for p in (run, check):
-        p.add_argument("--params", type=Path, default=DEFAULT_PARAMS, help="parameter file (default: %(default)s)")
+        p.add_argument("--params", type=Path, default=DEFAULT_PLAN, help="parameter file (default: %(default)s)")
         p.add_argument("--only", nargs="+", metavar="NAME", help="run only these notebooks (never publishes)")
         p.add_argument(
             "--set",

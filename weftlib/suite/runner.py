@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from unittest import mock
 
 from . import params as params_mod
@@ -514,7 +514,6 @@ def run_suite(
     plan: params_mod.SuitePlan,
     out: str | Path | None = None,
     appendix: str | Path | None = APPENDIX_DIR,
-    progress: bool | None = None,
     log: Callable[[str], None] = _say,
     partial: bool = False,
     history: tuple[Path, ...] | None = None,
@@ -523,8 +522,7 @@ def run_suite(
 
     `appendix=None` never publishes (used for partial runs); `partial` marks a run of part of a parameter
     file (`--only`), which `publish --rfd` refuses. Progress lines (one per notebook and per long step, with
-    the time left estimated from the last run of the same plan, searched in `history`) go to `log`; `progress`
-    is kept for callers of the older signature and no longer changes anything.
+    the time left estimated from the last run of the same plan, searched in `history`) go to `log`.
     """
     params_mod.validate(plan)
     if appendix is not None:
@@ -616,9 +614,3 @@ def _quietly(action: Callable[[], Any]) -> None:
         action()
     except (Exception, KeyboardInterrupt):
         pass
-
-
-def iter_states(root: Path = RUNS_DIR) -> Iterator[tuple[Path, dict[str, Any]]]:
-    """Every run folder under `root` with its state, oldest first."""
-    for folder in sorted(p for p in root.glob("*") if p.is_dir()):
-        yield folder, read_state(folder)
