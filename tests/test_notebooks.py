@@ -18,7 +18,7 @@ PLAN = params.load_plan(params.REPO_ROOT / "params" / "default.yaml")
 @pytest.fixture(scope="module")
 def default_run(tmp_path_factory):
     root = tmp_path_factory.mktemp("suite")
-    result = runner.run_suite(PLAN, out=root / "run", appendix=root / "appendix", progress=False, log=print)
+    result = runner.run_suite(PLAN, out=root / "run", appendix=root / "appendix", log=print)
     return result, root
 
 

@@ -386,7 +386,7 @@ def test_sources_name_each_checkout_with_its_commit(tmp_path):
     subprocess.run([*git, "init", "-q"], check=True)
     subprocess.run([*git, "add", "."], check=True)
     subprocess.run([*git, "commit", "-qm", "x"], check=True)
-    commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = subprocess.run([*git, "rev-parse", "HEAD"], check=True, capture_output=True, text=True).stdout.strip()
     text = provenance.sources("01_trace_natten", host_root="", hub_dir=str(naf))
     assert text == f"stand-in for Pixal3D; valeoai/NAF checkout at {commit[:12]}, {naf}"
     assert provenance.sources("02_export_attention", hub_dir="") == "stand-in for valeoai/NAF"

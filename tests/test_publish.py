@@ -159,7 +159,7 @@ def test_refuses_bad_folders_and_protected_files(runs, tmp_path):
 
 
 def test_refuses_partial_failed_and_unfinished_runs(runs, tmp_path):
-    root, good, partial = runs
+    _root, good, partial = runs
     rfd = rfd_folder(tmp_path)
     _refused(rfd, partial, "partial run")
     failed = tmp_path / "failed"
@@ -195,7 +195,7 @@ def test_cli_prints_the_block_and_exits_2_on_refusal(runs, tmp_path, capsys, mon
 def test_refuses_a_run_whose_answer_table_lacks_an_rfd_question(runs, tmp_path, capsys):
     """The RFD's questions are the full plan's notebooks (params/appendix.yaml), whatever a run calls itself:
     these tiny runs answer none of them, and a run of the overview alone answers nothing."""
-    root, good, _ = runs
+    _root, good, _ = runs
     rfd = rfd_folder(tmp_path)
     before = snapshot(rfd)
     assert main(["publish", str(good), "--rfd", str(rfd)]) == 2

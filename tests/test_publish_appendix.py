@@ -163,7 +163,7 @@ def refused(run, target, match):
 
 
 def test_an_existing_folder_is_refused_twice_and_kept_whole(tmp_path):
-    """An older suite moved such a folder into the versions (first publish) and removed it (the next)."""
+    """A folder of the user's at the target is never moved into the versions nor removed."""
     target = users_folder(tmp_path / "out" / "mine")
     before = snapshot(target)
     for n in range(2):
@@ -214,22 +214,6 @@ def test_the_command_line_refuses_the_target_before_anything_runs(tmp_path, caps
     err = capsys.readouterr().err
     assert code == 2 and err.startswith("error: ") and "Traceback" not in err and "the working directory" in err
     assert not (tmp_path / "run2").exists() and snapshot(work) == before
-
-
-def test_a_copy_an_older_suite_left_is_published_over_and_an_adopted_folder_is_never_removed(tmp_path):
-    appendix = tmp_path / "out" / "appendix"
-    versions = publish.versions_dir(appendix)
-    old = versions / "20261130T101010123456Z-42"
-    adopted = versions / "20261130T090909123456Z-41-migrated"
-    shutil.copytree(make_run(tmp_path, "old", "old"), old)
-    users_folder(adopted)
-    appendix.parent.mkdir(parents=True, exist_ok=True)
-    appendix.symlink_to(os.path.relpath(old, appendix.parent))
-    for n in range(3):
-        publish.publish_appendix(make_run(tmp_path, f"new{n}", f"new {n}"), appendix)
-    assert (appendix / "index.html").read_text() == "new 2"
-    assert (adopted / "notes.md").read_text() == "my notes"  # the older suite adopted it: kept, never deleted
-    assert (versions / publish.LOCK_NAME).is_file()
 
 
 def test_nothing_in_the_versions_folder_but_the_suites_copies_is_removed(tmp_path):

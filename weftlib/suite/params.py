@@ -293,8 +293,8 @@ def validate(plan: SuitePlan) -> None:
                 inside, why = problem
                 raise _fail(plan.source, where + inside, why)
     if plan.appendix:
-        why = appendix_problem(plan)
-        if why:
+        refused = appendix_problem(plan)
+        if refused:
             raise _fail(
-                plan.source, "appendix", f"true, but {why}; remove `appendix: true` (it publishes to outputs/smoke)"
+                plan.source, "appendix", f"true, but {refused}; remove `appendix: true` (it publishes to outputs/smoke)"
             )

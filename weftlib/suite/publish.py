@@ -9,7 +9,6 @@ never finds it missing nor half of a new run beside half of the old one, and a f
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import re
@@ -280,27 +279,7 @@ def write_index(
         if summary["passed"]
         else "FAILED: " + "; ".join(r.describe_error() for r in results if r.status != "passed")
     )
-    rows = []
-    for r in results:
-        links = [
-            (p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb") if p.exists()
-        ]
-        if (run_dir / r.name / "metrics.json").exists():
-            links.append(("metrics", f"{r.name}/metrics.json"))
-        given = ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults"
-        rows.append(
-            {
-                "name": r.name,
-                "status": r.status,
-                "css": r.status.replace(" ", "-"),
-                "duration": _duration(r.seconds),
-                "timings": timings[r.name],
-                "given": given,
-                "figures": r.headline_text,
-                "error": r.describe_error() if r.error else "",
-                "links": links,
-            }
-        )
+    rows = [_index_row(run_dir, r, timings[r.name]) for r in results]
     page = _INDEX.render(
         style=_STYLE,
         appendix=plan.appendix,
@@ -315,9 +294,26 @@ def write_index(
     return summary
 
 
+def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dict[str, Any]:
+    """One notebook's row of the index: its status, duration, timing quality, parameters, figures, links."""
+    links = [(p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb") if p.exists()]
+    if (run_dir / r.name / "metrics.json").exists():
+        links.append(("metrics", f"{r.name}/metrics.json"))
+    return {
+        "name": r.name,
+        "status": r.status,
+        "css": r.status.replace(" ", "-"),
+        "duration": _duration(r.seconds),
+        "timings": timings,
+        "given": ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults",
+        "figures": r.headline_text,
+        "error": r.describe_error() if r.error else "",
+        "links": links,
+    }
+
+
 LOCK_NAME = ".publish.lock"  # in the versions folder: the lock publishers take, and the mark that the suite made it
 VERSION_NAME = re.compile(r"^\d{8}T\d{12}Z-\d+$")  # a copy publish_appendix made (UTC time, pid)
-LEGACY_NAME = re.compile(r"^\d{8}T\d{12}Z-\d+-migrated$")  # a folder an older suite adopted: kept, never removed
 
 
 def versions_dir(appendix: Path) -> Path:
@@ -327,14 +323,11 @@ def versions_dir(appendix: Path) -> Path:
 
 
 def _made_by_suite(versions: Path) -> bool:
-    """A versions folder the suite made: it holds the publishers' lock file, or (an older suite's, from before
-    the lock) nothing but copies named as the suite names them."""
+    """A versions folder the suite made: it holds the publishers' lock file (made with the folder)."""
     if versions.is_symlink() or not versions.is_dir():
         return False
     lock = versions / LOCK_NAME
-    if lock.is_file() and not lock.is_symlink():
-        return True
-    return all(VERSION_NAME.match(p.name) or LEGACY_NAME.match(p.name) for p in versions.iterdir())
+    return lock.is_file() and not lock.is_symlink()
 
 
 def check_target(appendix: str | os.PathLike, run_dir: Path | None = None) -> Path:
@@ -401,11 +394,7 @@ def _versions_folder(versions: Path) -> Path:
             if not versions.is_dir():
                 raise
             # else another publisher made it first
-    lock = versions / LOCK_NAME
-    if not os.path.lexists(lock):  # a folder an older suite made, from before the lock
-        with contextlib.suppress(FileExistsError):
-            os.close(os.open(lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644))
-    return lock
+    return versions / LOCK_NAME
 
 
 def _copy_failure(exc: shutil.Error, run_dir: Path, appendix: Path) -> str:
@@ -522,7 +511,7 @@ def _record_tables(recorded: dict[str, Any], top: int = 5, most: int = 2) -> lis
     def is_table(v: Any) -> bool:
         return (
             isinstance(v, list)
-            and v
+            and bool(v)
             and all(isinstance(r, dict) for r in v)
             and len(v[0]) <= 8
             and all(r.keys() == v[0].keys() for r in v)

@@ -20,7 +20,7 @@ from ..workers import map_forked
 from .files import write_atomic
 
 
-def jsonable(value: Any) -> Any:
+def jsonable(value: Any) -> Any:  # noqa: PLR0911 - one return per kind of value
     """Turn numpy/torch scalars and arrays, dataclasses, paths, sets and tuples into plain JSON values."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return jsonable(dataclasses.asdict(value))
@@ -226,7 +226,7 @@ def _number(x: float, digits: int = 3) -> str:
     return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
 
 
-def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:
+def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:  # noqa: PLR0911, PLR0912 - one branch per kind of value and unit
     """A recorded value as a person reads it: rounded, with its unit, lists and mappings spelled out.
 
     Units: "B" bytes (shown in KiB/MiB/GiB), "s" seconds (ms below one second, `format_duration` from a minute),
@@ -269,7 +269,7 @@ def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:
 
 def format_duration(seconds: float) -> str:
     """A duration as people write one, to the second: `42 s`, `1 min 50 s`, `17 min`, `2 h 05 min`."""
-    seconds = max(0, int(round(seconds)))
+    seconds = max(0, round(seconds))
     if seconds < 60:
         return f"{seconds} s"
     minutes, sec = divmod(seconds, 60)

@@ -11,6 +11,7 @@ runner's pid, and `read_state` reports such a run as interrupted once that proce
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -62,7 +63,7 @@ class NotebookResult:
     parameters: dict[str, Any] = field(default_factory=dict)
     headline_text: list[dict[str, str]] = field(default_factory=list)
     long_steps: list[dict[str, Any]] = field(default_factory=list)
-    cell_seconds: dict[str, float] = field(default_factory=dict)
+    cell_seconds: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def describe_error(self) -> str:
         """`notebook, cell In [N]: ErrorName: message` (N as papermill's banner numbers it), then the failing
@@ -278,7 +279,7 @@ def last_durations(plan: params_mod.SuitePlan, folders: tuple[Path, ...] | None 
     for folder in folders:
         if not folder.is_dir():
             continue
-        paths = [folder / "summary.json"] + sorted(folder.glob("*/summary.json"))
+        paths = [folder / "summary.json", *sorted(folder.glob("*/summary.json"))]
         for path in paths:
             try:
                 summary = json.loads(path.read_text())
@@ -347,7 +348,7 @@ class Progress:
             f"in {_duration(result.seconds)}{eta}"
         )
 
-    def cell_started(self, index: int, cell: Any) -> None:
+    def cell_started(self, index: int | None, cell: Any) -> None:
         self.cell_start = time.perf_counter()
         entry = self.history.get(self.name, {}).get("cells", {}).get(str(index), {})
         line = _code_line(cell)[:100]
@@ -360,7 +361,7 @@ class Progress:
                 f"{_duration(last)} last time{self._eta()}"
             )
 
-    def cell_finished(self, index: int, cell: Any) -> None:
+    def cell_finished(self, index: int | None, cell: Any) -> None:
         self.done_cells.add(str(index))
         took = time.perf_counter() - self.cell_start
         if took >= LONG_STEP_S:
@@ -413,65 +414,79 @@ def execute_one(
 
     An interruption (Ctrl-C, SIGTERM) is re-raised after the executed notebook and its HTML are saved.
     """
-    import papermill
-
     result = NotebookResult(nb.name, parameters=dict(nb.parameters))
     output = run_dir / f"{nb.name}.ipynb"
     start = time.perf_counter()
     interrupted: BaseException | None = None
-    sockets = tempfile.TemporaryDirectory(prefix="weft-kernel-")  # short: a socket path has ~100 bytes at most
     try:
-        papermill.execute_notebook(
-            str(nb.path),
-            str(output),
-            parameters={**nb.parameters, "run_dir": str(run_dir)},
-            engine_name=_engine(progress if isinstance(progress, Progress) else None),
-            kernel_name=KERNEL_NAME,
-            cwd=str(REPO_ROOT),
-            execution_timeout=cell_timeout,
-            progress_bar=False,
-            log_output=False,
-            request_save_on_cell_execute=True,
-            kernel_manager_class=_ipc_kernel_manager(Path(sockets.name)),
-            shutdown_kernel="immediate",
-        )
+        _papermill(nb, output, run_dir, cell_timeout, progress if isinstance(progress, Progress) else None)
         result.status = "passed"
     except (KeyboardInterrupt, RunInterrupted) as exc:
-        result.status = "interrupted"
-        result.error = {
-            "cell": None,
-            "exec_count": None,
-            "ename": type(exc).__name__,
-            "evalue": str(exc) or "Ctrl-C",
-            "first_line": "",
-            "line": "",
-        }
-        interrupted = exc
+        result.status, result.error, interrupted = "interrupted", _interruption(exc), exc
     except Exception as exc:  # papermill raises PapermillExecutionError; a dead kernel raises others
-        result.status = "failed"
-        result.error = _error_of(exc)
-    finally:
-        sockets.cleanup()
+        result.status, result.error = "failed", _error_of(exc)
     result.seconds = round(time.perf_counter() - start, 2)
-    if result.error and result.error["cell"] is None and output.exists():
-        result.error["cell"] = _running_cell(output)  # a dead kernel names no cell; the saved state does
     if output.exists():
-        cells = cell_durations(output)
-        result.cell_seconds = {k: v for k, v in cells.items()}
-        result.long_steps = [{"cell": int(k), **v} for k, v in cells.items() if v["seconds"] >= LONG_STEP_S]
-        given = ", ".join(f"{k} = {v!r}" for k, v in nb.parameters.items())
-        note = (
-            f"Parameters given by this run: {given}; the others are the notebook's defaults."
-            if given
-            else "This run used the notebook's default parameters."
-        )
-        render_html(output, run_dir / f"{nb.name}.html", note=note)
+        _read_executed(result, nb, output, run_dir)
     recorded = load_metrics(run_dir, nb.name)
     result.headline = {k: recorded["metrics"].get(k) for k in recorded.get("headline", [])}
     result.headline_text = headlines(recorded)
     if interrupted is not None:
         raise interrupted
     return result
+
+
+def _papermill(
+    nb: params_mod.NotebookPlan, output: Path, run_dir: Path, cell_timeout: int, watcher: Progress | None
+) -> None:
+    """papermill on one notebook, its kernel on sockets in a short-lived folder (a socket path has ~100 bytes
+    at most), the notebook saved after every cell."""
+    import papermill
+
+    with tempfile.TemporaryDirectory(prefix="weft-kernel-") as sockets:
+        papermill.execute_notebook(
+            str(nb.path),
+            str(output),
+            parameters={**nb.parameters, "run_dir": str(run_dir)},
+            engine_name=_engine(watcher),
+            kernel_name=KERNEL_NAME,
+            cwd=str(REPO_ROOT),
+            execution_timeout=cell_timeout,
+            progress_bar=False,
+            log_output=False,
+            request_save_on_cell_execute=True,
+            kernel_manager_class=_ipc_kernel_manager(Path(sockets)),
+            shutdown_kernel="immediate",
+        )
+
+
+def _interruption(exc: BaseException) -> dict[str, Any]:
+    """The error record of an interrupted notebook: no cell is to blame."""
+    return {
+        "cell": None,
+        "exec_count": None,
+        "ename": type(exc).__name__,
+        "evalue": str(exc) or "Ctrl-C",
+        "first_line": "",
+        "line": "",
+    }
+
+
+def _read_executed(result: NotebookResult, nb: params_mod.NotebookPlan, output: Path, run_dir: Path) -> None:
+    """What the executed notebook says of itself (the cell a dead kernel was in, per-cell durations, long
+    steps), and its HTML page with the parameters this run gave."""
+    if result.error and result.error["cell"] is None:
+        result.error["cell"] = _running_cell(output)  # a dead kernel names no cell; the saved state does
+    cells = cell_durations(output)
+    result.cell_seconds = dict(cells)
+    result.long_steps = [{"cell": int(k), **v} for k, v in cells.items() if v["seconds"] >= LONG_STEP_S]
+    given = ", ".join(f"{k} = {v!r}" for k, v in nb.parameters.items())
+    note = (
+        f"Parameters given by this run: {given}; the others are the notebook's defaults."
+        if given
+        else "This run used the notebook's default parameters."
+    )
+    render_html(output, run_dir / f"{nb.name}.html", note=note)
 
 
 def _say(line: str) -> None:
@@ -510,6 +525,24 @@ def default_publish_dir(plan: params_mod.SuitePlan) -> Path:
     return APPENDIX_DIR if plan.appendix else SMOKE_DIR
 
 
+@dataclass
+class _RunStates:
+    """The states one run writes to its folder's state.json, each with the run's start and its plan file."""
+
+    run_dir: Path
+    started: datetime
+    params_file: str
+
+    def write(self, state: str, **detail: Any) -> None:
+        write_state(
+            self.run_dir,
+            state,
+            started=self.started.isoformat(timespec="seconds"),
+            params_file=self.params_file,
+            **detail,
+        )
+
+
 def run_suite(
     plan: params_mod.SuitePlan,
     out: str | Path | None = None,
@@ -527,90 +560,84 @@ def run_suite(
     params_mod.validate(plan)
     if appendix is not None:
         check_target(appendix, Path(out) if out is not None else None)  # before hours of work, not after
-    run_dir = fresh_run_dir(out)
-    started = datetime.now(UTC)
-    write_state(
-        run_dir, "running", started=started.isoformat(timespec="seconds"), params_file=str(plan.source), notebook=None
-    )
-    results: list[NotebookResult] = []
-    outcome = RunResult(run_dir, results)
-    watcher = Progress(plan, last_durations(plan, history), log)
+    states = _RunStates(fresh_run_dir(out), datetime.now(UTC), str(plan.source))
+    states.write("running", notebook=None)
+    outcome = RunResult(states.run_dir, [])
     try:
         with _Signals():
-            ensure_kernel()
-            log(f"run {run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
-            for code in outside_code(plan):
-                log(f"  executes code from outside this repository: {describe_code(code)}")
-            # kernels inherit both: nobody is watching, and the allocators ask for huge pages (measure.ALLOCATOR_ENV)
-            kernel_env = {HEADLESS_ENV: "1", **{k: os.environ.get(k, v) for k, v in ALLOCATOR_ENV.items()}}
-            with mock.patch.dict(os.environ, kernel_env):
-                for i, nb in enumerate(plan.notebooks, 1):
-                    write_state(
-                        run_dir,
-                        "running",
-                        started=started.isoformat(timespec="seconds"),
-                        params_file=str(plan.source),
-                        notebook=nb.name,
-                    )
-                    watcher.notebook_start(i, nb.name)
-                    try:
-                        res = execute_one(nb, run_dir, plan.cell_timeout, watcher)
-                    except (KeyboardInterrupt, RunInterrupted):
-                        results.append(NotebookResult(nb.name, status="interrupted", parameters=dict(nb.parameters)))
-                        raise
-                    results.append(res)
-                    watcher.notebook_end(res)
-        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters)) for nb in plan.notebooks[len(results) :])
-        outcome.state = "passed" if outcome.passed else "failed"
-        write_index(run_dir, plan, results, started, state=outcome.state, partial=partial)
-        write_state(
-            run_dir,
-            outcome.state,
-            started=started.isoformat(timespec="seconds"),
-            params_file=str(plan.source),
-            notebook=None,
-            failed=[r.describe_error() for r in results if r.status == "failed"],
-        )
+            _execute_plan(plan, states, outcome.notebooks, Progress(plan, last_durations(plan, history), log), log)
+        _conclude(plan, states, outcome, partial)
         if outcome.passed and appendix is not None:  # the copy carries the final state
-            outcome.published = publish_appendix(run_dir, Path(appendix))
+            outcome.published = publish_appendix(states.run_dir, Path(appendix))
         return outcome
     except (KeyboardInterrupt, RunInterrupted) as exc:
-        outcome.state = "interrupted"
-        reason = (
-            str(exc)
-            if isinstance(exc, RunInterrupted)
-            else f"stopped by {_RECEIVED[0]}"
-            if _RECEIVED
-            else "stopped by Ctrl-C (SIGINT)"
-        )
-        current = results[-1].name if results else None
-        results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters)) for nb in plan.notebooks[len(results) :])
-        write_state(
-            run_dir,
-            "interrupted",
-            started=started.isoformat(timespec="seconds"),
-            params_file=str(plan.source),
-            notebook=current,
-            reason=reason,
-        )
-        _quietly(lambda: write_index(run_dir, plan, results, started, state="interrupted", partial=partial))
-        raise RunInterrupted(
-            f"{reason} during {current or 'start-up'}; run folder {run_dir} marked interrupted"
-        ) from None
+        raise _interrupted(plan, states, outcome, partial, exc) from None
     except BaseException as exc:
-        write_state(
-            run_dir,
-            "failed",
-            started=started.isoformat(timespec="seconds"),
-            params_file=str(plan.source),
-            reason=f"runner error: {type(exc).__name__}: {exc}",
-        )
+        states.write("failed", reason=f"runner error: {type(exc).__name__}: {exc}")
         raise
+
+
+def _execute_plan(
+    plan: params_mod.SuitePlan,
+    states: _RunStates,
+    results: list[NotebookResult],
+    watcher: Progress,
+    log: Callable[[str], None],
+) -> None:
+    """Every notebook of the plan in order, each kernel headless and asking for huge pages; an interrupted
+    notebook is recorded before the interruption goes on up."""
+    ensure_kernel()
+    log(f"run {states.run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
+    for code in outside_code(plan):
+        log(f"  executes code from outside this repository: {describe_code(code)}")
+    # kernels inherit both: nobody is watching, and the allocators ask for huge pages (measure.ALLOCATOR_ENV)
+    kernel_env = {HEADLESS_ENV: "1", **{k: os.environ.get(k, v) for k, v in ALLOCATOR_ENV.items()}}
+    with mock.patch.dict(os.environ, kernel_env):
+        for i, nb in enumerate(plan.notebooks, 1):
+            states.write("running", notebook=nb.name)
+            watcher.notebook_start(i, nb.name)
+            try:
+                res = execute_one(nb, states.run_dir, plan.cell_timeout, watcher)
+            except (KeyboardInterrupt, RunInterrupted):
+                results.append(NotebookResult(nb.name, status="interrupted", parameters=dict(nb.parameters)))
+                raise
+            results.append(res)
+            watcher.notebook_end(res)
+
+
+def _not_run(plan: params_mod.SuitePlan, results: list[NotebookResult]) -> None:
+    """Every notebook the run did not reach, appended as not run."""
+    results.extend(NotebookResult(nb.name, parameters=dict(nb.parameters)) for nb in plan.notebooks[len(results) :])
+
+
+def _conclude(plan: params_mod.SuitePlan, states: _RunStates, outcome: RunResult, partial: bool) -> None:
+    """The run's final state, its index, and the failed notebooks named in state.json."""
+    results = outcome.notebooks
+    _not_run(plan, results)
+    outcome.state = "passed" if outcome.passed else "failed"
+    write_index(states.run_dir, plan, results, states.started, state=outcome.state, partial=partial)
+    failed = [r.describe_error() for r in results if r.status == "failed"]
+    states.write(outcome.state, notebook=None, failed=failed)
+
+
+def _interrupted(
+    plan: params_mod.SuitePlan, states: _RunStates, outcome: RunResult, partial: bool, exc: BaseException
+) -> RunInterrupted:
+    """Mark the run interrupted (state, then index, best effort) and say by what and during which notebook."""
+    outcome.state = "interrupted"
+    if isinstance(exc, RunInterrupted):
+        reason = str(exc)
+    else:
+        reason = f"stopped by {_RECEIVED[0]}" if _RECEIVED else "stopped by Ctrl-C (SIGINT)"
+    results = outcome.notebooks
+    current = results[-1].name if results else None
+    _not_run(plan, results)
+    states.write("interrupted", notebook=current, reason=reason)
+    _quietly(lambda: write_index(states.run_dir, plan, results, states.started, state="interrupted", partial=partial))
+    return RunInterrupted(f"{reason} during {current or 'start-up'}; run folder {states.run_dir} marked interrupted")
 
 
 def _quietly(action: Callable[[], Any]) -> None:
     """Run a best-effort step on the way out of an interrupted run (a second Ctrl-C must not hide the first)."""
-    try:
+    with contextlib.suppress(Exception, KeyboardInterrupt):
         action()
-    except (Exception, KeyboardInterrupt):
-        pass

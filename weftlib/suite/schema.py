@@ -244,7 +244,7 @@ def _inferred(default: Any) -> Any:
     if isinstance(default, (list, tuple)):
         kinds = {type(item) for item in default}
         if len(kinds) == 1 and not isinstance(default[0], (list, tuple, dict)) and default[0] is not None:
-            return list[_inferred(default[0])]
+            return list[_inferred(default[0])]  # type: ignore[misc]  # built at run time for pydantic
         return list[Any]
     if isinstance(default, dict):
         return dict[str, Any]
