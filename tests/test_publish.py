@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import xml.etree.ElementTree as ET
 
@@ -136,6 +137,28 @@ def test_page_parses_and_holds_answers_sections_tables_and_svg(runs, tmp_path):
     assert "NOT the full-size appendix" in text
     assert "Measured by the RFD 1129 suite at commit" in block and "CPUs" in block
     assert "20_unmet: graphs found: 13" in block
+
+
+def test_pandoc_renders_the_page_with_its_answer_table_pipe_tables_and_inline_svg(runs, tmp_path):
+    """Quarto renders a .qmd with pandoc: the page must survive pandoc itself (pypandoc-binary ships it), not only a
+    CommonMark parser. Raw `{=html}` blocks pass through; pipe tables become tables; front matter becomes the title."""
+    import pypandoc
+
+    _, good, _ = runs
+    target, _ = publish_rfd(good, rfd_folder(tmp_path), questions=QUESTIONS)
+    html = pypandoc.convert_file(str(target), "html5", format="markdown", extra_args=["--standalone"])
+    tables = re.findall(r"<table.*?</table>", html, flags=re.S)
+    cells = [
+        [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<t[hd][^>]*>(.*?)</t[hd]>", t, re.S)] for t in tables
+    ]
+    answer = cells[0]
+    assert answer[:4] == ["Question", "Answer", "Rests on", "Status"]
+    assert "Does it fit?" in answer and "Yes: it fits in 3 GiB." in answer and "answered on a stand-in" in answer
+    assert any("one dense layer" in t and "3 GiB" in t for t in cells[1:])  # a notebook's pipe table
+    svgs = re.findall(r"<svg.*?</svg>", html, flags=re.S)
+    assert len(svgs) == 1
+    ET.fromstring(svgs[0])  # the inline figure arrives whole and well-formed
+    assert "<title>" in html and "<img" not in html
 
 
 def _refused(rfd, run_dir, match, **kw):
