@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any
 from weftlib import measure
 
 from . import conv, voxels, workloads
-from .footprint import DTYPES, features_bytes, gathered_bytes, grid_bytes, itemsize, table_bytes
+from .footprint import features_bytes, gathered_bytes, grid_bytes, itemsize, table_bytes
 
-__all__ = ["DTYPES", "measure_kernel_map", "measure_table", "measured_row", "model_table", "peak_model"]
+__all__ = ["measure_kernel_map", "measure_table", "measured_row", "model_table", "peak_model"]
 
 if TYPE_CHECKING:  # pandas is imported where tables are built: measuring subprocesses start faster without it
     import pandas as pd

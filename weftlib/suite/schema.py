@@ -124,7 +124,7 @@ def _shapes() -> tuple[str, ...]:
 
 
 def _dtypes() -> tuple[str, ...]:
-    from ..sparse.memory import DTYPES
+    from ..sparse.footprint import DTYPES
 
     return tuple(DTYPES)
 
