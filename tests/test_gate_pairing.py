@@ -96,7 +96,7 @@ def test_a_graph_the_gate_cannot_read_is_not_paired(tmp_path, ops, capsys):
 
 def test_both_reject_on_the_same_op(tmp_path, ops):
     text = rejection("UnsupportedOperationError in op /head/TopK: TopK operation is unsupported", model="head")
-    gate, result = run(tmp_path, ops, topk_head(), "head", text)
+    _gate, result = run(tmp_path, ops, topk_head(), "head", text)
     assert (result.verdict, result.agreement, result.gate_ops, result.dfc_ops) == (
         P.BOTH_REJECT,
         "same ops",

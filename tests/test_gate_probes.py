@@ -148,7 +148,7 @@ def test_the_packed_tool_runs_alone_with_the_double(pack, tmp_path):
         f"sys.exit(main([{str(pack.folder / pack.probes[0].file)!r}, '--out', {str(tmp_path / 'r.json')!r}]))\n"
     )
     env = {"PYTHONPATH": str(pack.folder / "dfc_tool"), "PATH": "/usr/bin:/bin"}
-    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
+    done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
     assert done.returncode == 0, done.stderr
     assert json.loads((tmp_path / "r.json").read_text())["verdict"] == "parsed"
 
@@ -232,7 +232,7 @@ def test_pack_of_exported_graphs_and_bad_folders(tmp_path):
         write_dfc_pack([a, a], tmp_path / "pack2")
     with pytest.raises(FileNotFoundError):
         write_dfc_pack([tmp_path / "none.onnx"], tmp_path / "pack3")
-    with pytest.raises(ValueError, match="no readable manifest.json"):
+    with pytest.raises(ValueError, match=r"no readable manifest\.json"):
         read_pack(tmp_path)
     assert main(["evidence", str(tmp_path / "nowhere")]) == 2
 

@@ -84,7 +84,7 @@ def test_unmet_dfc_names_the_script_inside_the_run_folder(tmp_path):
     results = {model: device_gate(model, load_device_ops())}
     pairings = {model: pair(results[model], None, model)}
     script = tmp_path / "05_gate_pairing" / "dfc_pack" / "run_dfc.sh"
-    answer, rests_on, unmet = conclusion(results, pairings, "not run", script, run_dir=tmp_path)
+    _answer, rests_on, unmet = conclusion(results, pairings, "not run", script, run_dir=tmp_path)
     assert rests_on["dfc"] == "not run" and len(unmet) == 1
     assert "run `bash 05_gate_pairing/dfc_pack/run_dfc.sh` in the run folder and rerun 05" in unmet[0]
     assert str(tmp_path) not in unmet[0] and "1 graphs unjudged" in unmet[0]

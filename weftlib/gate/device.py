@@ -131,11 +131,11 @@ def _with_parity(result: GateResult) -> GateResult:
         ok, diff, atol = bool(parity["parity_ok"]), float(parity["max_abs_diff"]), float(parity["atol"])
     except (ValueError, KeyError, TypeError) as exc:
         problem = f"unreadable numeric check {sidecar.name}: {exc}"
-        return replace(result, verdict=FAIL, problems=result.problems + (problem,))
+        return replace(result, verdict=FAIL, problems=(*result.problems, problem))
     if ok:
         return replace(result, parity=parity)
     problem = f"onnxruntime differs from torch by {diff:.3g} > {atol:.3g} (export check)"
-    return replace(result, verdict=FAIL, parity=parity, problems=result.problems + (problem,))
+    return replace(result, verdict=FAIL, parity=parity, problems=(*result.problems, problem))
 
 
 def _check_args(onnx_path: object, allow: object) -> DeviceOps:

@@ -184,7 +184,7 @@ def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str
     return tuple(sorted(ops)), tuple(unresolved)
 
 
-def _judge(
+def _judge(  # noqa: PLR0911 - a decision ladder, read top to bottom; each rung returns its verdict
     gate: GateResult, dfc: DfcResult | None, ops: tuple[str, ...], unresolved: tuple[str, ...], cause: str
 ) -> tuple[str, str, str, list[Edit]]:
     if dfc is None:

@@ -574,7 +574,9 @@ def _probe_entry(entry: Any, where: Path) -> Probe:
     return probe
 
 
-def probe_finding(probe: Probe, result: DfcResult | None, folder: Path) -> tuple[dict[str, Any] | None, str]:
+def probe_finding(  # noqa: PLR0911 - a decision ladder, read top to bottom; each rung returns its finding
+    probe: Probe, result: DfcResult | None, folder: Path
+) -> tuple[dict[str, Any] | None, str]:
     """(the evidence item a probe's DFC result adds, or None; what was found). Only an answer about the
     probe's own nodes becomes evidence: a failure on the wrapping layers, before any operator, or
     inconclusive, does not."""

@@ -289,10 +289,14 @@ def _head_merge_glued(ctx: Context, node: object) -> str | None:
         after = _sole_consumer(ctx, node, "Reshape")
         return f"before head merge {after.name!r}" if after is not None and _is_head_merge(ctx, after) else None
     source = ctx.producer(node.input[0])
-    if _is_head_merge(ctx, node) and source is not None and source.op_type == "Transpose":
-        if len(ctx.consumers(source.output[0])) == 1:
-            before, after = ctx.io_shapes(node)
-            return f"its Transpose, then {list(before or ())} -> {list(after or ())}"
+    if (
+        _is_head_merge(ctx, node)
+        and source is not None
+        and source.op_type == "Transpose"
+        and len(ctx.consumers(source.output[0])) == 1
+    ):
+        before, after = ctx.io_shapes(node)
+        return f"its Transpose, then {list(before or ())} -> {list(after or ())}"
     return None
 
 

@@ -80,7 +80,9 @@ def _versions(items: Iterable[Evidence]) -> str:
     return ", ".join(dict.fromkeys(f"DFC {e.dfc}" for e in items))
 
 
-def weigh(evidence: Iterable[Evidence], target_dfc: str, target_arch: str) -> Standing:
+def weigh(  # noqa: PLR0911 - the module docstring's order as a ladder, read top to bottom
+    evidence: Iterable[Evidence], target_dfc: str, target_arch: str
+) -> Standing:
     """The prediction `evidence` supports for the target (see the module docstring for the order)."""
     items = [e for e in evidence if e.seen != "assumed"]
     shown = tuple(e for e in items if e.retracted or reach(e, target_dfc, target_arch) == "off")
