@@ -269,24 +269,25 @@ def _op_named(message: str) -> str | None:
 
 
 def _verdict(scan: _Scan) -> DfcResult:
-    common = dict(model=scan.model, har=scan.har, last_frame=scan.last_frame, end_nodes=tuple(scan.end_nodes))
+    common = DfcResult(  # what every result below shares; each sets its verdict
+        "unrecognised", model=scan.model, har=scan.har, last_frame=scan.last_frame, end_nodes=tuple(scan.end_nodes)
+    )
     before = scan.completed_at if scan.completed_at is not None else float("inf")
     if scan.failure_at is not None and scan.failure_at < before:
         errors = tuple(dict.fromkeys(e for i, e in scan.errors if i < before))
         reason = _rejection_reason(scan, errors)
-        return DfcResult("rejected", errors=errors, exception=scan.exception, reason=reason, **common)
+        return replace(common, verdict="rejected", errors=errors, exception=scan.exception, reason=reason)
     if scan.completed_at is not None:
         reason = "translation completed" + ("" if scan.har else " (no HAR path in this text)")
-        return DfcResult("parsed", later_failure=scan.later_failure, reason=reason, **common)
+        return replace(common, verdict="parsed", later_failure=scan.later_failure, reason=reason)
     if scan.stray_exception:
-        return DfcResult(
-            "unrecognised",
+        return replace(
+            common,
             exception=scan.stray_exception,
             reason=f"{scan.stray_exception[:200]} with no sign of the DFC parser",
-            **common,
         )
     reason = "translation started but no result (truncated?)" if scan.started else "no DFC verdict found"
-    return DfcResult("unrecognised", reason=reason, **common)
+    return replace(common, reason=reason)
 
 
 def _rejection_reason(scan: _Scan, errors: tuple[DfcError, ...]) -> str:

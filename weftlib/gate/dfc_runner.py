@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib
 import os
 import shlex
+from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
@@ -151,16 +152,14 @@ def run_dfc(
         )
     except Exception as exc:  # the parser's rejection, or a plain exception from inside it
         return _rejection(exc, arch, version, str(model), model.stem.replace("-", "_"))
-    about = dict(arch=arch, dfc_version=version, source=str(model))  # the same on every result below
+    about = DfcResult("unrecognised", arch=arch, dfc_version=version, source=str(model))  # shared by all below
     try:
         runner.save_har(str(har))
     except Exception as exc:
-        return DfcResult(
-            "unrecognised", reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}", **about
-        )
+        return replace(about, reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}")
     if not har.is_file():
-        return DfcResult("unrecognised", reason=f"translated, but no HAR was written at {har}: not a pass", **about)
-    return DfcResult("parsed", har=str(har), model=model.stem, reason="translation completed, HAR saved", **about)
+        return replace(about, reason=f"translated, but no HAR was written at {har}: not a pass")
+    return replace(about, verdict="parsed", har=str(har), model=model.stem, reason="translation completed, HAR saved")
 
 
 def _rejection(exc: Exception, arch: str, version: str | None, source: str, model: str | None = None) -> DfcResult:

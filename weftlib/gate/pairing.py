@@ -107,12 +107,13 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
     gate_word = {"pass": "PASS", "unjudged": "UNJUDGED"}.get(
         gate.verdict, "FAIL (inputs)" if not gate.readable else "FAIL"
     )
-    base = dict(model=gate.name, gate=gate_word, gate_ops=gate.failing_ops)
     if dfc is not None:
         matched, refusal = _match(gate.name, dfc, by_hand)
         if refusal:
             return Pairing(
-                **base,
+                model=gate.name,
+                gate=gate_word,
+                gate_ops=gate.failing_ops,
                 dfc="refused",
                 dfc_ops=(),
                 unresolved_nodes=(),
@@ -132,7 +133,9 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
     ]
     verdict, agreement, meaning, edits = _judge(gate, dfc, ops, unresolved, cause)
     return Pairing(
-        **base,
+        model=gate.name,
+        gate=gate_word,
+        gate_ops=gate.failing_ops,
         dfc=dfc_word,
         dfc_ops=ops,
         unresolved_nodes=unresolved,
