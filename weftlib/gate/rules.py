@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from collections.abc import Callable
+from typing import SupportsInt
 
 import numpy as np
 import onnx
@@ -115,8 +116,26 @@ class Rule:
 # ------------------------------------------------------------------------------------------ helpers
 
 
+def _int_attr(node: onnx.NodeProto, name: str, default: int) -> int:
+    """An INT attribute (axis, keepdims) as the int the rules compare, or `default` when it is absent."""
+    value = attribute(node, name, default)
+    if not isinstance(value, SupportsInt):
+        raise TypeError(f"attribute {name!r} of {node.name!r} is not an integer: {value!r}")
+    return int(value)
+
+
+def _ints_attr(node: onnx.NodeProto, name: str) -> list[int] | None:
+    """An INTS attribute (perm, axes) as a list of ints, or None when it is absent."""
+    value = attribute(node, name)
+    if value is None:
+        return None
+    if not isinstance(value, list):
+        raise TypeError(f"attribute {name!r} of {node.name!r} is not a list of integers: {value!r}")
+    return [int(v) for v in value]
+
+
 def _perm(node: onnx.NodeProto, rank: int | None) -> list[int]:
-    perm = attribute(node, "perm")
+    perm = _ints_attr(node, "perm")
     return list(perm) if perm is not None else (list(range(rank))[::-1] if rank else [])
 
 
@@ -136,8 +155,8 @@ def _is_head_split(ctx: Context, node: onnx.NodeProto) -> bool:
         and len(before) in (2, 3)
         and len(after) == len(before) + 1
         and shuffles.split_last(before, after)
-        and ctx.producer(node.input[0]) is not None
-        and ctx.producer(node.input[0]).op_type != "Transpose"
+        and (source := ctx.producer(node.input[0])) is not None
+        and source.op_type != "Transpose"
     )
 
 
@@ -160,7 +179,8 @@ def _split_path(ctx: Context, node: onnx.NodeProto, limit: int = 40) -> str:
     RoPE), or "none" (no Transpose within `limit` nodes)."""
     if _sole_consumer(ctx, node, "Transpose") is not None:
         return "glued"
-    found, seen = set(), set()
+    found: set[str] = set()
+    seen: set[tuple[str, bool]] = set()
     frontier = [(n, False) for n in ctx.consumers(node.output[0])]
     while frontier and len(seen) < limit:
         user, crossed = frontier.pop()
@@ -180,7 +200,7 @@ def _split_path(ctx: Context, node: onnx.NodeProto, limit: int = 40) -> str:
 def _axes(ctx: Context, node: onnx.NodeProto) -> list[int] | None:
     """A reduction's axes (attribute, or input from opset 13/18 on), normalised; None: all axes."""
     rank = len(ctx.shape(node.input[0]) or ())
-    axes = attribute(node, "axes")
+    axes = _ints_attr(node, "axes")
     if axes is None and len(node.input) > 1 and node.input[1]:
         value = ctx.const(node.input[1])
         axes = None if value is None else [int(a) for a in np.ravel(value)]
@@ -295,8 +315,8 @@ def _head_merge_glued(ctx: Context, node: object) -> str | None:
         and source.op_type == "Transpose"
         and len(ctx.consumers(source.output[0])) == 1
     ):
-        before, after = ctx.io_shapes(node)
-        return f"its Transpose, then {list(before or ())} -> {list(after or ())}"
+        shape_in, shape_out = ctx.io_shapes(node)
+        return f"its Transpose, then {list(shape_in or ())} -> {list(shape_out or ())}"
     return None
 
 
@@ -323,7 +343,7 @@ def _batch_axis(ctx: Context, node: object) -> str | None:
         if all(ctx.format(n) == NONE for n in node.input if n):
             return None  # shape arithmetic, not data
         rank = len(after) if after else 0
-        axis = int(attribute(node, "axis", 0)) % rank if rank else None
+        axis = _int_attr(node, "axis", 0) % rank if rank else None
         if axis == 0:
             return "concatenates over axis 0 (batch)"
         return f"a batch of {after[0]} (windows stacked as a batch)" if after and rank >= 3 and after[0] > 1 else None
@@ -482,7 +502,7 @@ def _ex_lone_transpose() -> onnx.ModelProto:
 
 def _softmax_axis_is_last(ctx: Context, node: onnx.NodeProto) -> bool:
     rank = len(ctx.shape(node.input[0]) or ())
-    axis = int(attribute(node, "axis", -1 if (ctx.graph.opset or 13) >= 13 else 1))
+    axis = _int_attr(node, "axis", -1 if (ctx.graph.opset or 13) >= 13 else 1)
     return bool(rank) and axis % rank == rank - 1
 
 
@@ -531,14 +551,14 @@ def _layernorm(state: str) -> Callable[[Context, object], str | None]:
     def match(ctx: Context, node: object) -> str | None:
         assert isinstance(node, onnx.NodeProto)
         rank = len(ctx.shape(node.input[0]) or ())
-        last = bool(rank) and int(attribute(node, "axis", -1)) % rank == rank - 1
+        last = bool(rank) and _int_attr(node, "axis", -1) % rank == rank - 1
         source = ctx.producer(node.input[0])
         fed_by_concat = source is not None and source.op_type == "Concat"
         fmt = ctx.format(node.input[0])
         if state == "not_last":
             return None if last else f"axis {attribute(node, 'axis', -1)} of a rank-{rank} input"
         if state == "concat":
-            return f"its input is Concat {source.name!r}" if fed_by_concat else None
+            return f"its input is Concat {source.name!r}" if fed_by_concat and source is not None else None
         if not last or fed_by_concat:
             return None
         if state == TRACKED and fmt == TRACKED:
@@ -580,7 +600,7 @@ def _concat(state: str) -> Callable[[Context, object], str | None]:
         if state == NONE:
             return "no input has a format (shape arithmetic or constants only)" if set(formats) == {NONE} else None
         shape = ctx.shape(node.output[0])
-        height = shape is not None and len(shape) == 4 and int(attribute(node, "axis", 0)) % 4 == 2
+        height = shape is not None and len(shape) == 4 and _int_attr(node, "axis", 0) % 4 == 2
         if height != (state == "height") or not (TRACKED in formats and set(formats) <= {TRACKED, NONE}):
             return None
         where = "the height axis of an image" if height else f"axis {attribute(node, 'axis', 0)}"
@@ -678,7 +698,7 @@ def _reduce(kind: str) -> Callable[[Context, object], str | None]:
         if shape is None:
             return None
         rank, axes = len(shape), _axes(ctx, node)
-        keep = int(attribute(node, "keepdims", 1))
+        keep = _int_attr(node, "keepdims", 1)
         if kind in ("channel", "max_channel"):
             ok = axes == [_channel_axis(rank)] and keep == 1 and ctx.format(node.input[0]) == TRACKED
             return f"axis {axes[0]} (features) of a rank-{rank} input, keepdims" if ok and axes else None
@@ -783,7 +803,7 @@ def _ex_erf(in_gelu: bool) -> Callable[[], onnx.ModelProto]:
 def _onehot_chain(ctx: Context, node: onnx.NodeProto) -> bool:
     """OneHot(axis -1) -> Transpose(perm [0, 4, 2, 3, 1]) -> Squeeze(axis 4 or -1), nothing between
     (the DFC's `is_supported_one_hot`, as weftspun/rf-detr-cpp scripts/gate_onnx_device.py records it)."""
-    if int(attribute(node, "axis", -1)) != -1:
+    if _int_attr(node, "axis", -1) != -1:
         return False
     transpose = _sole_consumer(ctx, node, "Transpose")
     if transpose is None or _perm(transpose, 5) != [0, 4, 2, 3, 1]:
@@ -791,7 +811,7 @@ def _onehot_chain(ctx: Context, node: onnx.NodeProto) -> bool:
     squeeze = _sole_consumer(ctx, transpose, "Squeeze")
     if squeeze is None:
         return False
-    axes = ctx.const(squeeze.input[1]) if len(squeeze.input) > 1 else attribute(squeeze, "axes")
+    axes = ctx.const(squeeze.input[1]) if len(squeeze.input) > 1 else _ints_attr(squeeze, "axes")
     return axes is not None and [int(a) for a in np.ravel(axes)] in ([4], [-1])
 
 
