@@ -233,7 +233,7 @@ class _Where:
         return DeviceOpsError(f"{self.source}: {place}: {problem}")
 
     def mapping(
-        self, value: Any, place: str, keys: set[str] | None, required: set[str] = frozenset()
+        self, value: Any, place: str, keys: set[str] | None, required: frozenset[str] | set[str] = frozenset()
     ) -> dict[str, Any]:
         if not isinstance(value, dict):
             raise self.error(place, f"expected a mapping, got {type(value).__name__}")

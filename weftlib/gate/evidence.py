@@ -60,9 +60,9 @@ def contradictions(ops: DeviceOps) -> list[dict[str, object]]:
 def unjudged(ops: DeviceOps) -> dict[str, str]:
     """name -> why, for every op entry and rule the record leaves unjudged or rests on an inference: each
     wants a probe."""
-    out = {}
+    out: dict[str, str] = {}
     for row in evidence_table(ops):
         if row["prediction"] == UNJUDGED or row["inferred"]:
-            key = row["name"] if row["kind"] == "rule" else f"op:{row['name']}"
+            key = str(row["name"]) if row["kind"] == "rule" else f"op:{row['name']}"
             out[key] = f"{row['prediction']}: {row['basis']}" + (" (inferred)" if row["inferred"] else "")
     return dict(sorted(out.items()))

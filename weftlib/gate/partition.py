@@ -271,7 +271,7 @@ def translate_args(segment: Segment, graph: Graph) -> dict[str, Any]:
     members = set(segment.nodes)
     starts: dict[str, list[int]] = {}
     for t in segment.inputs:
-        shape = [int(d) for d in graph.shapes.get(t) or ()]
+        shape = list(_dims(graph.shapes.get(t) or ()))
         if t in inputs:
             starts[t] = shape
             continue
@@ -286,6 +286,14 @@ def translate_args(segment: Segment, graph: Graph) -> dict[str, Any]:
     }
 
 
+def _dims(shape: tuple[int | None, ...]) -> tuple[int, ...]:
+    """A shape whose dimensions are all static; a None one is a TypeError, as int(None) or math.prod was."""
+    dims = tuple(d for d in shape if d is not None)
+    if len(dims) != len(shape):
+        raise TypeError(f"shape {shape} has a dimension that is not static")
+    return dims
+
+
 def node_macs(node: onnx.NodeProto, graph: Graph) -> int:
     """Multiply-accumulates of a MatMul, Gemm or Conv from its static shapes (0 for anything else)."""
     out = graph.shapes.get(node.output[0]) if node.output else None
@@ -298,18 +306,20 @@ def node_macs(node: onnx.NodeProto, graph: Graph) -> int:
             if node.op_type == "Gemm" and any(x.name == "transA" and x.i for x in node.attribute)
             else (a[-1] if a else None)
         )
-        return int(math.prod(out) * k) if isinstance(k, int) else 0
+        return int(math.prod(_dims(out)) * k) if isinstance(k, int) else 0
     if node.op_type == "Conv":
         w = graph.shapes.get(node.input[1]) or ()
         if len(w) < 3 or any(d is None for d in w):
             return 0
-        return int(math.prod(out) * math.prod(w[1:]))
+        return int(math.prod(_dims(out)) * math.prod(_dims(w[1:])))
     return 0
 
 
 def node_params(node: onnx.NodeProto, graph: Graph) -> int:
     return sum(
-        int(math.prod(graph.shapes.get(t) or ())) for t in node.input if t in graph.constants and t in graph.shapes
+        int(math.prod(_dims(graph.shapes.get(t) or ())))
+        for t in node.input
+        if t in graph.constants and t in graph.shapes
     )
 
 
@@ -350,7 +360,7 @@ def coverage(segments: list[Segment], graph: Graph) -> Coverage:
         macs=(sum(macs[n] for n in device), sum(macs.values())),
         params=(sum(params[n] for n in device), sum(params.values())),
         crossings=len(moving),
-        bytes_crossing=sum(int(math.prod(graph.shapes.get(t) or (0,))) * _itemsize(graph, t) for t in moving),
+        bytes_crossing=sum(int(math.prod(_dims(graph.shapes.get(t) or (0,)))) * _itemsize(graph, t) for t in moving),
     )
 
 

@@ -139,7 +139,8 @@ def write_dfc_pack(
     _write_tool(folder / TOOL)
     script = folder / SCRIPT
     cuts = cuts or {}
-    unknown = sorted({c.get("graph") for c in cuts.values()} - set(names))
+    wanted: set[Any] = {c.get("graph") for c in cuts.values()}  # a cut's fields are read from YAML
+    unknown = sorted(wanted - set(names))
     if unknown:
         raise ValueError(f"cuts: graphs {unknown} are not in the pack")
     script.write_text(script_text(names, arch, cuts))
@@ -185,7 +186,7 @@ def script_text(graphs: Sequence[str], arch: str, cuts: dict[str, dict[str, Any]
         'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
         "status=0",
     ]
-    parses = [(name, Path(name).stem, {}) for name in graphs]
+    parses: list[tuple[str, str, dict[str, Any]]] = [(name, Path(name).stem, {}) for name in graphs]
     parses += [(cut["graph"], stem, cut) for stem, cut in (cuts or {}).items()]
     for name, stem, cut in parses:
         inner = [
