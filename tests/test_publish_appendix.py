@@ -13,7 +13,7 @@ import sys
 import pytest
 
 from weftlib.__main__ import main
-from weftlib.suite import publish, runner
+from weftlib.suite import publish, runfolder
 from weftlib.suite.files import write_atomic
 
 
@@ -22,7 +22,7 @@ def make_run(root, name, text):
     (run / "01_x").mkdir(parents=True)
     (run / "index.html").write_text(text)
     (run / "01_x" / "metrics.json").write_text(f'{{"run": "{name}"}}')
-    runner.write_state(run, "passed")
+    runfolder.write_state(run, "passed")
     return run
 
 
@@ -139,7 +139,7 @@ def test_status_reads_the_published_link(tmp_path, capsys):
     publish.publish_appendix(make_run(tmp_path, "run", "run"), appendix)
     assert main(["status", str(appendix)]) == 0
     assert '"state": "passed"' in capsys.readouterr().out
-    assert runner.read_state(appendix)["state"] == "passed"
+    assert runfolder.read_state(appendix)["state"] == "passed"
 
 
 # ---- targets the suite did not create are refused; nothing is adopted, moved or deleted ------------------------

@@ -59,33 +59,6 @@ def test_conclude_records_answer_and_status(tmp_path):
         rec.conclude("  ", rests_on={})
 
 
-@pytest.mark.parametrize(
-    "value, unit, digits, text",
-    [
-        (7.152557373046875e-07, None, 3, "7.15 × 10⁻⁷"),
-        (3 * 2**30, "B", 3, "3 GiB"),
-        (5_497_558_138_880, "B", 3, "5 TiB"),
-        (512, "B", 3, "512 B"),
-        (0.0834, "s", 3, "83.4 ms"),
-        (1020.0, "s", 2, "17 min"),
-        (110.4, "s", 2, "1 min 50 s"),
-        (3725.0, "s", 3, "1 h 02 min"),
-        (2.345, "x", 3, "2.35×"),
-        (1234567, None, 3, "1,234,567"),
-        (12345.678, None, 3, "12,300"),
-        (0.5, None, 3, "0.5"),
-        (True, None, 3, "yes"),
-        (None, None, 3, "none"),
-        ({"DFC not run": 13}, None, 3, "DFC not run: 13"),
-        (["gather", "matmul"], None, 3, "gather, matmul"),
-        ([], None, 3, "none"),
-        ("Flex only", None, 3, "Flex only"),
-    ],
-)
-def test_format_value_reads_like_a_person_wrote_it(value, unit, digits, text):
-    assert record.format_value(value, unit, digits) == text
-
-
 def test_headline_labels_units_describe_and_demote(tmp_path):
     rec = record.Recorder("99_x", tmp_path)
     rec.record("worst_abs_diff", 7.152557373046875e-07, headline=True)

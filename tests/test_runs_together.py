@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import REPO, write_notebook
-from weftlib.suite import runner
+from weftlib.suite import runfolder, runner
 
 DRIVER = """
 import sys, time
@@ -70,7 +70,7 @@ def finish(runs: list[tuple[Path, subprocess.Popen]]) -> None:
     for out, proc in runs:
         text, _ = proc.communicate(timeout=300)
         assert proc.returncode == 0, text[-3000:]
-        assert runner.read_state(out)["state"] == "passed", text[-3000:]
+        assert runfolder.read_state(out)["state"] == "passed", text[-3000:]
         assert "Invalid Signature" not in text and "ZMQError" not in text, text[-3000:]
 
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from weftlib.suite import params, runner
+from weftlib.suite import params, runfolder, runner
 
 
 def run(tiny_suite, tmp_path, names, appendix):
@@ -25,7 +25,7 @@ def test_clean_run_publishes_and_indexes(tiny_suite, tmp_path):
     assert summary["passed"] and summary["notebooks"][0]["headline"] == {"size": 3}
     assert summary["provenance"]["versions"]["torch"].startswith("2.13.0")
     assert (tmp_path / "appendix" / "10_ok.html").exists()
-    assert runner.read_state(tmp_path / "appendix")["state"] == "passed"  # the published copy says so too
+    assert runfolder.read_state(tmp_path / "appendix")["state"] == "passed"  # the published copy says so too
     assert "10_ok" in (tmp_path / "appendix" / "index.html").read_text()
 
 
@@ -138,7 +138,7 @@ def test_a_failure_on_line_12_of_a_cell_names_that_line(tmp_path):
 
 def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_path):
     result = run(tiny_suite, tmp_path, ["10_ok"], None)
-    assert runner.read_state(result.run_dir)["state"] == "passed"
+    assert runfolder.read_state(result.run_dir)["state"] == "passed"
     summary = json.loads((result.run_dir / "summary.json").read_text())
     assert list(summary)[:2] == ["answers", "scope"]  # the summary opens with the answer table
     assert summary["answers"][0]["status"] == "unanswered: recorded no conclusion"
@@ -186,14 +186,14 @@ def test_a_long_step_is_announced_only_where_the_same_cell_ran_last_time(tiny_su
 def test_state_says_interrupted_when_the_runner_is_gone(tmp_path):
     run_dir = tmp_path / "r"
     run_dir.mkdir()
-    runner.write_state(run_dir, "running")
-    assert runner.read_state(run_dir)["state"] == "running"  # this process is alive
+    runfolder.write_state(run_dir, "running")
+    assert runfolder.read_state(run_dir)["state"] == "running"  # this process is alive
     state = json.loads((run_dir / "state.json").read_text())
     state["pid"] = 2**22 + 12345  # beyond pid_max: no such process
     (run_dir / "state.json").write_text(json.dumps(state))
-    got = runner.read_state(run_dir)
+    got = runfolder.read_state(run_dir)
     assert got["state"] == "interrupted" and "gone" in got["reason"]
-    assert runner.read_state(tmp_path)["state"] == "unknown"
+    assert runfolder.read_state(tmp_path)["state"] == "unknown"
 
 
 _DRIVER = """
@@ -241,7 +241,7 @@ def test_stopped_run_says_interrupted_in_one_line(tmp_path, signame):
     assert proc.returncode == 130, err
     assert err.strip().splitlines() == [err.strip()], err  # exactly one line
     assert err.startswith("interrupted:") and signame in err and "Traceback" not in err
-    state = runner.read_state(out)
+    state = runfolder.read_state(out)
     assert state["state"] == "interrupted" and state["notebook"] == "10_slow" and signame in state["reason"]
     assert (out / "index.html").exists()
 
@@ -251,12 +251,12 @@ def test_status_command_reports_the_state(tmp_path, capsys):
 
     run_dir = tmp_path / "r"
     run_dir.mkdir()
-    runner.write_state(run_dir, "passed")
+    runfolder.write_state(run_dir, "passed")
     assert main(["status", str(run_dir)]) == 0 and '"state": "passed"' in capsys.readouterr().out
-    runner.write_state(run_dir, "interrupted", reason="stopped by SIGTERM")
+    runfolder.write_state(run_dir, "interrupted", reason="stopped by SIGTERM")
     assert main(["status", str(run_dir)]) == 1 and "SIGTERM" in capsys.readouterr().out
     with pytest.raises(ValueError, match="state must be one of"):
-        runner.write_state(run_dir, "done")
+        runfolder.write_state(run_dir, "done")
 
 
 @pytest.mark.parametrize("outside, seen", [(None, None), ("0", "0")])

@@ -86,7 +86,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{args.params}: {len(plan.notebooks)} notebooks, parameters valid (hash {plan.digest()})")
             return 0
         if args.command == "status":
-            from .suite.runner import read_state
+            from .suite.runfolder import read_state
 
             state = read_state(args.run_dir)
             print(json.dumps(state, indent=2))

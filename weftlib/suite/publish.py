@@ -24,7 +24,9 @@ import markupsafe
 
 from .files import locked, write_atomic
 from .provenance import describe_code, environment, outside_code
-from .record import answer_status, format_duration, format_value, jsonable, load_metrics, timing_quality
+from .runfolder import read_state
+from ..formatting import format_duration, format_value
+from .record import answer_status, jsonable, load_metrics, timing_quality
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -543,7 +545,6 @@ def _svg_block(svg: Path) -> str | None:
 
 def check_run(run_dir: Path) -> dict[str, Any]:
     """The summary of a run that may be published; PublishError for a failed, partial or unfinished one."""
-    from .runner import read_state
 
     summary_path = run_dir / "summary.json"
     if not run_dir.is_dir():

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import socket
 import sys
 import tempfile
 import threading
@@ -29,22 +28,20 @@ from collections.abc import Callable
 from unittest import mock
 
 from . import params as params_mod
-from .files import write_atomic
 from .publish import check_target, publish_appendix, render_html, write_index
 from ..console import HEADLESS_ENV
 from ..measure import ALLOCATOR_ENV
 from ..paths import REPO_ROOT
 from .provenance import describe_code, outside_code
-from .record import format_duration as _duration
+from ..formatting import format_duration as _duration
 from .record import headlines, load_metrics
+from .runfolder import write_state
 
 KERNEL_NAME = "weftlib"
 RUNS_DIR = REPO_ROOT / "outputs" / "runs"
 APPENDIX_DIR = REPO_ROOT / "outputs" / "appendix"
 SMOKE_DIR = REPO_ROOT / "outputs" / "smoke"
-STATE_FILE = "state.json"
 LONG_STEP_S = 10.0  # a cell that takes longer than this (now or in the last run) gets its own progress line
-STATES = ("running", "interrupted", "failed", "passed")
 
 
 class RunInterrupted(Exception):
@@ -93,60 +90,6 @@ class RunResult:
     @property
     def passed(self) -> bool:
         return all(nb.status == "passed" for nb in self.notebooks)
-
-
-# ---- the state file ----------------------------------------------------------------------------------------
-
-
-def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:
-    """Write `state.json` atomically: the run's state, this runner's pid and host, and what it was doing."""
-    if state not in STATES:
-        raise ValueError(f"state must be one of {STATES}, got {state!r}")
-    payload = {
-        "state": state,
-        "pid": os.getpid(),
-        "host": socket.gethostname(),
-        "updated": datetime.now(UTC).isoformat(timespec="seconds"),
-        **detail,
-    }
-    write_atomic(run_dir / STATE_FILE, json.dumps(payload, indent=2, default=str))
-    return payload
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
-    """A run folder's state; "running" whose runner (same host) is gone is reported as "interrupted"."""
-    path = Path(run_dir) / STATE_FILE
-    if not path.is_file():
-        return {"state": "unknown", "reason": f"no {STATE_FILE} in {run_dir}: not a run folder of this suite"}
-    try:
-        state = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        return {"state": "unknown", "reason": f"{path} is unreadable or not JSON ({exc}): not a state this suite wrote"}
-    if not isinstance(state, dict) or not isinstance(state.get("state"), str):
-        return {"state": "unknown", "reason": f"{path} holds no run state this suite wrote"}
-    pid = state.get("pid")
-    if (
-        state["state"] == "running"
-        and state.get("host") == socket.gethostname()
-        and isinstance(pid, int)
-        and not _alive(pid)
-    ):
-        state = {
-            **state,
-            "state": "interrupted",
-            "reason": f"the runner (pid {pid}) is gone: killed without a chance to say so",
-        }
-    return state
 
 
 # ---- run folders, kernels, errors -------------------------------------------------------------------------
