@@ -13,7 +13,8 @@ import sys
 import pytest
 
 from weftlib.__main__ import main
-from weftlib.suite import publish, runfolder
+from weftlib.suite import appendix as swap
+from weftlib.suite import runfolder
 from weftlib.suite.files import write_atomic
 
 
@@ -27,14 +28,14 @@ def make_run(root, name, text):
 
 
 def copies(appendix):
-    return sorted(p for p in publish.versions_dir(appendix).iterdir() if publish.VERSION_NAME.match(p.name))
+    return sorted(p for p in swap.versions_dir(appendix).iterdir() if swap.VERSION_NAME.match(p.name))
 
 
 def snapshot(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def traced_publish(run, appendix, seen, files=(publish.__file__,)):
+def traced_publish(run, appendix, seen, files=(swap.__file__,)):
     """publish_appendix with the appendix's index read before every line executed in `files`."""
     index = appendix / "index.html"
 
@@ -48,14 +49,14 @@ def traced_publish(run, appendix, seen, files=(publish.__file__,)):
 
     sys.settrace(tracer)
     try:
-        return publish.publish_appendix(run, appendix)
+        return swap.publish_appendix(run, appendix)
     finally:
         sys.settrace(None)
 
 
 def test_a_reader_never_finds_the_appendix_missing(tmp_path):
     appendix = tmp_path / "outputs" / "appendix"
-    publish.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
+    swap.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
     seen = []
     result = traced_publish(make_run(tmp_path, "new", "new"), appendix, seen)
     assert result == appendix and appendix.is_symlink()
@@ -76,7 +77,7 @@ def test_the_check_catches_a_two_rename_swap(tmp_path, monkeypatch):
         shutil.rmtree(retired)
         return appendix
 
-    monkeypatch.setattr(publish, "publish_appendix", two_renames)
+    monkeypatch.setattr(swap, "publish_appendix", two_renames)
     appendix = tmp_path / "appendix"
     shutil.copytree(make_run(tmp_path, "old", "old"), appendix)
     seen = []
@@ -86,20 +87,20 @@ def test_the_check_catches_a_two_rename_swap(tmp_path, monkeypatch):
 
 def test_a_failed_copy_leaves_the_appendix_byte_identical_and_no_debris(tmp_path, monkeypatch):
     appendix = tmp_path / "appendix"
-    publish.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
+    swap.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
     before, link_before = snapshot(appendix), os.readlink(appendix)
-    versions_before = sorted(publish.versions_dir(appendix).iterdir())
+    versions_before = sorted(swap.versions_dir(appendix).iterdir())
 
     def half_copy(src, dst, **kw):
         (dst / "01_x").mkdir(parents=True)
         (dst / "index.html").write_text("half")
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(publish.shutil, "copytree", half_copy)
+    monkeypatch.setattr(swap.shutil, "copytree", half_copy)
     with pytest.raises(OSError, match="No space left"):
-        publish.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
+        swap.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
     assert snapshot(appendix) == before and os.readlink(appendix) == link_before
-    assert sorted(publish.versions_dir(appendix).iterdir()) == versions_before
+    assert sorted(swap.versions_dir(appendix).iterdir()) == versions_before
 
 
 def test_a_published_copy_links_the_runs_files_and_keeps_them_when_the_run_is_written_again(tmp_path, monkeypatch):
@@ -107,7 +108,7 @@ def test_a_published_copy_links_the_runs_files_and_keeps_them_when_the_run_is_wr
     suite writes it) leaves the published file as it was; where no link can be made, the file is copied."""
     run = make_run(tmp_path, "run", "first")
     appendix = tmp_path / "outputs" / "appendix"
-    publish.publish_appendix(run, appendix)
+    swap.publish_appendix(run, appendix)
     published = appendix / "01_x" / "metrics.json"
     assert published.stat().st_ino == (run / "01_x" / "metrics.json").stat().st_ino
     write_atomic(run / "index.html", "rewritten")
@@ -116,8 +117,8 @@ def test_a_published_copy_links_the_runs_files_and_keeps_them_when_the_run_is_wr
     def no_link(src, dst):
         raise OSError(18, "Invalid cross-device link")
 
-    monkeypatch.setattr(publish.os, "link", no_link)
-    publish.publish_appendix(make_run(tmp_path, "other", "second"), appendix)
+    monkeypatch.setattr(swap.os, "link", no_link)
+    swap.publish_appendix(make_run(tmp_path, "other", "second"), appendix)
     assert (appendix / "index.html").read_text() == "second"
     assert (appendix / "index.html").stat().st_ino != (tmp_path / "other" / "index.html").stat().st_ino
 
@@ -125,7 +126,7 @@ def test_a_published_copy_links_the_runs_files_and_keeps_them_when_the_run_is_wr
 def test_old_versions_are_removed_and_the_link_survives_a_move(tmp_path):
     appendix = tmp_path / "outputs" / "appendix"
     for n in range(4):
-        publish.publish_appendix(make_run(tmp_path, f"run{n}", f"run {n}"), appendix)
+        swap.publish_appendix(make_run(tmp_path, f"run{n}", f"run {n}"), appendix)
     kept = copies(appendix)
     assert len(kept) == 2  # the published copy and the one it replaced
     assert {(k / "index.html").read_text() for k in kept} == {"run 2", "run 3"}
@@ -136,7 +137,7 @@ def test_old_versions_are_removed_and_the_link_survives_a_move(tmp_path):
 
 def test_status_reads_the_published_link(tmp_path, capsys):
     appendix = tmp_path / "appendix"
-    publish.publish_appendix(make_run(tmp_path, "run", "run"), appendix)
+    swap.publish_appendix(make_run(tmp_path, "run", "run"), appendix)
     assert main(["status", str(appendix)]) == 0
     assert '"state": "passed"' in capsys.readouterr().out
     assert runfolder.read_state(appendix)["state"] == "passed"
@@ -156,8 +157,8 @@ def users_folder(path):
 def refused(run, target, match):
     parent = target.parent
     before = {p: (p.is_symlink(), p.read_bytes() if p.is_file() else None) for p in sorted(parent.rglob("*"))}
-    with pytest.raises(publish.PublishError, match=match):
-        publish.publish_appendix(run, target)
+    with pytest.raises(swap.PublishError, match=match):
+        swap.publish_appendix(run, target)
     after = {p: (p.is_symlink(), p.read_bytes() if p.is_file() else None) for p in sorted(parent.rglob("*"))}
     assert after == before  # nothing written, moved or removed
 
@@ -169,7 +170,7 @@ def test_an_existing_folder_is_refused_twice_and_kept_whole(tmp_path):
     for n in range(2):
         refused(make_run(tmp_path, f"run{n}", "new"), target, "a folder the suite did not create")
     assert snapshot(target) == before and not target.is_symlink()
-    assert not publish.versions_dir(target).exists()
+    assert not swap.versions_dir(target).exists()
 
 
 def test_a_file_a_foreign_link_or_a_foreign_versions_folder_is_refused(tmp_path):
@@ -200,8 +201,8 @@ def test_the_working_directory_the_checkout_and_the_run_itself_are_refused(tmp_p
         (run, "the run folder"),
         (run / "inside", "the run folder or inside it"),
     ):
-        with pytest.raises(publish.PublishError, match=match):
-            publish.check_target(target, run)
+        with pytest.raises(swap.PublishError, match=match):
+            swap.check_target(target, run)
     assert snapshot(work) == {p.relative_to(work): p.read_bytes() for p in work.rglob("*") if p.is_file()}
 
 
@@ -218,11 +219,11 @@ def test_the_command_line_refuses_the_target_before_anything_runs(tmp_path, caps
 
 def test_nothing_in_the_versions_folder_but_the_suites_copies_is_removed(tmp_path):
     appendix = tmp_path / "appendix"
-    publish.publish_appendix(make_run(tmp_path, "a", "a"), appendix)
-    stray = publish.versions_dir(appendix) / "keep-me.txt"
+    swap.publish_appendix(make_run(tmp_path, "a", "a"), appendix)
+    stray = swap.versions_dir(appendix) / "keep-me.txt"
     stray.write_text("mine")
     for n in range(3):
-        publish.publish_appendix(make_run(tmp_path, f"r{n}", f"r{n}"), appendix)
+        swap.publish_appendix(make_run(tmp_path, f"r{n}", f"r{n}"), appendix)
     assert stray.read_text() == "mine" and len(copies(appendix)) == 2
 
 
@@ -232,10 +233,10 @@ PUBLISHER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from weftlib.suite import publish
+from weftlib.suite import appendix as swap
 time.sleep(max(0.0, {start!r} - time.time()))
 for n in range({times}):
-    publish.publish_appendix(Path({run!r}), Path({appendix!r}))
+    swap.publish_appendix(Path({run!r}), Path({appendix!r}))
 """
 
 
@@ -286,7 +287,7 @@ def test_a_copy_that_fails_file_by_file_says_so_in_one_line(tmp_path, monkeypatc
     """A full disk fails copytree once per file (shutil.Error with a list): the error names how many, the
     reason once and the first file, in one short line, and the appendix is left as it was."""
     appendix = tmp_path / "appendix"
-    publish.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
+    swap.publish_appendix(make_run(tmp_path, "old", "old"), appendix)
     before = snapshot(appendix)
     why = "[Errno 28] No space left on device: '{0}' -> '{1}'"
     errors = [
@@ -297,9 +298,9 @@ def test_a_copy_that_fails_file_by_file_says_so_in_one_line(tmp_path, monkeypatc
         (dst / "01_x").mkdir(parents=True)
         raise shutil.Error(errors)
 
-    monkeypatch.setattr(publish.shutil, "copytree", full_disk)
+    monkeypatch.setattr(swap.shutil, "copytree", full_disk)
     with pytest.raises(OSError) as caught:
-        publish.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
+        swap.publish_appendix(make_run(tmp_path, "new", "new"), appendix)
     message = str(caught.value)
     assert "500 files" in message and "[Errno 28] No space left on device" in message and "/run/0.onnx" in message
     assert len(message) < 400 and "\n" not in message and message.count("No space") == 1
