@@ -1,0 +1,50 @@
+"""Time and peak memory, measured the way the appendix reports them, one job per module:
+
+- `timing`: medians of repeats (one slow repeat from a busy neighbour does not move a median), stopped early
+  once long calls agree, and torch's thread count for a measurement;
+- `peak`: peak memory of one call in a fresh process forked from a server, and the allocator settings the
+  runner gives every kernel;
+- `limits`: the machine's sgemm and copy rates, measured in the same run, and the lower bound they give a time
+  (`limit_seconds`: compulsory bytes at the copy rate or FLOPs at the sgemm rate), which it must not beat;
+- `bracket`: those rates measured around every timed block, so a row says whether the machine was quiet.
+
+Callers use the names below as `measure.<name>`.
+"""
+
+from .bracket import CONTENDED, Bracket
+from .limits import (
+    BoundBeaten,
+    MachineLimits,
+    bound_of,
+    check_bound,
+    copy_gbps,
+    limit_seconds,
+    machine_limits,
+    sgemm_gflops,
+)
+from .peak import ALLOCATOR_ENV, measure_here, peak_rss_subprocess
+from .timing import AGREE, LONG_CALL_S, median_seconds, sample_adaptive, sample_seconds, settled, spread, torch_threads
+
+__all__ = [
+    "AGREE",
+    "ALLOCATOR_ENV",
+    "CONTENDED",
+    "LONG_CALL_S",
+    "BoundBeaten",
+    "Bracket",
+    "MachineLimits",
+    "bound_of",
+    "check_bound",
+    "copy_gbps",
+    "limit_seconds",
+    "machine_limits",
+    "measure_here",
+    "median_seconds",
+    "peak_rss_subprocess",
+    "sample_adaptive",
+    "sample_seconds",
+    "settled",
+    "sgemm_gflops",
+    "spread",
+    "torch_threads",
+]

@@ -1,0 +1,129 @@
+"""Whether the machine was quiet while a block was timed: its rates measured right before and right after the
+block, and the CPU other work took meanwhile (`Bracket`).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .limits import MachineLimits, machine_limits
+from .timing import sample_seconds
+
+CONTENDED = 0.25  # a timed block is contended when its rates before and after differ by more than this fraction,
+# or when other work took more than this share of a core while it ran
+_PROC_STAT = Path("/proc/stat")
+
+
+def _cpu_seconds() -> tuple[float | None, float]:
+    """(CPU seconds every core of the machine has been busy, hypervisor steal included, or None where
+    /proc/stat cannot be read; CPU seconds of this process and its reaped children)."""
+    own = os.times()
+    mine = own.user + own.system + own.children_user + own.children_system
+    try:
+        fields = _PROC_STAT.read_text().split("\n", 1)[0].split()
+    except OSError:
+        return None, mine
+    if not fields or fields[0] != "cpu":
+        return None, mine
+    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
+    busy = sum(ticks) - ticks[3] - ticks[4]
+    return busy / os.sysconf("SC_CLK_TCK"), mine
+
+
+class Bracket:
+    """The machine's rates (`machine_limits`) measured right before and right after one timed block, and the
+    CPU other work took while it ran, so a timed row says how quiet the machine was:
+
+        with measure.Bracket(threads) as block:
+            samples = block.timed(call, repeats=3)
+        row.update(block.verdict())
+
+    `verdict` keeps the rates taken nearer the timed calls (never the better of the two) and marks the block
+    contended when the two differ by more than `CONTENDED` or other work took more than `CONTENDED` of a core.
+    Each rate is the fastest of `repeats` calls (a fraction of a second for both): on a virtual machine whose host
+    lends its cores to others, the rates dip for tenths of a second with no process of its own to blame, and a
+    dip that outlasts a sample is interference the timed row may have met too, so it marks the row.
+    Work timed elsewhere (a child process) is placed with `note(start, end)` (`time.perf_counter` values).
+    """
+
+    def __init__(self, threads: int | None = None, repeats: int = 9) -> None:
+        self.threads, self.repeats = threads, repeats
+        self.before: MachineLimits | None = None
+        self.after: MachineLimits | None = None
+        self.window: tuple[float, float] | None = None
+        self._marks: dict[str, float] = {}
+        self._forked_cpu = 0.0
+        self._cpu: tuple[tuple[float | None, float], tuple[float | None, float]] | None = None
+
+    def __enter__(self) -> Bracket:
+        cpu = _cpu_seconds()
+        self._marks["start"] = time.perf_counter()
+        self.before = machine_limits(self.threads, self.repeats)
+        self._marks["before_end"] = time.perf_counter()
+        self._cpu = (cpu, cpu)
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is not None:
+            return
+        self._marks["after_start"] = time.perf_counter()
+        self.after = machine_limits(self.threads, self.repeats)
+        self._marks["end"] = time.perf_counter()
+        self._cpu = (self._cpu[0], _cpu_seconds()) if self._cpu else None
+
+    def note(self, start: float, end: float, cpu_seconds: float = 0.0) -> None:
+        """Add [start, end] (perf_counter seconds) to the block's timed window, and the CPU seconds of a
+        measuring process that ran for it (forked by the forkserver, not this process's child, so its CPU
+        would otherwise count as other work)."""
+        lo, hi = self.window or (start, end)
+        self.window = (min(lo, start), max(hi, end))
+        self._forked_cpu += cpu_seconds
+
+    def timed(self, fn: Callable[[], Any], repeats: int = 5, warmup: int = 0) -> list[float]:
+        """`sample_seconds` inside the block, its timed calls (not the warm-up) noted as the window."""
+        for _ in range(max(warmup, 0)):
+            fn()
+        start = time.perf_counter()
+        samples = sample_seconds(fn, repeats, 0)
+        self.note(start, time.perf_counter())
+        return samples
+
+    def verdict(self) -> dict[str, Any]:
+        """The row's rates and how quiet the block was: `sgemm_gflops`, `copy_gbps`, `load_average` from the
+        nearer sample (`rates_from`), both samples, `rate_change` (largest relative change of a rate),
+        `others_cores` (CPU other processes and the hypervisor took, in cores; None off Linux) and `contended`."""
+        if self.before is None or self.after is None:
+            raise RuntimeError("verdict: the block has not finished (use `with Bracket(...) as block:`)")
+        lo, hi = self.window or (self._marks["before_end"], self._marks["after_start"])
+        nearer = "before" if lo - self._marks["before_end"] < self._marks["after_start"] - hi else "after"
+        chosen = self.before if nearer == "before" else self.after
+        change = max(
+            max(self.before[k], self.after[k]) / min(self.before[k], self.after[k]) - 1
+            for k in ("sgemm_gflops", "copy_gbps")
+        )
+        others = None
+        if self._cpu is None:
+            raise RuntimeError("Bracket: verdict() before the block ended")
+        (busy0, mine0), (busy1, mine1) = self._cpu
+        wall = self._marks["end"] - self._marks["start"]
+        if busy0 is not None and busy1 is not None and wall > 0:
+            others = max(0.0, (busy1 - busy0) - (mine1 - mine0) - self._forked_cpu) / wall
+        return {
+            "sgemm_gflops": chosen["sgemm_gflops"],
+            "copy_gbps": chosen["copy_gbps"],
+            "load_average": chosen["load_average"],
+            "rates_from": nearer,
+            "rates_before": _rates(self.before),
+            "rates_after": _rates(self.after),
+            "rate_change": change,
+            "others_cores": others,
+            "contended": bool(change > CONTENDED or (others is not None and others > CONTENDED)),
+        }
+
+
+def _rates(limits: MachineLimits) -> dict[str, float]:
+    return {k: round(float(limits[k]), 3) for k in ("sgemm_gflops", "copy_gbps", "load_average")}

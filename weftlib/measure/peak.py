@@ -1,0 +1,149 @@
+"""Peak memory of one call, measured in a fresh Python process per measurement: an allocator that kept pages
+from an earlier measurement would otherwise hide the next one's peak. The processes are forked from a server
+that has only imported the workload's module (multiprocessing's forkserver), so each starts in milliseconds
+with the allocator state of a new interpreter, instead of importing torch again.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from .timing import sample_adaptive
+
+# Transparent huge pages for large buffers, asked for by torch's CPU allocator (its own switch) and by glibc's
+# malloc (numpy, onnxruntime): the suite's large calls (natten's dense scores, onnxruntime's cut proofs) spend
+# much of their time faulting in fresh 4 KiB pages, and huge pages fault in 512 times fewer; the sparse peaks
+# measured do not move with it (the README holds the figures). The runner gives these to every kernel it
+# starts (a value already set wins).
+ALLOCATOR_ENV = {"THP_MEM_ALLOC_ENABLE": "1", "GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}
+
+_CLEAR_REFS = Path("/proc/self/clear_refs")
+_STATUS = Path("/proc/self/status")
+
+
+def _status_bytes(field: str) -> int:
+    """A `VmRSS`/`VmHWM` line of /proc/self/status in bytes."""
+    for line in _STATUS.read_text().splitlines():
+        if line.startswith(field + ":"):
+            return int(line.split()[1]) * 1024
+    raise RuntimeError(f"{field} not found in {_STATUS}")
+
+
+def _reset_peak() -> bool:
+    """Reset the kernel's high-water mark of resident memory (Linux >= 4.0); False where it cannot."""
+    try:
+        _CLEAR_REFS.write_text("5")
+        return True
+    except OSError:
+        return False
+
+
+def measure_here(run: Callable[[], Any], repeats: int = 1, save: str | None = None) -> dict[str, Any]:
+    """Peak extra resident memory and wall time of `run()` in this process (call it in a fresh one).
+
+    With `repeats` > 1 the measured call is also the first timing sample and more calls follow
+    (`sample_adaptive`: a call of seconds stops at two samples that agree), so peak and time come from the
+    same calls; `window` holds their perf_counter span (CLOCK_MONOTONIC, comparable across processes on
+    Linux). `save` writes the first call's result there as a .npy file (the parent's reference output)."""
+    import gc
+
+    gc.collect()
+    baseline = _status_bytes("VmRSS")
+    reset = _reset_peak()
+    start = time.perf_counter()
+    result = run()
+    seconds = time.perf_counter() - start
+    peak = _status_bytes("VmHWM")
+    if save:
+        import numpy as np
+
+        np.save(save, np.asarray(result))
+    del result
+    samples = sample_adaptive(run, repeats, first=seconds) if repeats > 1 else [seconds]
+    own = os.times()
+    return {
+        "peak_bytes": max(peak - baseline, 0),
+        "baseline_bytes": baseline,
+        "seconds": seconds,
+        "samples": samples,
+        "window": [start, time.perf_counter()],
+        "cpu_seconds": own.user + own.system,  # the whole process's, setup included (`Bracket.note`)
+        "peak_reset": reset,
+    }
+
+
+def _child(target: str, kwargs: dict[str, Any], repeats: int, save: str | None, conn: Any) -> None:
+    """Entry point of the measuring process: build the workload, measure it, send (True, result) back, or
+    (False, the traceback) when anything fails."""
+    try:
+        module_name, _, func_name = target.partition(":")
+        setup = getattr(importlib.import_module(module_name), func_name)
+        run = setup(**kwargs)
+        if not callable(run):
+            raise TypeError(f"{target} must return a zero-argument callable, got {type(run).__name__}")
+        conn.send((True, measure_here(run, repeats, save)))
+    except BaseException:
+        import traceback
+
+        conn.send((False, traceback.format_exc()))
+    finally:
+        conn.close()
+
+
+_SERVER: dict[str, Any] = {}
+
+
+def _forkserver(module: str) -> Any:
+    """multiprocessing's forkserver context, its server preloading `module` (and this one) when this is the
+    first measurement of the process; later targets in other modules import them in the child."""
+    import multiprocessing
+
+    if "ctx" not in _SERVER:
+        ctx = multiprocessing.get_context("forkserver")
+        ctx.set_forkserver_preload(["weftlib.measure.peak", module])
+        _SERVER["ctx"] = ctx
+    return _SERVER["ctx"]
+
+
+def peak_rss_subprocess(
+    target: str,
+    kwargs: dict[str, Any] | None = None,
+    timeout: float = 900,
+    repeats: int = 1,
+    save: str | Path | None = None,
+) -> dict[str, Any]:
+    """Run `module:function(**kwargs)` in a fresh process and measure the callable it returns.
+
+    The function builds its inputs (not counted) and returns `run`; the result holds `peak_bytes` (extra
+    resident memory at the peak of `run()` over the resident memory before it), `baseline_bytes` and
+    `seconds`, and with `repeats` > 1 the timing `samples` of the same process (`measure_here`); `save` a
+    .npy path for the first call's result. A failure in the child raises RuntimeError carrying its
+    traceback; a child killed outright (the kernel's OOM killer) or out of time raises one naming that.
+    """
+    if ":" not in target:
+        raise ValueError(f"target must look like 'package.module:function', got {target!r}")
+    ctx = _forkserver(target.partition(":")[0])
+    receive, send = ctx.Pipe(duplex=False)
+    proc = ctx.Process(
+        target=_child, args=(target, dict(kwargs or {}), int(repeats), str(save) if save else None, send)
+    )
+    proc.start()
+    send.close()
+    try:
+        if not receive.poll(timeout):
+            proc.kill()
+            raise RuntimeError(f"measurement of {target} took over {timeout:g} s; stopped")
+        ok, payload = receive.recv()
+    except EOFError:
+        ok, payload = False, "the measuring process ended without a result"
+    finally:
+        receive.close()
+        proc.join()
+    if not ok:
+        raise RuntimeError(f"measurement of {target} failed (exit {proc.exitcode}):\n{payload[-4000:]}")
+    return payload
