@@ -8,7 +8,7 @@ from datetime import datetime, UTC
 
 from tests.conftest import write_notebook
 from weftlib.suite import params, publish, record
-from weftlib.suite.runner import NotebookResult
+from weftlib.suite.runfolder import NotebookResult
 
 TIMED = [
     {"method": "gather", "seconds": 4.9, "contended": True},

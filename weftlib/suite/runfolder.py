@@ -1,23 +1,165 @@
-"""A run folder's state file: what state the run is in, written atomically and read back honestly.
+"""A run folder's records: its state file, its summary, and the typed results they are made of.
 
 `state.json` (running / interrupted / failed / passed) is written before the first notebook starts and on
 every way out. Only SIGKILL cannot be caught: the file then still says "running", with the runner's pid,
 and `read_state` reports such a run as interrupted once that process is gone.
+
+`summary.json` is a `RunSummary`, written by `write_summary` and read back by `read_summary` only: the index,
+the RFD page and the next run's estimate of the time left all read the same typed record.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import json
 import os
 import socket
+from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .files import write_atomic
+from .record import jsonable
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 STATE_FILE = "state.json"
 STATES = ("running", "interrupted", "failed", "passed")
+SUMMARY_FILE = "summary.json"
+NO_COMMIT = "not a git checkout"  # what a summary says of the suite's commit when it ran outside git
+
+
+class SummaryError(ValueError):
+    """A summary.json that is missing, unreadable, or not one this suite wrote."""
+
+
+@dataclass
+class NotebookResult:
+    """What happened to one notebook of a run."""
+
+    name: str
+    status: str = "not run"  # passed | failed | interrupted | not run
+    seconds: float = 0.0
+    error: dict[str, Any] | None = None
+    headline: dict[str, Any] = field(default_factory=dict)
+    parameters: dict[str, Any] = field(default_factory=dict)
+    headline_text: list[dict[str, str]] = field(default_factory=list)
+    long_steps: list[dict[str, Any]] = field(default_factory=list)
+    cell_seconds: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def describe_error(self) -> str:
+        """`notebook, cell In [N]: ErrorName: message` (N as papermill's banner numbers it), then the failing
+        line; the line the runner prints for a failure."""
+        if not self.error:
+            return f"{self.name}: {self.status}"
+        err = self.error
+        if err.get("exec_count") is not None:
+            where = f"cell In [{err['exec_count']}]"
+        elif err.get("cell") is not None:
+            where = f"cell {err['cell']} (counting every cell from 0; it never got an In [N] number)"
+        else:
+            where = "before any cell"
+        line = f"\n  failing line: {err['line']}" if err.get("line") else ""
+        return f"{self.name}, {where}: {err.get('ename')}: {err.get('evalue')}{line}"
+
+
+@dataclass
+class RunResult:
+    """The whole run: where it is, what each notebook did, and whether the appendix was replaced."""
+
+    run_dir: Path
+    notebooks: list[NotebookResult]
+    published: Path | None = None
+    state: str = "running"
+
+    @property
+    def passed(self) -> bool:
+        return all(nb.status == "passed" for nb in self.notebooks)
+
+
+@dataclass
+class RunSummary:
+    """What `summary.json` says of a run, key for key and in the file's order. Every key has a default, so a
+    run folder written before a key existed still reads."""
+
+    answers: list[dict[str, Any]] = field(default_factory=list)  # one row per RFD question (publish.answer_rows)
+    scope: str = ""
+    appendix: bool = False
+    state: str = "unknown"
+    passed: bool = False
+    partial: bool = False
+    params_file: str = ""
+    params_set: list[str] = field(default_factory=list)  # the command line's --set KEY=VALUE, applied to the plan
+    params_hash: str = ""
+    description: str = ""
+    started: str = ""  # UTC, ISO 8601 to the second
+    finished: str = ""
+    durations: dict[str, dict[str, Any]] = field(default_factory=dict)  # per notebook: seconds and long steps
+    timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per notebook: record.timing_quality
+    provenance: dict[str, Any] = field(default_factory=dict)  # provenance.environment() and the outside code
+    notebooks: list[NotebookResult] = field(default_factory=list)
+
+    @property
+    def commit(self) -> str | None:
+        """The suite's git commit when it ran; None outside a git checkout."""
+        commit = (self.provenance.get("git") or {}).get("commit")
+        return commit if isinstance(commit, str) and commit else None
+
+    @property
+    def dirty(self) -> bool:
+        """Whether the suite's checkout had uncommitted changes to tracked files."""
+        return bool((self.provenance.get("git") or {}).get("dirty"))
+
+    @property
+    def commit_text(self) -> str:
+        """The suite's commit as pages print it: 12 digits and "(dirty tree)" if so, or `NO_COMMIT`."""
+        if self.commit is None:
+            return NO_COMMIT
+        return self.commit[:12] + (" (dirty tree)" if self.dirty else "")
+
+    def to_json(self) -> dict[str, Any]:
+        """The plain JSON value `summary.json` holds."""
+        return dict(jsonable(dataclasses.asdict(self)))
+
+
+@functools.cache
+def _summary_reader() -> TypeAdapter[RunSummary]:
+    from pydantic import TypeAdapter  # late: `status` and `--help` start without it
+
+    return TypeAdapter(RunSummary)
+
+
+def write_summary(run_dir: Path, summary: RunSummary) -> Path:
+    """Write `summary.json` into the run folder atomically; return its path."""
+    path = Path(run_dir) / SUMMARY_FILE
+    write_atomic(path, json.dumps(summary.to_json(), indent=2))
+    return path
+
+
+def read_summary(where: str | os.PathLike) -> RunSummary:
+    """The summary of a run folder (or of a summary.json named directly); SummaryError, one line naming the
+    file and the first wrong key, for a missing, unreadable or foreign file."""
+    from pydantic import ValidationError
+
+    path = Path(where)
+    path = path / SUMMARY_FILE if path.is_dir() else path
+    if not path.is_file():
+        raise SummaryError(f"{path.parent}: no {SUMMARY_FILE}")
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError) as exc:
+        raise SummaryError(f"{path}: unreadable or not JSON ({exc})") from exc
+    if not isinstance(data, dict):
+        raise SummaryError(f"{path}: not a summary this suite wrote (not a JSON object)")
+    try:
+        return _summary_reader().validate_python(data)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where_in = ".".join(str(part) for part in first["loc"]) or "top level"
+        raise SummaryError(f"{path}: not a summary this suite wrote ({where_in}: {first['msg']})") from None
 
 
 def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:

@@ -20,7 +20,7 @@ import sys
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import datetime, UTC
 from pathlib import Path
 from typing import Any
@@ -35,7 +35,7 @@ from ..paths import REPO_ROOT
 from .provenance import describe_code, outside_code
 from ..formatting import format_duration as _duration
 from .record import headlines, load_metrics
-from .runfolder import write_state
+from .runfolder import NotebookResult, RunResult, write_state
 
 KERNEL_NAME = "weftlib"
 RUNS_DIR = REPO_ROOT / "outputs" / "runs"
@@ -46,50 +46,6 @@ LONG_STEP_S = 10.0  # a cell that takes longer than this (now or in the last run
 
 class RunInterrupted(Exception):
     """The run was stopped from outside (Ctrl-C, SIGTERM, SIGHUP); the message names the signal."""
-
-
-@dataclass
-class NotebookResult:
-    """What happened to one notebook of a run."""
-
-    name: str
-    status: str = "not run"  # passed | failed | interrupted | not run
-    seconds: float = 0.0
-    error: dict[str, Any] | None = None
-    headline: dict[str, Any] = field(default_factory=dict)
-    parameters: dict[str, Any] = field(default_factory=dict)
-    headline_text: list[dict[str, str]] = field(default_factory=list)
-    long_steps: list[dict[str, Any]] = field(default_factory=list)
-    cell_seconds: dict[str, dict[str, Any]] = field(default_factory=dict)
-
-    def describe_error(self) -> str:
-        """`notebook, cell In [N]: ErrorName: message` (N as papermill's banner numbers it), then the failing
-        line; the line the runner prints for a failure."""
-        if not self.error:
-            return f"{self.name}: {self.status}"
-        err = self.error
-        if err.get("exec_count") is not None:
-            where = f"cell In [{err['exec_count']}]"
-        elif err.get("cell") is not None:
-            where = f"cell {err['cell']} (counting every cell from 0; it never got an In [N] number)"
-        else:
-            where = "before any cell"
-        line = f"\n  failing line: {err['line']}" if err.get("line") else ""
-        return f"{self.name}, {where}: {err.get('ename')}: {err.get('evalue')}{line}"
-
-
-@dataclass
-class RunResult:
-    """The whole run: where it is, what each notebook did, and whether the appendix was replaced."""
-
-    run_dir: Path
-    notebooks: list[NotebookResult]
-    published: Path | None = None
-    state: str = "running"
-
-    @property
-    def passed(self) -> bool:
-        return all(nb.status == "passed" for nb in self.notebooks)
 
 
 # ---- run folders, kernels, errors -------------------------------------------------------------------------
