@@ -37,24 +37,19 @@ NO_CONCLUSION = "unanswered: recorded no conclusion"
 PROTECTED = ("README.md", "DETAILS.md", "SKILL.md")
 RFD_TITLE = re.compile(r"^# RFD \d{4}:")
 MAX_SVG_BYTES = 1_500_000
-ENV = jinja2.Environment(autoescape=True, trim_blocks=True, lstrip_blocks=True, undefined=jinja2.StrictUndefined)
+ENV = jinja2.Environment(  # the pages are templates in templates/; HTML is escaped, the RFD page's Markdown is not
+    loader=jinja2.PackageLoader("weftlib.suite", "templates"),
+    autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=True),
+    trim_blocks=True,
+    lstrip_blocks=True,
+    undefined=jinja2.StrictUndefined,
+)
 ENV.filters["code"] = lambda text: markupsafe.Markup(
     re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text)))
 )
 
 
 # ---- notebook pages ----------------------------------------------------------------------------------------
-
-_FOLD = """<style>
-body:not(.weft-show-code) .jp-CodeCell .jp-Cell-inputWrapper{display:none}
-#weft-code-toggle{position:fixed;top:.6rem;right:.8rem;z-index:10;font:13px system-ui,sans-serif;padding:.3rem .7rem;
-border:1px solid #888;border-radius:4px;background:#fff;cursor:pointer}
-.jp-OutputArea-output pre{white-space:pre-wrap;word-break:break-word}
-.weft-run-note{font:13px system-ui,sans-serif;background:#f4f4f4;border-left:3px solid #888;padding:.4rem .8rem;
-margin:.5rem 0 1rem}
-</style>"""
-_TOGGLE = """<button id="weft-code-toggle" type="button" onclick="document.body.classList.toggle('weft-show-code');
-this.textContent=document.body.classList.contains('weft-show-code')?'hide code':'show code'">show code</button>"""
 
 
 def render_html(notebook: Path, target: Path, note: str = "") -> Path:
@@ -71,10 +66,14 @@ def render_html(notebook: Path, target: Path, note: str = "") -> Path:
         enabled=True,
     )
     body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
-    body = body.replace("</head>", _FOLD + "</head>", 1)
-    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + _TOGGLE, body, count=1)
+    fold, toggle = (
+        ENV.get_template("notebook_fold.html.j2").render(),
+        ENV.get_template("notebook_toggle.html.j2").render(),
+    )
+    body = body.replace("</head>", fold + "</head>", 1)
+    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + toggle, body, count=1)
     if note:
-        shown = ENV.from_string('<div class="weft-run-note">{{ note }}</div>').render(note=note)
+        shown = ENV.get_template("run_note.html.j2").render(note=note)
         title_end = body.find("</h1>")
         body = body[: title_end + 5] + shown + body[title_end + 5 :] if title_end >= 0 else body
     write_atomic(target, body)
@@ -165,44 +164,6 @@ def scope_line(plan_appendix: bool, params_file: str) -> str:
 
 # ---- the run index ----------------------------------------------------------------------------------------
 
-_STYLE = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:78rem;padding:0 1rem;line-height:1.4}
-table{border-collapse:collapse;width:100%;margin-bottom:2rem}td,th{border:1px solid #ccc;padding:.4rem;
-vertical-align:top;text-align:left}th{background:#f6f6f6}.passed .status,.answered .status{background:#d7f5dd}
-.failed .status,.unanswered .status,.interrupted .status{background:#fbd5d5}.stand-in .status{background:#fff1c2}
-.not-run .status{background:#eee}.contended{background:#fbd5d5}.quiet{background:#d7f5dd}.err{color:#a00;font-family:monospace;white-space:pre-wrap}ul{margin:0;
-padding-left:1.1rem}.scope{font-size:1.1rem;padding:.5rem .8rem;border-left:4px solid #c60;background:#fff6ee}
-.scope.full{border-color:#080;background:#eefbef}.answer{font-size:1.02rem}small{color:#555}"""
-
-_INDEX = ENV.from_string("""<!doctype html>
-<html lang="en"><head><meta charset="utf-8"><title>RFD 1129 appendix: run index</title>
-<style>{{ style }}</style></head><body>
-<h1>RFD 1129 appendix: run index</h1>
-<p class="scope{{ ' full' if appendix }}">{{ scope | code }}</p>
-<h2>Answers</h2>
-<table><tr><th>notebook</th><th>question</th><th>answer</th><th>rests on</th><th>status</th></tr>
-{% for r in answers %}
-<tr class="{{ r.kind }}"><td>{{ r.notebook }}</td><td>{{ r.question }}</td><td class="answer">{{ r.answer or "—" }}</td>
-<td>{% if r.rests_on %}<ul>{% for k, v in r.rests_on.items() %}<li>{{ k }}: {{ v }}</li>{% endfor %}</ul>{% else %}not stated{% endif %}</td>
-<td class="status">{{ r.status }}</td></tr>
-{% endfor %}
-</table>
-<p><b>Run state: {{ state }}.</b> {{ verdict }}</p>
-<h2>Notebooks</h2>
-<table><tr><th>notebook</th><th>status</th><th>duration</th><th>timings</th><th>parameters given</th><th>headline figures</th><th>links</th></tr>
-{% for nb in notebooks %}
-<tr class="{{ nb.css }}"><td>{{ nb.name }}</td><td class="status">{{ nb.status }}</td><td>{{ nb.duration }}</td>
-<td class="{{ 'contended' if nb.timings.contended else 'quiet' if nb.timings.timed_rows else '' }}">{{ nb.timings.text }}</td>
-<td>{{ nb.given }}</td><td><ul>{% for h in nb.figures %}<li><b>{{ h.label }}</b>: {{ h.text }}</li>{% endfor %}</ul>
-{% if nb.error %}<div class="err">{{ nb.error }}</div>{% endif %}</td>
-<td>{% for label, href in nb.links %}<a href="{{ href }}">{{ label }}</a>{{ " · " if not loop.last }}{% endfor %}</td></tr>
-{% endfor %}
-</table>
-<h2>Provenance</h2>
-<table>{% for k, v in provenance %}<tr><th>{{ k }}</th><td>{{ v }}</td></tr>{% endfor %}</table>
-<p><a href="summary.json">summary.json</a></p>
-</body></html>
-""")
-
 
 def _duration(seconds: float) -> str:
     return format_duration(float(seconds)) if seconds else "—"
@@ -276,8 +237,7 @@ def write_index(
         else "FAILED: " + "; ".join(r.describe_error() for r in results if r.status != "passed")
     )
     rows = [_index_row(run_dir, r, timings[r.name]) for r in results]
-    page = _INDEX.render(
-        style=_STYLE,
+    page = ENV.get_template("index.html.j2").render(
         appendix=plan.appendix,
         scope=summary["scope"],
         answers=answers,
@@ -433,63 +393,42 @@ def provenance_line(summary: dict[str, Any]) -> str:
 
 
 def render_page(run_dir: Path, summary: dict[str, Any]) -> str:
-    """The page's Markdown: answer table, then one section per notebook (question, what was done, headline
-    figures and top rows of key tables as pipe tables, figures as inline SVG, provenance)."""
+    """The page's Markdown (templates/page.qmd.j2): answer table, then one section per notebook (question, what
+    was done, headline figures and top rows of key tables as pipe tables, figures as inline SVG, provenance)."""
     answers = summary["answers"]
-    prov = provenance_line(summary)
-    out = [
-        "---",
-        'title: "RFD 1129: measured answers (appendix)"',
-        "---",
-        "",
-        f"<!-- Generated by `python -m weftlib publish` from a run of {Path(summary['params_file']).name}; "
-        "regenerate rather than edit. -->",
-        "",
-        summary["scope"],
-        "",
-        "## Answers",
-        "",
-        pipe_table(
+    text = ENV.get_template("page.qmd.j2").render(
+        params_name=Path(summary["params_file"]).name,
+        scope=summary["scope"],
+        answer_table=pipe_table(
             ["Question", "Answer", "Rests on", "Status"],
             [[a["question"] or a["notebook"], a["answer"] or "—", a["rests_on_text"], a["status"]] for a in answers],
         ),
-        "",
-        prov,
-        "",
-    ]
-    for nb in summary["notebooks"]:
-        recorded = load_metrics(run_dir, nb["name"])
-        if recorded.get("metrics", {}).get("role") == OVERVIEW_ROLE:
-            continue
-        question, done = question_of(run_dir / f"{nb['name']}.ipynb")
-        number = nb["name"].split("_")[0]
-        out += [f"## {number} · {question or nb['name']}", ""]
-        if done:
-            out += [f"**What was done.** {done}", ""]
-        row = next((a for a in answers if a["notebook"] == nb["name"]), None)
-        if row:
-            out += [f"**Answer.** {row['answer'] or '—'} *Status: {row['status']}.*", ""]
-        figures = nb.get("headline_text") or []
-        if figures:
-            out += [
-                "**Headline figures**",
-                "",
-                pipe_table(["Figure", "Value"], [[h["label"], h["text"]] for h in figures]),
-                "",
-            ]
-        quality = (summary.get("timings") or {}).get(nb["name"])
-        if quality and quality["timed_rows"]:
-            out += [f"*Timings:* {quality['text']}.", ""]
-        for label, table in _record_tables(recorded):
-            out += [f"**{label[:1].upper() + label[1:]}**", "", table, ""]
-        for svg in sorted((run_dir / nb["name"]).glob("*.svg")):
-            block = _svg_block(svg)
-            caption = svg.stem.replace("_", " ")
-            out += [f"*Figure: {caption}.*", ""]
-            out += [block if block else "*(figure too large to inline; see the appendix)*", ""]
-        out += [prov, ""]
-    text = "\n".join(line.rstrip() for line in "\n".join(out).split("\n"))
+        provenance=provenance_line(summary),
+        sections=[s for nb in summary["notebooks"] if (s := _page_section(run_dir, nb, summary)) is not None],
+    )
+    text = "\n".join(line.rstrip() for line in text.split("\n"))
     return re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
+
+
+def _page_section(run_dir: Path, nb: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any] | None:
+    """What the page says of one notebook (None for the overview, which answers no question)."""
+    recorded = load_metrics(run_dir, nb["name"])
+    if recorded.get("metrics", {}).get("role") == OVERVIEW_ROLE:
+        return None
+    question, done = question_of(run_dir / f"{nb['name']}.ipynb")
+    figures = nb.get("headline_text") or []
+    quality = (summary.get("timings") or {}).get(nb["name"])
+    return {
+        "name": nb["name"],
+        "number": nb["name"].split("_")[0],
+        "question": question,
+        "done": done,
+        "row": next((a for a in summary["answers"] if a["notebook"] == nb["name"]), None),
+        "figures": pipe_table(["Figure", "Value"], [[h["label"], h["text"]] for h in figures]) if figures else "",
+        "timings": quality["text"] if quality and quality["timed_rows"] else "",
+        "tables": _record_tables(recorded),
+        "svgs": [(svg.stem.replace("_", " "), _svg_block(svg)) for svg in sorted((run_dir / nb["name"]).glob("*.svg"))],
+    }
 
 
 def headline_block(summary: dict[str, Any]) -> str:
