@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from weftlib.suite import params, runfolder, runner
+from weftlib.suite import params, progress, runfolder, runner
 
 
 def run(tiny_suite, tmp_path, names, appendix):
@@ -158,13 +158,13 @@ def test_eta_comes_from_the_last_run_of_the_same_plan(tiny_suite, tmp_path):
         plan, out=tmp_path / "runs" / "a", appendix=None, log=lines.append, history=(tmp_path / "runs",)
     )
     assert "no earlier run of this plan" in lines[1]
-    history = runner.last_durations(plan, (tmp_path / "runs",))
+    history = progress.last_durations(plan, (tmp_path / "runs",))
     assert history["from"] == str(first.run_dir) and history["notebooks"]["10_ok"]["cells"]
     lines.clear()
     runner.run_suite(plan, out=tmp_path / "runs" / "b", appendix=None, log=lines.append, history=(tmp_path / "runs",))
     assert "last run" in lines[1] and "left in the run" in lines[1]
     other = params.load_plan(write("notebooks:\n  - name: 10_ok\n    parameters: {size: 4}\n"), None, nb_dir)
-    assert runner.last_durations(other, (tmp_path / "runs",)) == {}
+    assert progress.last_durations(other, (tmp_path / "runs",)) == {}
 
 
 def test_a_long_step_is_announced_only_where_the_same_cell_ran_last_time(tiny_suite):
@@ -174,12 +174,12 @@ def test_a_long_step_is_announced_only_where_the_same_cell_ran_last_time(tiny_su
     plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
     history = {"notebooks": {"10_ok": {"seconds": 90.0, "cells": {"3": {"seconds": 80.0, "line": "slow = work()"}}}}}
     lines: list[str] = []
-    progress = runner.Progress(plan, history, lines.append)
-    progress.notebook_start(1, "10_ok")
-    progress.cell_started(3, nbformat.v4.new_code_cell("# the slow step\nslow = work()"))
+    watcher = progress.Progress(plan, history, lines.append)
+    watcher.notebook_start(1, "10_ok")
+    watcher.cell_started(3, nbformat.v4.new_code_cell("# the slow step\nslow = work()"))
     assert "took 1 min 20 s last time" in lines[-1]
     lines.clear()
-    progress.cell_started(3, nbformat.v4.new_code_cell("fast = other()"))  # a cell was inserted above it
+    watcher.cell_started(3, nbformat.v4.new_code_cell("fast = other()"))  # a cell was inserted above it
     assert lines == []
 
 

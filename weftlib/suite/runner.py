@@ -1,18 +1,15 @@
 """Run the notebooks of a plan with papermill into a fresh run folder, then publish only a clean run.
 
 The suite knows nothing about attention or voxels: it validates parameters, executes, renders HTML, writes
-the run index and swaps the appendix. `__main__` is a thin shell over `run_suite`.
-
-A run folder always says what state it is in (`state.json`: running / interrupted / failed / passed),
-written before the first notebook starts and rewritten on every way out (a pass, a failure, Ctrl-C, SIGTERM,
-an error of the runner itself). Only SIGKILL cannot be caught: the file then still says "running", with the
-runner's pid, and `read_state` reports such a run as interrupted once that process is gone.
+the run index and swaps the appendix. `__main__` is a thin shell over `run_suite`, a pipeline of named steps
+(`_start`, `_execute_plan`, `_conclude`, `_publish`; `_interrupted` on the way out of a stopped run). Progress
+lines come from `progress`; what the run folder records (`state.json` on every way out, the typed results)
+is `runfolder`'s.
 """
 
 from __future__ import annotations
 
 import contextlib
-import json
 import os
 import re
 import signal
@@ -33,15 +30,14 @@ from ..console import HEADLESS_ENV
 from ..measure import ALLOCATOR_ENV
 from ..paths import REPO_ROOT
 from .provenance import describe_code, outside_code
-from ..formatting import format_duration as _duration
 from .record import headlines, load_metrics
+from .progress import Progress, cell_durations, last_durations, long_steps, watched_engine
 from .runfolder import NotebookResult, RunResult, write_state
 
 KERNEL_NAME = "weftlib"
 RUNS_DIR = REPO_ROOT / "outputs" / "runs"
 APPENDIX_DIR = REPO_ROOT / "outputs" / "appendix"
 SMOKE_DIR = REPO_ROOT / "outputs" / "smoke"
-LONG_STEP_S = 10.0  # a cell that takes longer than this (now or in the last run) gets its own progress line
 
 
 class RunInterrupted(Exception):
@@ -150,162 +146,6 @@ def _running_cell(executed: Path) -> int | None:
     return started[-1] if started else None
 
 
-def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
-    """{cell index: {seconds, exec_count, line}} from the per-cell durations papermill stores in an executed
-    notebook's metadata (the source of the ETA of the next run)."""
-    import nbformat
-
-    out = {}
-    for i, cell in enumerate(nbformat.read(executed, as_version=4).cells):
-        meta = cell.get("metadata", {}).get("papermill", {})
-        if cell.cell_type == "code" and meta.get("duration") is not None:
-            out[str(i)] = {
-                "seconds": round(float(meta["duration"]), 2),
-                "exec_count": cell.get("execution_count"),
-                "line": _code_line(cell)[:100],
-            }
-    return out
-
-
-# ---- progress and the estimate of the time left ------------------------------------------------------------
-
-
-def last_durations(plan: params_mod.SuitePlan, folders: tuple[Path, ...] | None = None) -> dict[str, Any]:
-    """Per-notebook and per-cell seconds from the newest earlier run of the same parameter file (by name and
-    hash) that recorded them: {"from": run folder, "notebooks": {name: {"seconds", "cells"}}}; empty if none."""
-    folders = folders if folders is not None else (RUNS_DIR, APPENDIX_DIR, SMOKE_DIR)
-    candidates = []
-    for folder in folders:
-        if not folder.is_dir():
-            continue
-        paths = [folder / "summary.json", *sorted(folder.glob("*/summary.json"))]
-        for path in paths:
-            try:
-                summary = json.loads(path.read_text())
-            except (OSError, ValueError):
-                continue
-            if summary.get("params_hash") == plan.digest() and summary.get("finished"):
-                candidates.append((summary["finished"], path.parent, summary))
-    if not candidates:
-        return {}
-    _, where, summary = max(candidates, key=lambda c: c[0])
-    notebooks = {
-        nb["name"]: {"seconds": nb.get("seconds", 0.0), "cells": nb.get("cell_seconds", {})}
-        for nb in summary.get("notebooks", [])
-        if nb.get("status") == "passed"
-    }
-    return {"from": str(where), "notebooks": notebooks}
-
-
-class Progress:
-    """Prints one line per notebook and per long step, with the time left estimated from the last run."""
-
-    def __init__(self, plan: params_mod.SuitePlan, history: dict[str, Any], log: Callable[[str], None]) -> None:
-        self.plan = plan
-        self.history = history.get("notebooks", {})
-        self.log = log
-        self.index = 0
-        self.name = ""
-        self.cell_start = 0.0
-        self.nb_start = 0.0
-        self.done_cells: set[str] = set()
-
-    def _left_after(self, index: int) -> float | None:
-        """Seconds the notebooks after position `index` took last time (None if any is unknown)."""
-        rest = [self.history.get(nb.name, {}).get("seconds") for nb in self.plan.notebooks[index:]]
-        return None if any(s is None for s in rest) else float(sum(rest))
-
-    def _left_in_notebook(self) -> float | None:
-        cells = self.history.get(self.name, {}).get("cells")
-        if not cells:
-            return None
-        return float(sum(c["seconds"] for k, c in cells.items() if k not in self.done_cells))
-
-    def _eta(self) -> str:
-        here, after = self._left_in_notebook(), self._left_after(self.index)
-        if here is None or after is None:
-            return ""
-        return f"; about {_duration(here + after)} left in the run (from the last run's durations)"
-
-    def notebook_start(self, index: int, name: str) -> None:
-        self.index, self.name, self.done_cells = index, name, set()
-        self.nb_start = time.perf_counter()
-        last = self.history.get(name, {}).get("seconds")
-        total = self._left_after(index - 1)
-        hint = (
-            (f" (last run {_duration(last)}" + (f"; about {_duration(total)} left in the run" if total else "") + ")")
-            if last is not None
-            else " (no earlier run of this plan to estimate from)"
-        )
-        self.log(f"[{index}/{len(self.plan.notebooks)}] {name}: running{hint}")
-
-    def notebook_end(self, result: NotebookResult) -> None:
-        after = self._left_after(self.index)
-        eta = f"; about {_duration(after)} left in the run" if after and self.index < len(self.plan.notebooks) else ""
-        self.log(
-            f"[{self.index}/{len(self.plan.notebooks)}] {result.name}: {result.status} "
-            f"in {_duration(result.seconds)}{eta}"
-        )
-
-    def cell_started(self, index: int | None, cell: Any) -> None:
-        self.cell_start = time.perf_counter()
-        entry = self.history.get(self.name, {}).get("cells", {}).get(str(index), {})
-        line = _code_line(cell)[:100]
-        if entry.get("line", line) != line:
-            entry = {}  # the notebook changed since that run: this index is another cell now
-        last = entry.get("seconds")
-        if last is not None and last >= LONG_STEP_S:
-            self.log(
-                f"      {self.name} cell {index} ({_first_line(cell)}): running, took "
-                f"{_duration(last)} last time{self._eta()}"
-            )
-
-    def cell_finished(self, index: int | None, cell: Any) -> None:
-        self.done_cells.add(str(index))
-        took = time.perf_counter() - self.cell_start
-        if took >= LONG_STEP_S:
-            self.log(f"      {self.name} cell {index} ({_first_line(cell)}): done in {_duration(took)}{self._eta()}")
-
-
-def _code_line(cell: Any) -> str:
-    """A cell's first line of code (comments and blank lines skipped): how durations name their cell."""
-    return next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
-
-
-def _first_line(cell: Any) -> str:
-    line = _code_line(cell)
-    return line if len(line) <= 60 else line[:57] + "..."
-
-
-def _engine(progress: Progress | None) -> str:
-    """Register (once) a papermill engine that tells `progress` when each cell starts and ends."""
-    from papermill import engines
-
-    class WatchedEngine(engines.NBClientEngine):
-        watcher: Progress | None = None
-
-        @classmethod
-        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
-            watcher = cls.watcher
-            if watcher is not None:
-                start, complete = nb_man.cell_start, nb_man.cell_complete
-
-                def cell_start(cell: Any, cell_index: int | None = None, **kw: Any) -> None:
-                    start(cell, cell_index, **kw)
-                    watcher.cell_started(cell_index, cell)
-
-                def cell_complete(cell: Any, cell_index: int | None = None, **kw: Any) -> None:
-                    complete(cell, cell_index, **kw)
-                    watcher.cell_finished(cell_index, cell)
-
-                nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
-            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
-
-    WatchedEngine.watcher = progress
-    engines.papermill_engines.register("weft", WatchedEngine)
-    return "weft"
-
-
 def execute_one(
     nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, progress: Progress | bool | None
 ) -> NotebookResult:
@@ -347,7 +187,7 @@ def _papermill(
             str(nb.path),
             str(output),
             parameters={**nb.parameters, "run_dir": str(run_dir)},
-            engine_name=_engine(watcher),
+            engine_name=watched_engine(watcher),
             kernel_name=KERNEL_NAME,
             cwd=str(REPO_ROOT),
             execution_timeout=cell_timeout,
@@ -378,7 +218,7 @@ def _read_executed(result: NotebookResult, nb: params_mod.NotebookPlan, output: 
         result.error["cell"] = _running_cell(output)  # a dead kernel names no cell; the saved state does
     cells = cell_durations(output)
     result.cell_seconds = dict(cells)
-    result.long_steps = [{"cell": int(k), **v} for k, v in cells.items() if v["seconds"] >= LONG_STEP_S]
+    result.long_steps = long_steps(cells)
     given = ", ".join(f"{k} = {v!r}" for k, v in nb.parameters.items())
     note = (
         f"Parameters given by this run: {given}; the others are the notebook's defaults."
@@ -403,7 +243,8 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 
 class _Signals:
-    """SIGTERM and SIGHUP raise RunInterrupted in the main thread for the duration of a run."""
+    """SIGTERM and SIGHUP take Ctrl-C's way out (`_raise_interrupt`) in the main thread for the duration of a
+    run."""
 
     def __enter__(self) -> _Signals:
         self.saved: dict[int, Any] = {}
@@ -456,24 +297,43 @@ def run_suite(
     file (`--only`), which `publish --rfd` refuses. Progress lines (one per notebook and per long step, with
     the time left estimated from the last run of the same plan, searched in `history`) go to `log`.
     """
-    params_mod.validate(plan)
-    if appendix is not None:
-        check_target(appendix, Path(out) if out is not None else None)  # before hours of work, not after
-    states = _RunStates(fresh_run_dir(out), datetime.now(UTC), str(plan.source))
-    states.write("running", notebook=None)
+    states = _start(plan, out, appendix)
     outcome = RunResult(states.run_dir, [])
     try:
         with _Signals():
-            _execute_plan(plan, states, outcome.notebooks, Progress(plan, last_durations(plan, history), log), log)
+            _execute_plan(plan, states, outcome.notebooks, _progress(plan, history, log), log)
         _conclude(plan, states, outcome, partial)
-        if outcome.passed and appendix is not None:  # the copy carries the final state
-            outcome.published = publish_appendix(states.run_dir, Path(appendix))
+        _publish(outcome, appendix)
         return outcome
     except (KeyboardInterrupt, RunInterrupted) as exc:
         raise _interrupted(plan, states, outcome, partial, exc) from None
     except BaseException as exc:
         states.write("failed", reason=f"runner error: {type(exc).__name__}: {exc}")
         raise
+
+
+def _start(plan: params_mod.SuitePlan, out: str | Path | None, appendix: str | Path | None) -> _RunStates:
+    """Every check that can refuse the run, before hours of work rather than after (the parameters, the
+    publish target), then the fresh run folder, saying "running"."""
+    params_mod.validate(plan)
+    if appendix is not None:
+        check_target(appendix, Path(out) if out is not None else None)
+    states = _RunStates(fresh_run_dir(out), datetime.now(UTC), str(plan.source))
+    states.write("running", notebook=None)
+    return states
+
+
+def _progress(plan: params_mod.SuitePlan, history: tuple[Path, ...] | None, log: Callable[[str], None]) -> Progress:
+    """The run's progress lines, their estimates from the last run of the plan in `history` (by default the
+    runs, the appendix and the smoke copy)."""
+    folders = history if history is not None else (RUNS_DIR, APPENDIX_DIR, SMOKE_DIR)
+    return Progress(plan, last_durations(plan, folders), log)
+
+
+def _publish(outcome: RunResult, appendix: str | Path | None) -> None:
+    """A fully passing run is copied to `appendix` (the copy carries the final state); any other stays put."""
+    if outcome.passed and appendix is not None:
+        outcome.published = publish_appendix(outcome.run_dir, Path(appendix))
 
 
 def _execute_plan(

@@ -1,0 +1,176 @@
+"""Progress lines and the estimate of the time left, from the durations papermill records per cell.
+
+One line per notebook and one per long step (a cell that took `LONG_STEP_S` or more, now or in the last run
+of the same plan), each with the time left as the last run's durations put it. The durations come from the
+executed notebooks' metadata (`cell_durations`) and travel to the next run in its summary (`last_durations`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from collections.abc import Callable, Sequence
+
+from ..formatting import format_duration as _duration
+from .runfolder import SUMMARY_FILE, NotebookResult, SummaryError, read_summary
+
+if TYPE_CHECKING:
+    from .params import SuitePlan
+
+LONG_STEP_S = 10.0  # a cell that takes longer than this (now or in the last run) gets its own progress line
+
+
+def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
+    """{cell index: {seconds, exec_count, line}} from the per-cell durations papermill stores in an executed
+    notebook's metadata (the source of the ETA of the next run)."""
+    import nbformat
+
+    out = {}
+    for i, cell in enumerate(nbformat.read(executed, as_version=4).cells):
+        meta = cell.get("metadata", {}).get("papermill", {})
+        if cell.cell_type == "code" and meta.get("duration") is not None:
+            out[str(i)] = {
+                "seconds": round(float(meta["duration"]), 2),
+                "exec_count": cell.get("execution_count"),
+                "line": _code_line(cell)[:100],
+            }
+    return out
+
+
+def long_steps(cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """The cells of `cell_durations` that took `LONG_STEP_S` or more, each with its index as `cell`."""
+    return [{"cell": int(k), **v} for k, v in cells.items() if v["seconds"] >= LONG_STEP_S]
+
+
+def last_durations(plan: SuitePlan, folders: Sequence[Path]) -> dict[str, Any]:
+    """Per-notebook and per-cell seconds from the newest earlier run of the same parameter file (by name and
+    hash) that recorded them, searched in `folders` (each a run folder or a folder of run folders):
+    {"from": run folder, "notebooks": {name: {"seconds", "cells"}}}; empty if none."""
+    candidates = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in [folder / SUMMARY_FILE, *sorted(folder.glob(f"*/{SUMMARY_FILE}"))]:
+            try:
+                summary = read_summary(path)
+            except (OSError, SummaryError):
+                continue
+            if summary.params_hash == plan.digest() and summary.finished:
+                candidates.append((summary.finished, path.parent, summary))
+    if not candidates:
+        return {}
+    _, where, summary = max(candidates, key=lambda c: c[0])
+    notebooks = {
+        nb.name: {"seconds": nb.seconds, "cells": nb.cell_seconds} for nb in summary.notebooks if nb.status == "passed"
+    }
+    return {"from": str(where), "notebooks": notebooks}
+
+
+class Progress:
+    """Prints one line per notebook and per long step, with the time left estimated from the last run."""
+
+    def __init__(self, plan: SuitePlan, history: dict[str, Any], log: Callable[[str], None]) -> None:
+        self.plan = plan
+        self.history = history.get("notebooks", {})
+        self.log = log
+        self.index = 0
+        self.name = ""
+        self.cell_start = 0.0
+        self.nb_start = 0.0
+        self.done_cells: set[str] = set()
+
+    def _left_after(self, index: int) -> float | None:
+        """Seconds the notebooks after position `index` took last time (None if any is unknown)."""
+        rest = [self.history.get(nb.name, {}).get("seconds") for nb in self.plan.notebooks[index:]]
+        return None if any(s is None for s in rest) else float(sum(rest))
+
+    def _left_in_notebook(self) -> float | None:
+        cells = self.history.get(self.name, {}).get("cells")
+        if not cells:
+            return None
+        return float(sum(c["seconds"] for k, c in cells.items() if k not in self.done_cells))
+
+    def _eta(self) -> str:
+        here, after = self._left_in_notebook(), self._left_after(self.index)
+        if here is None or after is None:
+            return ""
+        return f"; about {_duration(here + after)} left in the run (from the last run's durations)"
+
+    def notebook_start(self, index: int, name: str) -> None:
+        self.index, self.name, self.done_cells = index, name, set()
+        self.nb_start = time.perf_counter()
+        last = self.history.get(name, {}).get("seconds")
+        total = self._left_after(index - 1)
+        hint = (
+            (f" (last run {_duration(last)}" + (f"; about {_duration(total)} left in the run" if total else "") + ")")
+            if last is not None
+            else " (no earlier run of this plan to estimate from)"
+        )
+        self.log(f"[{index}/{len(self.plan.notebooks)}] {name}: running{hint}")
+
+    def notebook_end(self, result: NotebookResult) -> None:
+        after = self._left_after(self.index)
+        eta = f"; about {_duration(after)} left in the run" if after and self.index < len(self.plan.notebooks) else ""
+        self.log(
+            f"[{self.index}/{len(self.plan.notebooks)}] {result.name}: {result.status} "
+            f"in {_duration(result.seconds)}{eta}"
+        )
+
+    def cell_started(self, index: int | None, cell: Any) -> None:
+        self.cell_start = time.perf_counter()
+        entry = self.history.get(self.name, {}).get("cells", {}).get(str(index), {})
+        line = _code_line(cell)[:100]
+        if entry.get("line", line) != line:
+            entry = {}  # the notebook changed since that run: this index is another cell now
+        last = entry.get("seconds")
+        if last is not None and last >= LONG_STEP_S:
+            self.log(
+                f"      {self.name} cell {index} ({_first_line(cell)}): running, took "
+                f"{_duration(last)} last time{self._eta()}"
+            )
+
+    def cell_finished(self, index: int | None, cell: Any) -> None:
+        self.done_cells.add(str(index))
+        took = time.perf_counter() - self.cell_start
+        if took >= LONG_STEP_S:
+            self.log(f"      {self.name} cell {index} ({_first_line(cell)}): done in {_duration(took)}{self._eta()}")
+
+
+def _code_line(cell: Any) -> str:
+    """A cell's first line of code (comments and blank lines skipped): how durations name their cell."""
+    return next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
+
+
+def _first_line(cell: Any) -> str:
+    line = _code_line(cell)
+    return line if len(line) <= 60 else line[:57] + "..."
+
+
+def watched_engine(progress: Progress | None) -> str:
+    """Register (once) a papermill engine that tells `progress` when each cell starts and ends."""
+    from papermill import engines
+
+    class WatchedEngine(engines.NBClientEngine):
+        watcher: Progress | None = None
+
+        @classmethod
+        def execute_managed_notebook(cls, nb_man: Any, kernel_name: str, **kwargs: Any) -> Any:
+            watcher = cls.watcher
+            if watcher is not None:
+                start, complete = nb_man.cell_start, nb_man.cell_complete
+
+                def cell_start(cell: Any, cell_index: int | None = None, **kw: Any) -> None:
+                    start(cell, cell_index, **kw)
+                    watcher.cell_started(cell_index, cell)
+
+                def cell_complete(cell: Any, cell_index: int | None = None, **kw: Any) -> None:
+                    complete(cell, cell_index, **kw)
+                    watcher.cell_finished(cell_index, cell)
+
+                nb_man.cell_start, nb_man.cell_complete = cell_start, cell_complete
+            return super().execute_managed_notebook(nb_man, kernel_name, **kwargs)
+
+    WatchedEngine.watcher = progress
+    engines.papermill_engines.register("weft", WatchedEngine)
+    return "weft"
