@@ -16,7 +16,7 @@ import yaml
 from weftlib.gate import load_device_ops, parse_device_ops
 from weftlib.gate import public_record as P
 from weftlib.gate.allowlist import DEFAULT_PATH
-from weftlib.gate.graphs import run_once
+from weftlib.gate.proving import run_once
 
 
 @pytest.fixture(scope="module")

@@ -19,17 +19,10 @@ from weftlib.gate import load_device_ops, run_dfc
 from weftlib.gate.__main__ import main
 from weftlib.gate.dfc_runner import image, target
 from weftlib.gate.allowlist import DEFAULT_PATH, parse_device_ops
-from weftlib.gate.probes import (
-    MANIFEST,
-    OP_BUILDERS,
-    SCRIPT,
-    evidence_diff,
-    op_probe,
-    read_pack,
-    to_probe,
-    write_dfc_pack,
-    write_probes,
-)
+from weftlib.gate.dfc_pack import MANIFEST, SCRIPT, read_pack, write_dfc_pack
+from weftlib.gate.probe_evidence import evidence_diff
+from weftlib.gate.probe_graphs import OP_PROBES, op_probe
+from weftlib.gate.probes import to_probe, write_probes
 
 DFC, ARCH = target()  # the allowlist's target (params/device_ops.yaml)
 
@@ -247,7 +240,7 @@ def test_probes_cli_writes_the_pack(tmp_path, capsys):
 
 def test_op_builders_cover_the_ops_the_suites_exports_leave_unjudged():
     for op in ("Unsqueeze", "Flatten", "Mod", "InstanceNormalization", "Constant", "ConstantOfShape", "Resize"):
-        assert op in OP_BUILDERS, op
+        assert op in OP_PROBES, op
     model, note = op_probe("Flatten")
     assert note == "then a Reshape back to rank 4" and model.graph.node[1].op_type == "Flatten"
 

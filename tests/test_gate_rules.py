@@ -10,7 +10,8 @@ import pytest
 from weftlib.gate import load_device_ops
 from weftlib.gate import rules as R
 from weftlib.gate import shuffles
-from weftlib.gate.graphs import Builder, run_once
+from weftlib.gate.graphs import Builder
+from weftlib.gate.proving import run_once
 from weftlib.gate.predict import predict
 from weftlib.onnx_core.walk import index_model
 

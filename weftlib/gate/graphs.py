@@ -95,23 +95,3 @@ class Builder:
         a = self.node("Add", [e, self.const(f"{name}.one", 1.0)], f"{name}/Add")
         m = self.node("Mul", [x, a], f"{name}/Mul")
         return self.node("Mul", [m, self.const(f"{name}.half", 0.5)], f"{name}/Mul_1")
-
-
-def run_once(model: onnx.ModelProto, seed: int = 1) -> list[np.ndarray]:
-    """Run `model` once in onnxruntime on random inputs of its (static) input shapes; its outputs."""
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.log_severity_level = 3
-    session = ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for info in session.get_inputs():
-        shape = [d if isinstance(d, int) and d > 0 else 1 for d in info.shape]
-        if info.type == "tensor(bool)":
-            feeds[info.name] = rng.random(shape) > 0.5
-        elif info.type in ("tensor(int64)", "tensor(int32)"):
-            feeds[info.name] = rng.integers(0, 4, shape).astype(np.int64 if "64" in info.type else np.int32)
-        else:
-            feeds[info.name] = rng.standard_normal(shape).astype(np.float32)
-    return session.run(None, feeds)

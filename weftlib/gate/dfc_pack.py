@@ -1,0 +1,195 @@
+"""A DFC pack: a folder of ONNX graphs and the one script that parses all of them in the DFC's image.
+
+The folder holds the graphs, a `manifest.json`, a `run_dfc.sh` that parses every graph in the target DFC's
+image (`dfc_runner.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the two files of this
+package the parse needs. Every path in the script is relative to the folder, so the folder can be copied to
+wherever Docker and the image are, run there, and copied back; `results_in` reads the results back.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+from collections.abc import Iterable, Sequence
+
+from .dfc_log import DfcResult, load_dfc_result
+from .dfc_runner import check_arch, default_arch, image
+
+MANIFEST = "manifest.json"
+SCRIPT = "run_dfc.sh"
+TOOL = "dfc_tool"
+PACK_KIND = "weftlib.gate/dfc-pack"
+
+
+@dataclass(frozen=True)
+class DfcPack:
+    """A folder of graphs with the one script that parses all of them and the manifest that lists them."""
+
+    folder: Path
+    script: Path
+    manifest: Path
+    graphs: tuple[str, ...]  # file names, relative to `folder`
+    arch: str = field(default_factory=default_arch)
+
+    @property
+    def command(self) -> str:
+        """What to run where Docker and the image are (from anywhere: the script finds its own folder)."""
+        return f"bash {shlex.quote(str(self.script))}"
+
+
+def write_dfc_pack(
+    models: Sequence[str | os.PathLike],
+    folder: str | os.PathLike,
+    arch: str | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+    cuts: dict[str, dict[str, Any]] | None = None,
+) -> DfcPack:
+    """Copy `models` (and their `.parity.json`) into `folder` and write the script, the tool and the manifest.
+
+    A model already inside `folder` stays where it is. Stems must be unique (the DFC names results by stem).
+    `arch` defaults to the allowlist's target arch. `cuts`: more parses of the same graphs, each a cut
+    (result stem -> {"graph": a file of the pack, "start_node_names", "end_node_names", "net_input_shapes"} as
+    `translate_onnx_model` takes them); each cut's result lands as `<result stem>.dfc.json`.
+    """
+    arch = check_arch(arch or default_arch())
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    names: list[str] = []
+    for model in map(Path, models):
+        if not model.is_file():
+            raise FileNotFoundError(f"models: {model} does not exist")
+        target = folder / model.name
+        if target.name in names:
+            raise ValueError(f"models: two graphs are named {model.name}; the DFC names its results by stem")
+        if model.resolve() != target.resolve():
+            _place(model, target)
+            parity = model.with_suffix(".parity.json")
+            if parity.is_file():
+                shutil.copyfile(parity, target.with_suffix(".parity.json"))
+        names.append(target.name)
+    _write_tool(folder / TOOL)
+    script = folder / SCRIPT
+    cuts = cuts or {}
+    wanted: set[Any] = {c.get("graph") for c in cuts.values()}  # a cut's fields are read from YAML
+    unknown = sorted(wanted - set(names))
+    if unknown:
+        raise ValueError(f"cuts: graphs {unknown} are not in the pack")
+    script.write_text(script_text(names, arch, cuts))
+    script.chmod(0o755)
+    manifest = folder / MANIFEST
+    manifest.write_text(
+        json.dumps(
+            {
+                "kind": PACK_KIND,
+                "image": image(),
+                "arch": arch,
+                "script": SCRIPT,
+                "graphs": names,
+                "cuts": cuts,
+                **(extra or {}),
+            },
+            indent=2,
+        )
+    )
+    return DfcPack(folder=folder, script=script, manifest=manifest, graphs=tuple(names), arch=arch)
+
+
+def _place(source: Path, target: Path) -> None:
+    """A copy of `source` at `target`: a hard link where the file system allows (large graphs, same disk),
+    else a byte copy; either way the pack holds the file itself."""
+    target.unlink(missing_ok=True)
+    try:
+        os.link(source, target)
+    except OSError:
+        shutil.copyfile(source, target)
+
+
+def script_text(graphs: Sequence[str], arch: str, cuts: dict[str, dict[str, Any]] | None = None) -> str:
+    """The bash script: one `docker run` per graph and per cut, everything relative to the script's own folder."""
+    dfc_image = image()
+    lines = [
+        "#!/usr/bin/env bash",
+        f"# Parse every graph of this folder with the Hailo DFC in {dfc_image} ({arch}); each result lands",
+        "# beside its graph as <stem>.dfc.json. Copy the whole folder anywhere Docker and the image are.",
+        "# Then: python -m weftlib.gate evidence <this folder>  (probes), or notebook 05 with",
+        "# dfc_results_dir set to this folder.",
+        "set -u",
+        'HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"',
+        "status=0",
+    ]
+    parses: list[tuple[str, str, dict[str, Any]]] = [(name, Path(name).stem, {}) for name in graphs]
+    parses += [(cut["graph"], stem, cut) for stem, cut in (cuts or {}).items()]
+    for name, stem, cut in parses:
+        inner = [
+            "python",
+            "-m",
+            "weftlib.gate.dfc_runner",
+            f"/pack/{name}",
+            "--arch",
+            arch,
+            "--out",
+            f"/pack/{stem}.dfc.json",
+            *_translate_options(cut),
+        ]
+        lines.append(
+            f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {dfc_image} '
+            f"{shlex.join(inner)} || status=1"
+        )
+    lines.append('exit "$status"')
+    return "\n".join(lines) + "\n"
+
+
+def _translate_options(args: dict[str, Any]) -> list[str]:
+    """`dfc_runner` options for a cut: node names and the input shapes, as `translate_onnx_model` takes them."""
+    options: list[str] = []
+    for key in ("start_node_names", "end_node_names"):
+        if args.get(key):
+            options += [f"--{key.replace('_', '-')}", *args[key]]
+    if args.get("net_input_shapes"):
+        options += ["--net-input-shapes", json.dumps(args["net_input_shapes"], separators=(",", ":"))]
+    return options
+
+
+def _write_tool(tool: Path) -> None:
+    """The parse's own code, and nothing else: a package whose `gate/__init__` imports nothing heavy."""
+    here = Path(__file__).resolve().parent
+    (tool / "weftlib" / "gate").mkdir(parents=True, exist_ok=True)
+    (tool / "weftlib" / "__init__.py").write_text('"""The DFC parse only (copied from weftlib)."""\n')
+    (tool / "weftlib" / "gate" / "__init__.py").write_text("")
+    for name in ("dfc_runner.py", "dfc_log.py"):
+        shutil.copyfile(here / name, tool / "weftlib" / "gate" / name)
+
+
+def read_pack(folder: str | os.PathLike) -> dict[str, Any]:
+    """The manifest of a pack folder; a clear error when the folder is not one."""
+    folder = Path(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(f"{folder}: not a folder")
+    path = folder / MANIFEST
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError) as exc:
+        raise ValueError(
+            f"{folder}: no readable {MANIFEST} ({exc}); write the pack with `python -m weftlib.gate probes --out DIR`"
+        ) from exc
+    if not isinstance(data, dict) or data.get("kind") != PACK_KIND:
+        raise ValueError(f"{path}: not a DFC pack manifest")
+    return data
+
+
+def results_in(folder: str | os.PathLike, stems: Iterable[str]) -> dict[str, DfcResult]:
+    """The DFC result files (`<stem>.dfc.json`, else `<stem>.dfc.log`) found for `stems` in `folder`."""
+    folder = Path(folder)
+    found = {}
+    for stem in stems:
+        for name in (f"{stem}.dfc.json", f"{stem}.dfc.log"):
+            if (folder / name).is_file():
+                found[stem] = load_dfc_result(folder / name)
+                break
+    return found
