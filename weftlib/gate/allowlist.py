@@ -4,8 +4,8 @@ evidence behind each.
 The allowlist is a claim about the Dataflow Compiler. Keeping it as data with its evidence beside every op
 and every graph pattern lets the gate weigh what was seen (`weftlib.gate.standing`), lets notebook 05 check
 the listing against that evidence, and lets a pairing say which entry to move. A typo in the file must stop
-the gate (a misspelled op silently widens or narrows it), so every key is checked and every error names the
-file, the entry and what is valid.
+the gate (a misspelled op silently widens or narrows it), so every key is checked (the file's shape is
+`weftlib.gate.allowlist_schema`) and every error names the file, the entry and what is valid.
 
 - `public_record`: one entry per public DFC outcome (a graph, the DFC version and arch, what happened, the
   nodes it named); `weftlib.gate.public_record` rebuilds each as a graph, and the tests run the gate on it.
@@ -21,33 +21,17 @@ the case, so each fact is written once.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ..paths import REPO_ROOT
 
+if TYPE_CHECKING:
+    from .allowlist_schema import AllowlistFile, EvidenceItem
+
 DEFAULT_PATH = REPO_ROOT / "params" / "device_ops.yaml"
-# parsed / rejected: the DFC was seen to do so (a crash in the parser counts as rejected); miscompiled: it
-# parsed but did not compute the op (counted against); documented: a vendor table lists it as supported.
-SEEN = ("parsed", "rejected", "miscompiled", "documented")
-OBSERVED = ("parsed", "rejected", "miscompiled")
-OUTCOMES = ("parsed", "refused", "crashed", "miscompiled")  # miscompiled: parsed, but not computed
-STAGES = ("translate", "optimize", "compile", "ran")
-TOP_KEYS = {
-    "target",
-    "compiler",
-    "sources",
-    "compile_record",
-    "public_record",
-    "device_ops",
-    "known_blockers",
-    "graph_rules",
-}
-COMPILE_KEYS = {"layer", "params", "dfc", "result", "source"}
-OP_KEYS = {"evidence", "note", "reason", "by_pattern"}
-RULE_KEYS = {"what", "evidence", "note"}
-EVIDENCE_KEYS = {"seen", "dfc", "arch", "source", "note", "case", "inferred", "retracted"}
-CASE_KEYS = {"graph", "dfc", "arch", "stage", "outcome", "error", "refused_at", "source", "note", "rebuilt"}
+OBSERVED = ("parsed", "rejected", "miscompiled")  # the kinds of `seen` that are observations of the DFC
 
 
 class DeviceOpsError(ValueError):
@@ -121,10 +105,10 @@ class DeviceOps:
     entries: dict[str, OpEntry]
     rules: dict[str, RuleEntry]
     cases: dict[str, Case]
+    max_ir_version: int  # the file's `compiler` limits: the highest ONNX IR the DFC reads
+    opsets: tuple[int, int]  # and the default-domain opsets it parsed, lowest and highest
     target_dfc: str = "unknown"  # the file's `target` says which; an allowlist built from names knows none
     target_arch: str = "unknown"
-    max_ir_version: int = 10
-    opsets: tuple[int, int] = (13, 23)
     source: str = "<memory>"
     sources: dict[str, str] = field(default_factory=dict)  # short name -> the source in full
     compile_figures: tuple[dict[str, Any], ...] = ()  # a layer's size against what the compiler did with it
@@ -154,13 +138,27 @@ class DeviceOps:
     @classmethod
     def from_names(cls, names: Any, **limits: Any) -> DeviceOps:
         """An allowlist with no evidence (tests, ad-hoc CLI use): each named op counts as documented for
-        the given target, so it predicts a parse; every graph rule stays without evidence (unjudged)."""
+        the given target, so it predicts a parse; every graph rule stays without evidence (unjudged).
+        The target DFC and the compiler's limits are the committed file's unless given; the arch is any."""
         if isinstance(names, str) or not all(isinstance(n, str) and n for n in names):
             raise DeviceOpsError(f"allow: expected an iterable of op names, got {names!r}")
-        target = {"target_dfc": limits.pop("target_dfc", "5.3.0"), "target_arch": limits.pop("target_arch", "any")}
-        doc = (Evidence("documented", target["target_dfc"], "unknown", "named by the caller"),)
+        file = committed()
+        given = {
+            "target_dfc": file.target_dfc,
+            "target_arch": "any",
+            "max_ir_version": file.max_ir_version,
+            "opsets": file.opsets,
+            **limits,
+        }
+        doc = (Evidence("documented", given["target_dfc"], "unknown", "named by the caller"),)
         entries = {n: OpEntry(n, "device_ops", doc) for n in names}
-        return cls(entries=entries, rules={}, cases={}, **target, **limits)
+        return cls(entries=entries, rules={}, cases={}, **given)
+
+
+@lru_cache(maxsize=1)
+def committed() -> DeviceOps:
+    """`params/device_ops.yaml` as committed, read once (what `DeviceOps.from_names` takes its target from)."""
+    return load_device_ops()
 
 
 def load_device_ops(path: str | Path | None = None) -> DeviceOps:
@@ -179,185 +177,76 @@ def load_device_ops(path: str | Path | None = None) -> DeviceOps:
 
 def parse_device_ops(data: Any, source: str = "<memory>") -> DeviceOps:
     """Check an already-loaded mapping and build `DeviceOps`; every problem names its place."""
-    where = _Where(source)
-    top = where.mapping(data, "file", TOP_KEYS, required={"target", "device_ops", "known_blockers"})
-    target = where.mapping(top["target"], "target", {"dfc", "arch"}, required={"dfc", "arch"})
-    compiler = where.mapping(top.get("compiler", {}), "compiler", {"max_ir_version", "opsets"})
-    cases = {
-        str(name): _case(where, name, body)
-        for name, body in where.mapping(top.get("public_record", {}), "public_record", None).items()
-    }
-    entries: dict[str, OpEntry] = {}
-    for listed in ("device_ops", "known_blockers"):
-        block = where.mapping(top[listed], listed, None)
-        for op, body in block.items():
-            if op in entries:
-                raise where.error(f"{listed}.{op}", f"{op} is in both device_ops and known_blockers")
-            entries[op] = _op_entry(where, listed, op, body, cases)
-    rules = {
-        str(name): _rule(where, name, body, cases)
-        for name, body in where.mapping(top.get("graph_rules", {}), "graph_rules", None).items()
-    }
-    sources = {
-        where.text(k, "sources"): where.text(v, f"sources.{k}")
-        for k, v in where.mapping(top.get("sources", {}), "sources", None).items()
-    }
-    figures = tuple(
-        {
-            **where.mapping(f, f"compile_record[{i}]", COMPILE_KEYS, required=COMPILE_KEYS),
-            "params": where.integer(f["params"], f"compile_record[{i}].params"),
-        }
-        for i, f in enumerate(where.sequence(top.get("compile_record", []), "compile_record"))
-    )
+    from . import allowlist_schema  # pydantic, imported only where a file is read (not in the DFC image)
+
+    checked = allowlist_schema.check(data)
+    if isinstance(checked, list):
+        raise DeviceOpsError("\n".join(f"{source}: {place}: {problem}" for place, problem in checked))
+    build = _Builder(source, checked)
     return DeviceOps(
-        entries=entries,
-        rules=rules,
-        cases=cases,
-        sources=sources,
-        compile_figures=figures,
-        target_dfc=where.text(target["dfc"], "target.dfc"),
-        target_arch=where.text(target["arch"], "target.arch"),
-        max_ir_version=where.integer(compiler.get("max_ir_version", 10), "compiler.max_ir_version"),
-        opsets=_opsets(where, compiler.get("opsets", [13, 23])),
+        entries=build.entries(),
+        rules=build.rules(),
+        cases=build.cases,
+        sources=dict(checked.sources),
+        compile_figures=tuple(figure.model_dump() for figure in checked.compile_record),
+        target_dfc=checked.target.dfc,
+        target_arch=checked.target.arch,
+        max_ir_version=checked.compiler.max_ir_version,
+        opsets=checked.compiler.opsets,
         source=source,
     )
 
 
-class _Where:
-    """Builds errors that name the file and the entry."""
+class _Builder:
+    """The records from the checked file, and the checks that need the whole file (cited cases, one listing
+    per op), with errors that name the file and the entry."""
 
-    def __init__(self, source: str) -> None:
-        self.source = source
+    def __init__(self, source: str, checked: AllowlistFile) -> None:
+        self.source, self.file = source, checked
+        self.cases = {name: Case(name=name, **body.model_dump()) for name, body in checked.public_record.items()}
 
     def error(self, place: str, problem: str) -> DeviceOpsError:
         return DeviceOpsError(f"{self.source}: {place}: {problem}")
 
-    def mapping(
-        self, value: Any, place: str, keys: set[str] | None, required: frozenset[str] | set[str] = frozenset()
-    ) -> dict[str, Any]:
-        if not isinstance(value, dict):
-            raise self.error(place, f"expected a mapping, got {type(value).__name__}")
-        if keys is not None:
-            unknown = sorted(set(map(str, value)) - keys)
-            if unknown:
-                raise self.error(place, f"unknown key(s) {unknown}; valid keys: {sorted(keys)}")
-        missing = sorted(required - set(value))
-        if missing:
-            raise self.error(place, f"missing key(s) {missing}")
-        return value
+    def entries(self) -> dict[str, OpEntry]:
+        entries: dict[str, OpEntry] = {}
+        for listed, block in (("device_ops", self.file.device_ops), ("known_blockers", self.file.known_blockers)):
+            for op, body in block.items():
+                if op in entries:
+                    raise self.error(f"{listed}.{op}", f"{op} is in both device_ops and known_blockers")
+                evidence = self.evidence(f"{listed}.{op}.evidence", body.evidence)
+                note = body.note if "note" in body.model_fields_set else body.reason
+                entries[op] = OpEntry(op, listed, evidence, note, body.by_pattern)
+        return entries
 
-    def sequence(self, value: Any, place: str) -> list[Any]:
-        if not isinstance(value, list):
-            raise self.error(place, f"expected a list, got {type(value).__name__}")
-        return value
+    def rules(self) -> dict[str, RuleEntry]:
+        return {
+            name: RuleEntry(name, body.what, self.evidence(f"graph_rules.{name}.evidence", body.evidence), body.note)
+            for name, body in self.file.graph_rules.items()
+        }
 
-    def integer(self, value: Any, place: str) -> int:
-        if isinstance(value, bool) or not isinstance(value, int):
-            raise self.error(place, f"expected an integer, got {value!r}")
-        return value
+    def evidence(self, place: str, items: tuple[EvidenceItem, ...] | None) -> tuple[Evidence, ...]:
+        if items is None:
+            return (Evidence("assumed"),)
+        return tuple(self.item(f"{place}[{i}]", item) for i, item in enumerate(items))
 
-    def boolean(self, value: Any, place: str) -> bool:
-        if not isinstance(value, bool):
-            raise self.error(place, f"expected true or false, got {value!r}")
-        return value
-
-    def text(self, value: Any, place: str) -> str:
-        if not isinstance(value, (str, int, float)) or isinstance(value, bool) or str(value) == "":
-            raise self.error(place, f"expected a non-empty string, got {value!r}")
-        return str(value)
-
-    def choice(self, value: Any, place: str, valid: tuple[str, ...]) -> str:
-        if value not in valid:
-            raise self.error(place, f"{value!r}; valid: {list(valid)}")
-        return str(value)
-
-
-def _opsets(where: _Where, value: Any) -> tuple[int, int]:
-    pair = where.sequence(value, "compiler.opsets")
-    if len(pair) != 2:
-        raise where.error("compiler.opsets", f"expected [lowest, highest], got {pair!r}")
-    low, high = (where.integer(v, "compiler.opsets") for v in pair)
-    if low > high:
-        raise where.error("compiler.opsets", f"lowest {low} is above highest {high}")
-    return low, high
-
-
-def _case(where: _Where, name: Any, body: Any) -> Case:
-    place = f"public_record.{name}"
-    body = where.mapping(body, place, CASE_KEYS, required={"graph", "dfc", "arch", "stage", "outcome", "source"})
-    outcome = where.choice(body["outcome"], f"{place}.outcome", OUTCOMES)
-    refused_at = tuple(
-        where.text(n, f"{place}.refused_at") for n in where.sequence(body.get("refused_at", []), f"{place}.refused_at")
-    )
-    if outcome == "parsed" and refused_at:
-        raise where.error(f"{place}.refused_at", "a parsed graph names no refused node")
-    return Case(
-        name=str(name),
-        graph=where.text(body["graph"], f"{place}.graph"),
-        dfc=where.text(body["dfc"], f"{place}.dfc"),
-        arch=where.text(body["arch"], f"{place}.arch"),
-        stage=where.choice(body["stage"], f"{place}.stage", STAGES),
-        outcome=outcome,
-        source=where.text(body["source"], f"{place}.source"),
-        error=str(body.get("error", "")),
-        refused_at=refused_at,
-        note=str(body.get("note", "")),
-        rebuilt=where.boolean(body.get("rebuilt", True), f"{place}.rebuilt"),
-    )
-
-
-def _evidence_list(where: _Where, place: str, raw: Any, cases: dict[str, Case], allow_empty: bool) -> tuple:
-    if raw == "assumed":
-        return (Evidence("assumed"),)
-    items = where.sequence(raw, place)
-    if not items and not allow_empty:
-        raise where.error(place, "empty; write `evidence: assumed` when nothing was seen")
-    return tuple(_evidence(where, f"{place}[{i}]", e, cases) for i, e in enumerate(items))
-
-
-def _op_entry(where: _Where, listed: str, op: Any, body: Any, cases: dict[str, Case]) -> OpEntry:
-    place = f"{listed}.{op}"
-    if not isinstance(op, str) or not op[:1].isalpha():
-        raise where.error(place, f"an op name must be an ONNX op type, got {op!r}")
-    body = where.mapping(body, place, OP_KEYS, required={"evidence"})
-    by_pattern = where.boolean(body.get("by_pattern", False), f"{place}.by_pattern")
-    evidence = _evidence_list(where, f"{place}.evidence", body["evidence"], cases, allow_empty=by_pattern)
-    note = str(body.get("note", body.get("reason", "")))
-    return OpEntry(op=op, listed=listed, evidence=evidence, note=note, by_pattern=by_pattern)
-
-
-def _rule(where: _Where, name: Any, body: Any, cases: dict[str, Case]) -> RuleEntry:
-    place = f"graph_rules.{name}"
-    body = where.mapping(body, place, RULE_KEYS, required={"what", "evidence"})
-    evidence = _evidence_list(where, f"{place}.evidence", body["evidence"], cases, allow_empty=True)
-    note = str(body.get("note", ""))
-    if not evidence and not note:
-        raise where.error(place, "no evidence: say in `note` what the record leaves silent")
-    return RuleEntry(name=str(name), what=where.text(body["what"], f"{place}.what"), evidence=evidence, note=note)
-
-
-def _evidence(where: _Where, place: str, item: Any, cases: dict[str, Case]) -> Evidence:
-    item = where.mapping(item, place, EVIDENCE_KEYS, required={"seen"})
-    seen = where.choice(item["seen"], f"{place}.seen", SEEN)
-    case_name = str(item.get("case", ""))
-    if case_name:
-        if case_name not in cases:
-            raise where.error(f"{place}.case", f"{case_name!r} is not in public_record")
-        case = cases[case_name]
-        if seen == "parsed" and case.refused:
-            raise where.error(place, f"seen: parsed, yet case {case_name!r} was {case.outcome}")
-        defaults = {"dfc": case.dfc, "arch": case.arch, "source": f"{case.source} [{case_name}]"}
-    elif "source" not in item:
-        raise where.error(place, "missing key(s) ['source'] (or cite a `case` of public_record)")
-    else:
-        defaults = {}
-    return Evidence(
-        seen=seen,
-        dfc=where.text(item.get("dfc", defaults.get("dfc", "unknown")), f"{place}.dfc"),
-        arch=where.text(item.get("arch", defaults.get("arch", "unknown")), f"{place}.arch"),
-        source=where.text(item.get("source", defaults.get("source")), f"{place}.source"),
-        note=str(item.get("note", "")),
-        case=case_name,
-        inferred=where.boolean(item.get("inferred", False), f"{place}.inferred"),
-        retracted=str(item.get("retracted", "")),
-    )
+    def item(self, place: str, item: EvidenceItem) -> Evidence:
+        """One evidence item, its DFC version, arch and source taken from the case it cites."""
+        lent = {"dfc": "unknown", "arch": "unknown", "source": ""}
+        if item.case:
+            case = self.cases.get(item.case)
+            if case is None:
+                raise self.error(f"{place}.case", f"{item.case!r} is not in public_record")
+            if item.seen == "parsed" and case.refused:
+                raise self.error(place, f"seen: parsed, yet case {item.case!r} was {case.outcome}")
+            lent = {"dfc": case.dfc, "arch": case.arch, "source": f"{case.source} [{item.case}]"}
+        return Evidence(
+            seen=item.seen,
+            dfc=item.dfc or lent["dfc"],
+            arch=item.arch or lent["arch"],
+            source=item.source or lent["source"],
+            note=item.note,
+            case=item.case,
+            inferred=item.inferred,
+            retracted=item.retracted,
+        )
