@@ -62,6 +62,33 @@ def test_structural_errors(tiny_suite, text, word):
         params.validate(plan(tiny_suite, text))
 
 
+@pytest.mark.parametrize(
+    "text, where, why",
+    [
+        ("", "top level", "expected a mapping with a `notebooks` list"),
+        ("notebooks: []\n", "notebooks", "expected a non-empty list of notebooks"),
+        ("notebooks: [7]\n", "notebooks[0]", "expected a notebook name or a mapping with `name` and `parameters`"),
+        ("notebooks: [10_ok, {name: 20_bad, params: {}}]\n", "notebooks[1]", "unknown key 'params'; valid keys: name"),
+        ("notebooks:\n  - {name: 10_ok, parameters: [1]}\n", "notebooks[0].parameters", "expected a mapping"),
+        ("notebooks:\n  - {name: 10_ok, parameters: {1: 2}}\n", "notebooks[0].parameters", "key 1 is not a"),
+        ("notebooks: [10_ok]\ncell_timeout: true\n", "cell_timeout", "positive number of seconds, got True"),
+        ("notebooks: [10_ok]\ncell_timeout: 0\n", "cell_timeout", "positive number of seconds, got 0"),
+        ("1: x\nnotebooks: [10_ok]\n", "top level", "unknown key 1; valid keys: appendix, cell_timeout"),
+    ],
+)
+def test_a_shape_error_names_the_file_and_the_place(tiny_suite, text, where, why):
+    """The plan file's shape is pydantic's to check; its refusal still reads `FILE: PLACE: PROBLEM`."""
+    with pytest.raises(params.ParamsError) as err:
+        plan(tiny_suite, text)
+    assert str(err.value).startswith(f"{tiny_suite[0].parent / 'params.yaml'}: {where}: ") and why in str(err.value)
+
+
+def test_an_empty_entry_parameters_and_a_description_are_read_as_before(tiny_suite):
+    p = plan(tiny_suite, "description: 12\nnotebooks:\n  - {name: 10_ok, parameters: null}\n  - 20_bad\n")
+    assert p.description == "12" and p.cell_timeout == 900 and not p.appendix
+    assert [nb.parameters for nb in p.notebooks] == [{}, {}] and p.notebooks[1].path.name == "20_bad.ipynb"
+
+
 def test_only_keeps_file_order_and_rejects_unknown(tiny_suite):
     nb_dir, write = tiny_suite
     path = write("notebooks: [10_ok, 20_bad]\n")

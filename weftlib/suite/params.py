@@ -3,6 +3,8 @@
 A parameter file is only trusted after every key has been compared with the notebook's real `parameters`
 cell (papermill reads it without starting a kernel): a misspelled key would otherwise be injected as a new
 variable, silently ignored, and the appendix would show a run of the defaults under the wrong label.
+The file's own shape (its keys and their types) is checked by pydantic models; YAML's loader is made to refuse a
+key written twice, which it would otherwise drop before any model could see it.
 """
 
 from __future__ import annotations
@@ -14,9 +16,19 @@ import json
 import re
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, ClassVar
 
 import yaml
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    field_validator,
+    model_validator,
+)
 
 from ..paths import REPO_ROOT
 from . import schema
@@ -26,8 +38,6 @@ DEFAULT_PLAN = REPO_ROOT / "params" / "default.yaml"  # the small CPU plan; `mak
 FULL_PLAN = REPO_ROOT / "params" / "appendix.yaml"  # the full plan: a run of it is the appendix the RFD cites
 NOTEBOOK_NAME = re.compile(r"^\d{2}_[a-z0-9_]+$")  # NN_name: a notebook of the notebook folder, never a path
 RESERVED = ("run_dir",)  # set by the runner itself
-FILE_KEYS = {"description", "cell_timeout", "notebooks", "appendix"}
-ENTRY_KEYS = {"name", "parameters"}
 
 
 class ParamsError(ValueError):
@@ -87,7 +97,7 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
-def _read_yaml(source: Path) -> dict[str, Any]:
+def _read_yaml(source: Path) -> Any:
     if source.is_dir():
         raise ParamsError(f"{source}: is a directory; --params takes a parameter file such as params/default.yaml")
     try:
@@ -102,67 +112,123 @@ def _read_yaml(source: Path) -> dict[str, Any]:
         raise ParamsError(f"{source}: cannot be read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise ParamsError(f"{source}: not valid YAML: {exc}") from None
-    if not isinstance(data, dict):
-        raise _fail(source, "top level", "expected a mapping with a `notebooks` list")
     return data
 
 
-def _check_keys(source: Path, where: str, got: dict[str, Any], valid: set[str]) -> None:
-    unknown = sorted(set(got) - valid)
-    if unknown:
-        raise _fail(source, where, f"unknown key {unknown[0]!r}; valid keys: {', '.join(sorted(valid))}")
+class _Shape(BaseModel):
+    """A part of a parameter file: no key beyond its fields, no value coerced to another type."""
+
+    model_config = ConfigDict(extra="forbid", strict=True, frozen=True)
+    EXPECTED: ClassVar[str]  # what the part is, for the message when something else stands in its place
 
 
-def _entry(source: Path, index: int, raw: Any, notebook_dir: Path) -> NotebookPlan:
-    where = f"notebooks[{index}]"
-    if isinstance(raw, str):
-        raw = {"name": raw}
-    if not isinstance(raw, dict) or "name" not in raw:
-        raise _fail(source, where, "expected a notebook name or a mapping with `name` and `parameters`")
-    _check_keys(source, where, raw, ENTRY_KEYS)
-    name = raw["name"]
+def _notebook_name(name: Any, info: ValidationInfo) -> str:
+    """A plain name of the notebook folder (a path once passed and overwrote the source notebook)."""
     if not isinstance(name, str) or not NOTEBOOK_NAME.match(name):
-        raise _fail(
-            source,
-            f"{where}.name",
+        raise ValueError(
             f"{name!r} is not a notebook name: a name is NN_name (two digits, then lower-case letters, digits "
-            "and _), the file's stem in notebooks/, never a path",
+            "and _), the file's stem in notebooks/, never a path"
         )
-    path = notebook_dir / f"{name}.ipynb"
-    if not path.is_file():
+    notebook_dir: Path = (info.context or {}).get("notebook_dir", NOTEBOOK_DIR)
+    if not (notebook_dir / f"{name}.ipynb").is_file():
         known = sorted(p.stem for p in notebook_dir.glob("*.ipynb"))
-        raise _fail(source, f"{where}.name", f"no notebook {name!r}; notebooks: {', '.join(known)}")
-    parameters = raw.get("parameters") or {}
-    if not isinstance(parameters, dict):
-        raise _fail(source, f"{name}.parameters", "expected a mapping of parameter names to values")
-    return NotebookPlan(name=name, path=path, parameters=dict(parameters))
+        raise ValueError(f"no notebook {name!r}; notebooks: {', '.join(known)}")
+    return name
+
+
+class _Entry(_Shape):
+    """One item of `notebooks`: a name, or a name and the values for its `parameters` cell."""
+
+    EXPECTED = "a notebook name or a mapping with `name` and `parameters`"
+
+    name: Annotated[str, BeforeValidator(_notebook_name)] = Field(description="a notebook name")
+    parameters: Annotated[dict[str, Any], BeforeValidator(lambda v: v or {})] = Field(  # null, [], "": none
+        default_factory=dict, description="a mapping of parameter names to values"
+    )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _shorthand(cls, raw: Any) -> Any:
+        return {"name": raw} if isinstance(raw, str) else raw  # `- 10_ok` is `- name: 10_ok`
+
+
+class _PlanFile(_Shape):
+    """A parameter file as written: its keys and their types, each notebook named once."""
+
+    EXPECTED = "a mapping with a `notebooks` list"
+
+    description: Annotated[str, BeforeValidator(str)] = ""
+    cell_timeout: int = Field(900, gt=0, description="a positive number of seconds")
+    notebooks: list[_Entry] = Field(min_length=1, description="a non-empty list of notebooks")
+    appendix: bool = Field(False, description="true or false")
+
+    @field_validator("notebooks")
+    @classmethod
+    def _once_each(cls, entries: list[_Entry]) -> list[_Entry]:
+        names = [entry.name for entry in entries]
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:
+            raise ValueError(f"{', '.join(twice)} listed twice; each notebook runs once per plan")
+        return entries
+
+
+def _place(loc: tuple[int | str, ...]) -> str:
+    """A pydantic location as the file's reader names it: `notebooks[2].parameters`, or `top level`."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
+    return text or "top level"
+
+
+def _expected(loc: tuple[int | str, ...]) -> str:
+    """What the plan file must hold at `loc`: a part's EXPECTED, or its field's description (a file has two
+    levels of parts: the top, and each `notebooks[i]`)."""
+    if not loc:
+        return _PlanFile.EXPECTED
+    if len(loc) == 2:  # notebooks[i]: an entry
+        return _Entry.EXPECTED
+    model, key = (_PlanFile, loc[0]) if len(loc) == 1 else (_Entry, loc[2])
+    field_ = model.model_fields.get(str(key))
+    return (field_.description if field_ else None) or str(key)
+
+
+_UNKNOWN = ("extra_forbidden", "invalid_key")  # a key no field has (invalid_key: not even a string)
+
+
+def _refusal(source: Path, exc: ValidationError) -> ParamsError:
+    """The first problem of a plan file as one line naming the file and the key (unknown keys first, as a
+    misspelled key is the likeliest reason for the rest)."""
+    errors = exc.errors(include_url=False)
+    err = min(errors, key=lambda e: (0, len(e["loc"])) if e["type"] in _UNKNOWN else (1, 0))
+    loc, got = tuple(err["loc"]), err["input"]
+    if err["type"] in _UNKNOWN:
+        valid = ", ".join(sorted(_Entry.model_fields if len(loc) > 1 else _PlanFile.model_fields))
+        return _fail(source, _place(loc[:-1]), f"unknown key {loc[-1]!r}; valid keys: {valid}")
+    if loc[-1:] == ("[key]",):  # a key of `parameters` that is no string
+        return _fail(source, _place(loc[:-2]), f"key {got!r} is not a parameter name")
+    if err["type"] == "value_error":
+        return _fail(source, _place(loc), err["msg"].removeprefix("Value error, "))
+    scalar = isinstance(got, (str, int, float, bool)) or got is None
+    shown = f", got {got!r}" if scalar and err["type"] != "missing" else ""
+    return _fail(source, _place(loc), f"expected {_expected(loc)}{shown}")
 
 
 def load_plan(source: str | Path, only: list[str] | None = None, notebook_dir: Path = NOTEBOOK_DIR) -> SuitePlan:
     """Read a parameter file (structure only); `only` keeps the named notebooks, in the file's order."""
     source = Path(source)
-    data = _read_yaml(source)
-    _check_keys(source, "top level", data, FILE_KEYS)
-    entries = data.get("notebooks")
-    if not isinstance(entries, list) or not entries:
-        raise _fail(source, "notebooks", "expected a non-empty list of notebooks")
-    notebooks = tuple(_entry(source, i, raw, notebook_dir) for i, raw in enumerate(entries))
-    names = [nb.name for nb in notebooks]
-    twice = sorted({n for n in names if names.count(n) > 1})
-    if twice:
-        raise _fail(source, "notebooks", f"{', '.join(twice)} listed twice; each notebook runs once per plan")
+    try:
+        data = _PlanFile.model_validate(_read_yaml(source), context={"notebook_dir": notebook_dir})
+    except ValidationError as exc:
+        raise _refusal(source, exc) from None
+    notebooks = tuple(
+        NotebookPlan(entry.name, notebook_dir / f"{entry.name}.ipynb", dict(entry.parameters))
+        for entry in data.notebooks
+    )
     if only:
+        names = [nb.name for nb in notebooks]
         missing = [n for n in only if n not in names]
         if missing:
             raise _fail(source, "--only", f"{missing[0]!r} is not in this file; notebooks: {', '.join(names)}")
         notebooks = tuple(nb for nb in notebooks if nb.name in only)
-    timeout = data.get("cell_timeout", 900)
-    if not isinstance(timeout, int) or isinstance(timeout, bool) or timeout <= 0:
-        raise _fail(source, "cell_timeout", f"expected a positive number of seconds, got {timeout!r}")
-    appendix = data.get("appendix", False)
-    if not isinstance(appendix, bool):
-        raise _fail(source, "appendix", f"expected true or false, got {appendix!r}")
-    return SuitePlan(source, str(data.get("description", "")), timeout, notebooks, appendix, partial=bool(only))
+    return SuitePlan(source, data.description, data.cell_timeout, notebooks, data.appendix, partial=bool(only))
 
 
 def notebook_names(source: str | Path = DEFAULT_PLAN) -> list[str]:
