@@ -503,7 +503,7 @@ def write_partition(
         raise PartitionError(
             f"--out: {target} is not empty and not a partition of this suite; give an empty or new folder"
         )
-    from .probes import building
+    from .folder_swap import building
 
     with building(target) as build:
         part = prove(partition(path, ops, build), path, build, tolerance=tolerance)
