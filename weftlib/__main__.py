@@ -14,6 +14,7 @@ from pathlib import Path
 
 from .suite.params import DEFAULT_PLAN, ParamsError, apply_settings, load_plan, validate
 from .suite.publish import PublishError
+from .suite.runfolder import SummaryError
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -101,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted (Ctrl-C) before the run started; nothing ran", file=sys.stderr)
         return 130
-    except (ParamsError, FileExistsError, PublishError) as exc:
+    except (ParamsError, FileExistsError, PublishError, SummaryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 
