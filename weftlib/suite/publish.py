@@ -7,7 +7,6 @@ own `Recorder.conclude` record (never re-typed here), saying what the answer res
 
 from __future__ import annotations
 
-import json
 import os
 import re
 from datetime import datetime, UTC
@@ -22,13 +21,12 @@ from .appendix import PublishError
 from .appendix import check_target, publish_appendix  # noqa: F401 (runner.py's, until it imports them from appendix)
 from .files import write_atomic
 from .provenance import describe_code, environment, outside_code
-from .runfolder import read_state
+from .runfolder import NO_COMMIT, NotebookResult, RunSummary, SummaryError, read_state, read_summary, write_summary
 from ..formatting import format_duration, format_value
-from .record import answer_status, jsonable, load_metrics, timing_quality
+from .record import answer_status, load_metrics, timing_quality
 
 if TYPE_CHECKING:
     from .params import SuitePlan
-    from .runner import NotebookResult
 
 HIDE_INPUT_TAG = "hide-input"
 INJECTED_TAG = "injected-parameters"
@@ -169,18 +167,19 @@ def _duration(seconds: float) -> str:
     return format_duration(float(seconds)) if seconds else "—"
 
 
-def provenance_rows(summary: dict[str, Any]) -> list[tuple[str, str]]:
-    env = summary["provenance"]
-    git = env["git"]
+def provenance_rows(summary: RunSummary) -> list[tuple[str, str]]:
+    """The index's provenance table: parameters, the suite's full commit, machine, natten, the DFC, outside
+    code, package versions and when the run started and finished."""
+    env = summary.provenance
     return [
-        ("parameters", f"{summary['params_file']} (hash {summary['params_hash']})"),
-        ("git commit", f"{git['commit'] or 'not a git checkout'}" + (" (dirty tree)" if git["dirty"] else "")),
+        ("parameters", f"{summary.params_file} (hash {summary.params_hash})"),
+        ("git commit", (summary.commit or NO_COMMIT) + (" (dirty tree)" if summary.dirty else "")),
         ("machine", machine_line(env)),
         ("natten", env["natten"]["note"]),
         ("Hailo DFC", "importable" if env["hailo_dfc"]["importable"] else env["hailo_dfc"]["reason"]),
         ("code from outside this repository", outside_code_text(env)),
         *((f"version: {k}", v or "not installed") for k, v in env["versions"].items()),
-        ("started / finished (UTC)", f"{summary['started']} / {summary['finished']}"),
+        ("started / finished (UTC)", f"{summary.started} / {summary.finished}"),
     ]
 
 
@@ -202,52 +201,57 @@ def write_index(
     started: datetime,
     state: str | None = None,
     partial: bool = False,
-) -> dict:
+) -> RunSummary:
     """Write `summary.json` and `index.html` for a run, both opening with the answer table; return the summary."""
-    passed = all(r.status == "passed" for r in results)
-    state = state or ("passed" if passed else "failed")
-    run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
-    answers = answer_rows(run_dir, results, run_note)
-    timings = {r.name: timing_quality(load_metrics(run_dir, r.name)) for r in results}
-    summary = {
-        "answers": answers,
-        "scope": scope_line(plan.appendix, str(plan.source)),
-        "appendix": plan.appendix,
-        "state": state,
-        "passed": passed and state == "passed",
-        "partial": partial,
-        "params_file": str(plan.source),
-        "params_set": list(plan.settings),  # the command line's --set KEY=VALUE, applied to the plan
-        "params_hash": plan.digest(),
-        "description": plan.description,
-        "started": started.isoformat(timespec="seconds"),
-        "finished": datetime.now(UTC).isoformat(timespec="seconds"),
-        "durations": {r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
-        "timings": timings,  # per notebook: timed rows, and how many were taken on a contended machine
-        "provenance": {
-            **environment(),
-            "outside_code": outside_code(plan, [r.name for r in results if r.status != "not run"]),
-        },
-        "notebooks": [jsonable(r) for r in results],
-    }
-    write_atomic(run_dir / "summary.json", json.dumps(summary, indent=2))
+    summary = _run_summary(run_dir, plan, results, started, state, partial)
+    write_summary(run_dir, summary)
     verdict = (
         "Every notebook passed."
-        if summary["passed"]
+        if summary.passed
         else "FAILED: " + "; ".join(r.describe_error() for r in results if r.status != "passed")
     )
-    rows = [_index_row(run_dir, r, timings[r.name]) for r in results]
     page = ENV.get_template("index.html.j2").render(
         appendix=plan.appendix,
-        scope=summary["scope"],
-        answers=answers,
-        state=state,
+        scope=summary.scope,
+        answers=summary.answers,
+        state=summary.state,
         verdict=verdict,
-        notebooks=rows,
+        notebooks=[_index_row(run_dir, r, summary.timings[r.name]) for r in results],
         provenance=provenance_rows(summary),
     )
     write_atomic(run_dir / "index.html", page)
     return summary
+
+
+def _run_summary(
+    run_dir: Path, plan: SuitePlan, results: list[NotebookResult], started: datetime, state: str | None, partial: bool
+) -> RunSummary:
+    """The run's summary: the answer table, the plan it ran, when, per-notebook durations and timing quality,
+    provenance (this machine and the outside code the notebooks that ran executed) and the results."""
+    passed = all(r.status == "passed" for r in results)
+    state = state or ("passed" if passed else "failed")
+    run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
+    return RunSummary(
+        answers=answer_rows(run_dir, results, run_note),
+        scope=scope_line(plan.appendix, str(plan.source)),
+        appendix=plan.appendix,
+        state=state,
+        passed=passed and state == "passed",
+        partial=partial,
+        params_file=str(plan.source),
+        params_set=list(plan.settings),
+        params_hash=plan.digest(),
+        description=plan.description,
+        started=started.isoformat(timespec="seconds"),
+        finished=datetime.now(UTC).isoformat(timespec="seconds"),
+        durations={r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
+        timings={r.name: timing_quality(load_metrics(run_dir, r.name)) for r in results},
+        provenance={
+            **environment(),
+            "outside_code": outside_code(plan, [r.name for r in results if r.status != "not run"]),
+        },
+        notebooks=list(results),
+    )
 
 
 def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dict[str, Any]:
@@ -337,10 +341,8 @@ def _svg_block(svg: Path) -> str | None:
     return '```{=html}\n<div style="overflow-x:auto">\n' + "\n".join(lines) + "\n</div>\n```"
 
 
-def check_run(run_dir: Path) -> dict[str, Any]:
+def check_run(run_dir: Path) -> RunSummary:
     """The summary of a run that may be published; PublishError for a failed, partial or unfinished one."""
-
-    summary_path = run_dir / "summary.json"
     if not run_dir.is_dir():
         raise PublishError(f"{run_dir}: no such run folder")
     state = read_state(run_dir)
@@ -349,18 +351,13 @@ def check_run(run_dir: Path) -> dict[str, Any]:
             f"{run_dir}: the run is {state.get('state')} ({state.get('reason', 'see state.json')}); "
             "only a fully passing run is published"
         )
-    if not summary_path.is_file():
-        raise PublishError(f"{run_dir}: no summary.json")
     try:
-        summary = json.loads(summary_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
-        raise PublishError(f"{summary_path}: unreadable or not JSON ({exc}); publish a run this suite wrote") from exc
-    notebooks = summary.get("notebooks", []) if isinstance(summary, dict) else None
-    if not isinstance(notebooks, list) or not all(isinstance(nb, dict) for nb in notebooks):
-        raise PublishError(f"{summary_path}: not a summary this suite wrote")
-    if not summary.get("passed") or any(nb.get("status") != "passed" for nb in notebooks):
+        summary = read_summary(run_dir)
+    except SummaryError as exc:
+        raise PublishError(f"{exc}; publish a run this suite wrote") from None
+    if not summary.passed or any(nb.status != "passed" for nb in summary.notebooks):
         raise PublishError(f"{run_dir}: not every notebook passed; only a fully passing run is published")
-    if summary.get("partial"):
+    if summary.partial:
         raise PublishError(f"{run_dir}: a partial run (--only); publish a run of the whole parameter file")
     return summary
 
@@ -381,67 +378,65 @@ def check_rfd_dir(rfd: Path, page: str) -> Path:
     return rfd / page
 
 
-def provenance_line(summary: dict[str, Any]) -> str:
-    env = summary["provenance"]
-    git = env["git"]
-    commit = (git["commit"] or "no git checkout")[:12] + (" (dirty tree)" if git.get("dirty") else "")
+def provenance_line(summary: RunSummary) -> str:
+    """The page's provenance sentence, under the answer table and each section."""
+    env = summary.provenance
     outside = f"; code from outside this repository: {outside_code_text(env)}" if env.get("outside_code") else ""
     return (
-        f"*Provenance:* suite commit {commit}; parameters {Path(summary['params_file']).name} "
-        f"(hash {summary['params_hash']}); machine {machine_line(env)}{outside}; run {summary['finished']}."
+        f"*Provenance:* suite commit {summary.commit_text}; parameters {Path(summary.params_file).name} "
+        f"(hash {summary.params_hash}); machine {machine_line(env)}{outside}; run {summary.finished}."
     )
 
 
-def render_page(run_dir: Path, summary: dict[str, Any]) -> str:
+def render_page(run_dir: Path, summary: RunSummary) -> str:
     """The page's Markdown (templates/page.qmd.j2): answer table, then one section per notebook (question, what
     was done, headline figures and top rows of key tables as pipe tables, figures as inline SVG, provenance)."""
-    answers = summary["answers"]
     text = ENV.get_template("page.qmd.j2").render(
-        params_name=Path(summary["params_file"]).name,
-        scope=summary["scope"],
+        params_name=Path(summary.params_file).name,
+        scope=summary.scope,
         answer_table=pipe_table(
             ["Question", "Answer", "Rests on", "Status"],
-            [[a["question"] or a["notebook"], a["answer"] or "—", a["rests_on_text"], a["status"]] for a in answers],
+            [
+                [a["question"] or a["notebook"], a["answer"] or "—", a["rests_on_text"], a["status"]]
+                for a in summary.answers
+            ],
         ),
         provenance=provenance_line(summary),
-        sections=[s for nb in summary["notebooks"] if (s := _page_section(run_dir, nb, summary)) is not None],
+        sections=[s for nb in summary.notebooks if (s := _page_section(run_dir, nb, summary)) is not None],
     )
     text = "\n".join(line.rstrip() for line in text.split("\n"))
     return re.sub(r"\n{3,}", "\n\n", text).rstrip("\n") + "\n"
 
 
-def _page_section(run_dir: Path, nb: dict[str, Any], summary: dict[str, Any]) -> dict[str, Any] | None:
+def _page_section(run_dir: Path, nb: NotebookResult, summary: RunSummary) -> dict[str, Any] | None:
     """What the page says of one notebook (None for the overview, which answers no question)."""
-    recorded = load_metrics(run_dir, nb["name"])
+    recorded = load_metrics(run_dir, nb.name)
     if recorded.get("metrics", {}).get("role") == OVERVIEW_ROLE:
         return None
-    question, done = question_of(run_dir / f"{nb['name']}.ipynb")
-    figures = nb.get("headline_text") or []
-    quality = (summary.get("timings") or {}).get(nb["name"])
+    question, done = question_of(run_dir / f"{nb.name}.ipynb")
+    figures = nb.headline_text
+    quality = summary.timings.get(nb.name)
     return {
-        "name": nb["name"],
-        "number": nb["name"].split("_")[0],
+        "name": nb.name,
+        "number": nb.name.split("_")[0],
         "question": question,
         "done": done,
-        "row": next((a for a in summary["answers"] if a["notebook"] == nb["name"]), None),
+        "row": next((a for a in summary.answers if a["notebook"] == nb.name), None),
         "figures": pipe_table(["Figure", "Value"], [[h["label"], h["text"]] for h in figures]) if figures else "",
         "timings": quality["text"] if quality and quality["timed_rows"] else "",
         "tables": _record_tables(recorded),
-        "svgs": [(svg.stem.replace("_", " "), _svg_block(svg)) for svg in sorted((run_dir / nb["name"]).glob("*.svg"))],
+        "svgs": [(svg.stem.replace("_", " "), _svg_block(svg)) for svg in sorted((run_dir / nb.name).glob("*.svg"))],
     }
 
 
-def headline_block(summary: dict[str, Any]) -> str:
+def headline_block(summary: RunSummary) -> str:
     """The block a person pastes into DETAILS.md: headline figures per notebook with machine and commit."""
-    env = summary["provenance"]
-    commit = (env["git"]["commit"] or "no git checkout")[:12]
     lines = [
-        f"Measured by the RFD 1129 suite at commit {commit} ({Path(summary['params_file']).name}, "
-        f"hash {summary['params_hash']}) on {machine_line(env)}, {summary['finished'][:10]}:"
+        f"Measured by the RFD 1129 suite at commit {summary.commit_text} ({Path(summary.params_file).name}, "
+        f"hash {summary.params_hash}) on {machine_line(summary.provenance)}, {summary.finished[:10]}:"
     ]
-    for nb in summary["notebooks"]:
-        for h in nb.get("headline_text") or []:
-            lines.append(f"- {nb['name']}: {h['label']}: {h['text']}")
+    for nb in summary.notebooks:
+        lines += [f"- {nb.name}: {h['label']}: {h['text']}" for h in nb.headline_text]
     return "\n".join(lines)
 
 
@@ -452,10 +447,10 @@ def rfd_questions() -> list[str]:
     return notebook_names(FULL_PLAN)
 
 
-def check_questions(run_dir: Path, summary: dict[str, Any], questions: Sequence[str]) -> None:
+def check_questions(run_dir: Path, summary: RunSummary, questions: Sequence[str]) -> None:
     """PublishError unless the run's answer table answers every question (the overview, recorded as such by
     the run, asks none): a page whose table lacks one would read as the RFD's whole answer."""
-    answered = {a.get("notebook") for a in summary.get("answers", []) if isinstance(a, dict) and a.get("answer")}
+    answered = {a.get("notebook") for a in summary.answers if a.get("answer")}
     missing = [
         n
         for n in questions
