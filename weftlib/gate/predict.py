@@ -21,7 +21,6 @@ from .standing import PARSE, REFUSED, UNJUDGED, Standing, op_standing, rule_stan
 PASS, FAIL = "pass", "fail"
 GRAPH_VERDICTS = (PASS, FAIL, UNJUDGED)
 SHUFFLE_OPS = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile", "Concat", "Split", "Slice"}
-NO_FORMAT_OPS = {"Shape", "Size", "ConstantOfShape"}  # their outputs are shape arithmetic, not data
 
 
 @dataclass(frozen=True)
@@ -133,15 +132,13 @@ def _judge_node(ctx: R.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
 
 
 def _leave_formats(ctx: R.Context, node: onnx.NodeProto, prediction: str) -> None:
-    """The format each output of `node` carries on (see `weftlib.gate.rules`)."""
-    if node.op_type in NO_FORMAT_OPS:
-        fmt = R.NONE
-    else:
-        fmt = R.worse_format([ctx.format(n) for n in ctx.data_inputs(node)])
-        if fmt != R.NONE and prediction == REFUSED:
-            fmt = R.LOST if node.op_type in SHUFFLE_OPS else R.worse_format([fmt, R.UNKNOWN])
-        elif fmt != R.NONE and prediction == UNJUDGED:
-            fmt = R.worse_format([fmt, R.UNKNOWN])
+    """The format each output of `node` carries on (see `weftlib.gate.rules`): none where no input is data
+    (shape arithmetic: Shape, Size, ConstantOfShape read only parameters)."""
+    fmt = R.worse_format([ctx.format(n) for n in ctx.data_inputs(node)])
+    if fmt != R.NONE and prediction == REFUSED:
+        fmt = R.LOST if node.op_type in SHUFFLE_OPS else R.worse_format([fmt, R.UNKNOWN])
+    elif fmt != R.NONE and prediction == UNJUDGED:
+        fmt = R.worse_format([fmt, R.UNKNOWN])
     for out in node.output:
         if out:
             ctx.formats[out] = fmt

@@ -32,7 +32,8 @@ INPUT, GRAPH = "(input)", "(graph)"  # what an input rule / the graph-level rule
 SLICING = {"Split", "Slice", "Gather", "Squeeze", "Unsqueeze", "Identity"}  # move data, compute nothing
 SUMMING = ("ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare")  # one reduce_sum-like layer each
 REDUCTIONS = (*SUMMING, "ReduceMax", "ReduceMin", "ReduceProd")
-# inputs that only parameterise the op (a shape, axes, indices into a shape): not data for the format
+# inputs that only parameterise the op (a shape, axes, indices into a shape): not data for the format; from 0,
+# none is data, so the outputs are shape arithmetic with no format
 _PARAMETER_INPUTS_FROM = {
     "Reshape": 1,
     "Expand": 1,
