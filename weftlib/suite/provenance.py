@@ -68,14 +68,18 @@ def outside_code(plan: SuitePlan, ran: Sequence[str] | None = None) -> list[dict
     return found
 
 
+def short_commit(state: dict[str, Any]) -> str | None:
+    """A `git_state` as people quote it: the commit's first 12 digits, "(dirty tree)" if so; None outside git."""
+    if not state.get("commit"):
+        return None
+    return state["commit"][:12] + (" (dirty tree)" if state.get("dirty") else "")
+
+
 def describe_code(code: dict[str, Any]) -> str:
     """One line for a piece of outside code: where it is and which commit (or that it is no git checkout)."""
-    commit = (
-        f"git {code['commit'][:12]}" + (" (dirty tree)" if code.get("dirty") else "")
-        if code.get("commit")
-        else "not a git checkout"
-    )
-    return f"{code['notebook']} {code['parameter']} = {code['path']} ({commit}): {code['runs']}"
+    commit = short_commit(code)
+    where = f"git {commit}" if commit else "not a git checkout"
+    return f"{code['notebook']} {code['parameter']} = {code['path']} ({where}): {code['runs']}"
 
 
 def sources(notebook: str, **directories: str) -> str:
@@ -89,13 +93,8 @@ def sources(notebook: str, **directories: str) -> str:
             parts.append(f"stand-in for {name}")
             continue
         path = schema.resolve(value)
-        state = git_state(path)
-        commit = (
-            f"at {state['commit'][:12]}" + (" (dirty tree)" if state.get("dirty") else "")
-            if state.get("commit")
-            else "(not a git checkout)"
-        )
-        parts.append(f"{name} checkout {commit}, {path}")
+        commit = short_commit(git_state(path))
+        parts.append(f"{name} checkout {f'at {commit}' if commit else '(not a git checkout)'}, {path}")
     if not parts:
         raise ValueError(f"sources: name at least one outside-code parameter of {notebook}")
     return "; ".join(parts)

@@ -164,7 +164,8 @@ def scope_line(plan_appendix: bool, params_file: str) -> str:
 
 
 def _duration(seconds: float) -> str:
-    return format_duration(float(seconds)) if seconds else "—"
+    """A notebook's duration in the index; a dash for one that never ran (0 s)."""
+    return format_duration(seconds) if seconds else "—"
 
 
 def provenance_rows(summary: RunSummary) -> list[tuple[str, str]]:
