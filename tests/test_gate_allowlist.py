@@ -134,3 +134,54 @@ def test_what_the_suite_writes_is_what_the_compiler_reads():
     ops = load_device_ops()
     assert ops.max_ir_version >= WRITTEN_IR_VERSION
     assert ops.opsets[0] <= WRITTEN_OPSET <= ops.opsets[1]
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (
+            lambda d: d["target"].update(hw="x", dfx="y"),
+            "target: unknown key(s) ['dfx', 'hw']; valid keys: ['arch', 'dfc']",
+        ),
+        (lambda d: d["compiler"].update(max_ir_version="10"), "compiler.max_ir_version: expected an integer, got '10'"),
+        (lambda d: d["compiler"].update(opsets=[13]), "compiler.opsets: expected [lowest, highest], got [13]"),
+        (lambda d: d.pop("compiler"), "file: missing key(s) ['compiler']"),
+        (lambda d: d["compiler"].pop("max_ir_version"), "compiler: missing key(s) ['max_ir_version']"),
+        (
+            lambda d: d["device_ops"].update({"_Add": {"evidence": "assumed"}}),
+            "device_ops._Add: an op name must be an ONNX op type",
+        ),
+        (lambda d: d["device_ops"]["MatMul"].update(evidence=None), "device_ops.MatMul.evidence: expected a list"),
+        (lambda d: d["compile_record"][0].update(params=1.5), "compile_record[0].params: expected an integer"),
+        (lambda d: d["target"].update(dfc=""), "target.dfc: expected a non-empty string"),
+    ],
+)
+def test_the_schema_names_the_place_and_what_is_valid(raw, edit, message):
+    """The pydantic models' errors read as the file's own places and words (strict integers, required limits)."""
+    data = copy.deepcopy(raw)
+    edit(data)
+    with pytest.raises(DeviceOpsError) as info:
+        parse_device_ops(data, "ops.yaml")
+    assert f"ops.yaml: {message}" in str(info.value)
+
+
+def test_every_problem_is_named_at_once(raw):
+    data = copy.deepcopy(raw)
+    data["device_ops"]["Add"]["evidence"][0]["seen"] = "ok"
+    data["known_blockers"]["TopK"]["by_pattern"] = "yes"
+    with pytest.raises(DeviceOpsError) as info:
+        parse_device_ops(data, "ops.yaml")
+    lines = str(info.value).splitlines()
+    assert len(lines) == 2 and all(line.startswith("ops.yaml: ") for line in lines)
+
+
+def test_an_allowlist_from_names_takes_the_committed_target_and_limits():
+    from weftlib.gate.allowlist import DeviceOps
+
+    ops, committed = DeviceOps.from_names(["Add"]), load_device_ops()
+    assert (ops.target_dfc, ops.max_ir_version, ops.opsets) == (
+        committed.target_dfc,
+        committed.max_ir_version,
+        committed.opsets,
+    )
+    assert ops.allowed == {"Add"} and ops.status("Add") == "allowed"

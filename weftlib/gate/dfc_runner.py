@@ -3,7 +3,7 @@
 `hailo_sdk_client` only installs on Linux x86-64 (here: the DFC image, `image()`). Where it does not import,
 the gate prints the `docker run` command instead of pretending; a parse that returns but writes no HAR is not
 a pass. The DFC version and the hw arch are written once, in `params/device_ops.yaml`'s `target`; `target()`
-reads them (with PyYAML, so the image, which has none, is always given `--arch`).
+reads them (with PyYAML and pydantic, so the image, which has neither, is always given `--arch`).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """`python -m weftlib.gate.dfc_runner MODEL --arch A --out R.json`: the parse alone, for the DFC image.
 
     Needs only this file and `dfc_log.py` (a DFC pack carries copies of both), so the image needs no numpy,
-    pandas or PyYAML. Exit 0 parsed, 1 rejected or unrecognised, 2 no DFC here or a bad argument.
+    pandas, PyYAML or pydantic. Exit 0 parsed, 1 rejected or unrecognised, 2 no DFC here or a bad argument.
     """
     import argparse
     import json
