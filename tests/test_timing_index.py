@@ -47,7 +47,7 @@ def test_index_and_summary_say_which_notebooks_timings_were_contended(tmp_path):
         NotebookResult("20_untimed", status="passed", seconds=2.6),
     ]
     summary = publish.write_index(run_dir, plan, results, datetime.now(UTC))
-    assert summary["timings"]["10_timed"]["contended"] and not summary["timings"]["20_untimed"]["contended"]
+    assert summary.timings["10_timed"]["contended"] and not summary.timings["20_untimed"]["contended"]
     assert json.loads((run_dir / "summary.json").read_text())["timings"]["10_timed"]["contended_rows"] == 1
     page = (run_dir / "index.html").read_text()
     assert "CONTENDED: 1 of 2 timed rows (bench_rows 1 of 2)" in page and "no timed rows" in page
