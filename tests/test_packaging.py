@@ -101,3 +101,20 @@ def test_lab_asks_nothing_of_the_outside_world():
     schema = json.loads((app_dir / "schemas" / "@jupyterlab" / "apputils-extension" / "notification.json").read_text())
     assert {"fetchNews", "checkForUpdates"} <= set(schema["properties"])
     assert {"const": "false", "title": "Never"} in schema["properties"]["fetchNews"]["oneOf"]
+
+
+def test_every_data_file_of_the_package_is_declared_package_data():
+    """A wheel holds only the data files package-data names: a template or a shipped mesh left out would be
+    missing from an installed copy while an editable checkout still finds it."""
+    from fnmatch import fnmatch
+
+    globs = PYPROJECT["tool"]["setuptools"]["package-data"]["weftlib"]
+    package = REPO / "weftlib"
+    data = [
+        p.relative_to(package).as_posix()
+        for p in package.rglob("*")
+        if p.is_file() and p.suffix not in {".py", ".pyc"} and "__pycache__" not in p.parts
+    ]
+    assert data, "the package ships data files (templates, the bunny); none found"
+    undeclared = [d for d in data if not any(fnmatch(d, g.replace("**/", "*")) for g in globs)]
+    assert undeclared == [], f"data files no package-data glob of pyproject.toml names: {undeclared}"
