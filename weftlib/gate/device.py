@@ -145,8 +145,10 @@ def _check_args(onnx_path: object, allow: object) -> DeviceOps:
         return allow
     if isinstance(allow, (str, bytes)):
         raise TypeError(f"allow: expected DeviceOps or an iterable of op names, got the string {allow!r}")
+    if not isinstance(allow, Iterable):
+        raise TypeError(f"allow: expected DeviceOps or an iterable of op names, got {allow!r}")
     try:
-        return DeviceOps.from_names(list(allow))  # type: ignore[call-overload]
+        return DeviceOps.from_names(list(allow))
     except (TypeError, DeviceOpsError) as exc:
         raise TypeError(f"allow: expected DeviceOps or an iterable of op names ({exc})") from exc
 
