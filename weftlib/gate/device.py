@@ -65,7 +65,7 @@ class GateResult:
     @property
     def readable(self) -> bool:
         """Read, and no input is predicted refused (the parser stops at its input layers before any op)."""
-        return self.read and REFUSED not in self.prediction.inputs.values()  # type: ignore[union-attr]
+        return self.prediction is not None and REFUSED not in self.prediction.inputs.values()
 
     @property
     def name(self) -> str:

@@ -67,7 +67,9 @@ class Context:
 
     def shape(self, name: str) -> tuple[int, ...] | None:
         dims = self.graph.shapes.get(name)
-        return tuple(dims) if dims is not None and all(isinstance(d, int) for d in dims) else None  # type: ignore[arg-type]
+        if dims is None or not all(isinstance(d, int) for d in dims):
+            return None
+        return tuple(d for d in dims if isinstance(d, int))
 
     def const(self, name: str) -> np.ndarray | None:
         """The value of an initializer or a Constant node's output; None for anything computed."""
