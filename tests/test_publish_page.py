@@ -6,7 +6,7 @@ from __future__ import annotations
 import nbformat
 
 from tests.conftest import write_notebook
-from weftlib.suite import publish, record
+from weftlib.suite import answers, index_page, notebook_html, pages, publish, record
 from weftlib.suite.runfolder import NO_COMMIT, NotebookResult, RunSummary
 
 ENV = {
@@ -52,8 +52,8 @@ def sample_run(run_dir):
         NotebookResult("20_gate", status="passed", seconds=2.0),
     ]
     return RunSummary(
-        answers=publish.answer_rows(run_dir, results, "small plan (p.yaml), not the appendix"),
-        scope=publish.scope_line(False, "params/p.yaml"),
+        answers=answers.answer_rows(run_dir, results, "small plan (p.yaml), not the appendix"),
+        scope=answers.scope_line(False, "params/p.yaml"),
         state="passed",
         passed=True,
         params_file="params/p.yaml",
@@ -172,13 +172,13 @@ def test_the_suite_commit_reads_the_same_on_the_page_and_in_the_block(tmp_path):
     page = publish.render_page(tmp_path / "run", summary)
     assert page.count(f"*Provenance:* suite commit {NO_COMMIT}; parameters p.yaml") == 3
     assert f"at commit {NO_COMMIT} (p.yaml" in publish.headline_block(summary)
-    assert ("git commit", NO_COMMIT) in publish.provenance_rows(summary)
+    assert ("git commit", NO_COMMIT) in index_page.provenance_rows(summary)
 
 
 def test_the_html_templates_escape_and_the_page_template_does_not():
     """HTML pieces are escaped (a notebook's `<b>` stays text); the page is Markdown, whose raw HTML blocks
     (the inline SVG) must pass through as they are."""
-    templates = publish.ENV.list_templates()
+    templates = pages.ENV.list_templates()
     assert sorted(templates) == [
         "index.html.j2",
         "notebook_fold.html.j2",
@@ -186,10 +186,10 @@ def test_the_html_templates_escape_and_the_page_template_does_not():
         "page.qmd.j2",
         "run_note.html.j2",
     ]
-    assert [publish.ENV.autoescape(name) for name in templates] == [n.endswith(".html.j2") for n in templates]
-    note = publish.ENV.get_template("run_note.html.j2").render(note="size=3 <b>")
+    assert [pages.ENV.autoescape(name) for name in templates] == [n.endswith(".html.j2") for n in templates]
+    note = pages.ENV.get_template("run_note.html.j2").render(note="size=3 <b>")
     assert note == '<div class="weft-run-note">size=3 &lt;b&gt;</div>'
-    raw = publish.ENV.get_template("page.qmd.j2").render(
+    raw = pages.ENV.get_template("page.qmd.j2").render(
         params_name="p.yaml", scope="<b>", answer_table="", provenance="", sections=[]
     )
     assert "<b>" in raw and "&lt;" not in raw
@@ -200,7 +200,7 @@ def test_a_notebook_page_gets_the_code_toggle_and_the_run_note_under_its_title(t
         cells=[nbformat.v4.new_markdown_cell("# 10 · Title"), nbformat.v4.new_code_cell("x = 1")]
     )
     nbformat.write(nb, tmp_path / "n.ipynb")
-    html = publish.render_html(tmp_path / "n.ipynb", tmp_path / "n.html", note="size=3 <b>").read_text()
+    html = notebook_html.render_html(tmp_path / "n.ipynb", tmp_path / "n.html", note="size=3 <b>").read_text()
     head, body = html.split("</head>", 1)
     assert "body:not(.weft-show-code) .jp-CodeCell .jp-Cell-inputWrapper{display:none}" in head
     assert head.rstrip().endswith("</style>")

@@ -9,7 +9,7 @@ from datetime import datetime, UTC
 import pytest
 
 from tests.conftest import write_notebook
-from weftlib.suite import params, publish, record
+from weftlib.suite import index_page, params, record
 from weftlib.suite.runfolder import (
     NO_COMMIT,
     NotebookResult,
@@ -28,7 +28,7 @@ def test_the_index_summary_reads_back_as_a_run_summary_byte_for_byte(tmp_path):
     plan = params.load_plan(tmp_path / "p.yaml", None, nb_dir)
     record.Recorder("10_one", run_dir).record("size", 3, headline=True)
     results = [NotebookResult("10_one", status="passed", seconds=1.5, cell_seconds={"1": {"seconds": 0.2}})]
-    publish.write_index(run_dir, plan, results, datetime.now(UTC))
+    index_page.write_index(run_dir, plan, results, datetime.now(UTC))
     text = (run_dir / "summary.json").read_text()
     summary = read_summary(run_dir)
     assert json.dumps(summary.to_json(), indent=2) == text  # same keys, same nesting, same order

@@ -19,8 +19,8 @@ DRIVER = """
 import sys, time
 from pathlib import Path
 sys.path.insert(0, {repo!r})
-from weftlib.suite import params, publish, runner
-publish.environment = lambda: {env!r}  # the index's provenance imports torch: seconds per run, nothing to test here
+from weftlib.suite import index_page, params, runner
+index_page.environment = lambda: {env!r}  # the index's provenance imports torch: seconds per run, nothing to test here
 plan = params.load_plan(Path({params!r}), None, Path({nb_dir!r}))
 time.sleep(max(0.0, {start!r} - time.time()))  # every run starts its kernel at the same moment
 result = runner.run_suite(plan, out={out!r}, appendix=None, log=lambda line: None)

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from weftlib.suite import params, progress, runfolder, runner
+from weftlib.suite import failures, params, progress, runfolder, runner
 
 
 def run(tiny_suite, tmp_path, names, appendix):
@@ -59,7 +59,7 @@ def test_html_hides_tagged_input(tmp_path):
     import nbformat
     from nbformat.v4 import new_code_cell, new_notebook
 
-    from weftlib.suite.publish import render_html
+    from weftlib.suite.notebook_html import render_html
 
     hidden = new_code_cell("secret_source_line = 1", outputs=[])
     hidden.metadata["tags"] = ["hide-input"]
@@ -108,8 +108,8 @@ def test_failing_line_reads_the_notebook_frame():
         "Cell \x1b[0;32mIn[4], line 3\x1b[0m\n\x1b[1;32m      1\x1b[0m x = 1\n\x1b[0;32m----> 3\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m x < 0",
         "File \x1b[0;32m/lib/x.py:10\x1b[0m, in \x1b[0;36mf\x1b[0;34m()\x1b[0m\n\x1b[0;32m---> 10\x1b[0m inner()",
     ]
-    assert runner.failing_line(tb) == "assert x < 0"
-    assert runner.failing_line(None) == ""
+    assert failures.failing_line(tb) == "assert x < 0"
+    assert failures.failing_line(None) == ""
 
 
 def test_failing_line_reads_the_shorter_arrow_of_a_two_digit_line():
@@ -118,8 +118,8 @@ def test_failing_line_reads_the_shorter_arrow_of_a_two_digit_line():
         "\x1b[0;31mAssertionError\x1b[0m                            Traceback (most recent call last)",
         "Cell \x1b[0;32mIn[4], line 12\x1b[0m\n\x1b[1;32m     11\x1b[0m y = 2\n\x1b[0;32m---> 12\x1b[0m \x1b[38;5;28;01massert\x1b[39;00m y < 0",
     ]
-    assert runner.failing_line(tb) == "assert y < 0"
-    assert runner.failing_line("Cell In[9], line 123\n--> 123 raise ValueError(3)") == "raise ValueError(3)"
+    assert failures.failing_line(tb) == "assert y < 0"
+    assert failures.failing_line("Cell In[9], line 123\n--> 123 raise ValueError(3)") == "raise ValueError(3)"
 
 
 def test_a_failure_on_line_12_of_a_cell_names_that_line(tmp_path):

@@ -7,7 +7,7 @@ import json
 from datetime import datetime, UTC
 
 from tests.conftest import write_notebook
-from weftlib.suite import params, publish, record
+from weftlib.suite import index_page, params, publish, record
 from weftlib.suite.runfolder import NotebookResult
 
 TIMED = [
@@ -46,7 +46,7 @@ def test_index_and_summary_say_which_notebooks_timings_were_contended(tmp_path):
         NotebookResult("10_timed", status="passed", seconds=110.4),
         NotebookResult("20_untimed", status="passed", seconds=2.6),
     ]
-    summary = publish.write_index(run_dir, plan, results, datetime.now(UTC))
+    summary = index_page.write_index(run_dir, plan, results, datetime.now(UTC))
     assert summary.timings["10_timed"]["contended"] and not summary.timings["20_untimed"]["contended"]
     assert json.loads((run_dir / "summary.json").read_text())["timings"]["10_timed"]["contended_rows"] == 1
     page = (run_dir / "index.html").read_text()

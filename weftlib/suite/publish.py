@@ -1,279 +1,36 @@
-"""The publishing side: notebook HTML, the run index (`index.html` + `summary.json`) and the RFD figure page
-(`publish --rfd DIR` writes `DIR/page.qmd`); the appendix swap is `appendix.py`'s.
-
-Everything a reader meets opens with the answer table: one row per RFD question, taken from the notebook's
-own `Recorder.conclude` record (never re-typed here), saying what the answer rests on and whether it stands.
+"""The RFD figure page (`publish --rfd DIR` writes `DIR/page.qmd`) from a fully passing run: the answer table,
+then one section per notebook with its headline figures, the top rows of its key tables and its figures as
+inline SVG, rendered from templates/page.qmd.j2; and the block a person pastes into DETAILS.md.
 """
 
 from __future__ import annotations
 
 import os
 import re
-from datetime import datetime, UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 from collections.abc import Sequence
 
-import jinja2
-import markupsafe
-
+from ..formatting import format_value
+from .answers import OVERVIEW_ROLE, question_of
 from .appendix import PublishError
-from .appendix import check_target, publish_appendix  # noqa: F401 (runner.py's, until it imports them from appendix)
 from .files import write_atomic
-from .provenance import describe_code, environment, outside_code
-from .runfolder import NO_COMMIT, NotebookResult, RunSummary, SummaryError, read_state, read_summary, write_summary
-from ..formatting import format_duration, format_value
-from .record import answer_status, load_metrics, timing_quality
+from .index_page import machine_line, outside_code_text
+from .pages import ENV
+from .record import load_metrics
+from .runfolder import NotebookResult, RunSummary, SummaryError, read_state, read_summary
 
-if TYPE_CHECKING:
-    from .params import SuitePlan
-
-HIDE_INPUT_TAG = "hide-input"
-INJECTED_TAG = "injected-parameters"
-OVERVIEW_ROLE = "overview"
-NO_CONCLUSION = "unanswered: recorded no conclusion"
 PROTECTED = ("README.md", "DETAILS.md", "SKILL.md")
 RFD_TITLE = re.compile(r"^# RFD \d{4}:")
 MAX_SVG_BYTES = 1_500_000
-ENV = jinja2.Environment(  # the pages are templates in templates/; HTML is escaped, the RFD page's Markdown is not
-    loader=jinja2.PackageLoader("weftlib.suite", "templates"),
-    autoescape=jinja2.select_autoescape(enabled_extensions=("html.j2",), default_for_string=True),
-    trim_blocks=True,
-    lstrip_blocks=True,
-    undefined=jinja2.StrictUndefined,
-)
-ENV.filters["code"] = lambda text: markupsafe.Markup(
-    re.sub(r"`([^`]+)`", r"<code>\1</code>", str(markupsafe.escape(text)))
-)
-
-
 # ---- notebook pages ----------------------------------------------------------------------------------------
-
-
-def render_html(notebook: Path, target: Path, note: str = "") -> Path:
-    """Executed notebook -> standalone HTML for readers: code folded (a "show code" button unfolds it), the
-    runner's injected-parameters cell removed (it holds the run folder's local path), cells tagged
-    `hide-input` showing only their output, and `note` (e.g. the parameters given) under the title."""
-    import nbformat
-    from nbconvert import HTMLExporter
-    from nbconvert.preprocessors import TagRemovePreprocessor
-
-    exporter = HTMLExporter(template_name="lab")
-    exporter.register_preprocessor(
-        TagRemovePreprocessor(remove_input_tags={HIDE_INPUT_TAG}, remove_cell_tags={INJECTED_TAG}, enabled=True),
-        enabled=True,
-    )
-    body, _ = exporter.from_notebook_node(nbformat.read(notebook, as_version=4))
-    fold, toggle = (
-        ENV.get_template("notebook_fold.html.j2").render(),
-        ENV.get_template("notebook_toggle.html.j2").render(),
-    )
-    body = body.replace("</head>", fold + "</head>", 1)
-    body = re.sub(r"(<body[^>]*>)", lambda m: m.group(1) + toggle, body, count=1)
-    if note:
-        shown = ENV.get_template("run_note.html.j2").render(note=note)
-        title_end = body.find("</h1>")
-        body = body[: title_end + 5] + shown + body[title_end + 5 :] if title_end >= 0 else body
-    write_atomic(target, body)
-    return target
 
 
 # ---- the answer table -------------------------------------------------------------------------------------
 
 
-def question_of(notebook: Path) -> tuple[str, str]:
-    """(question, what was done) from a notebook's title cell: the title without its number, and the first
-    paragraph after it, as the notebook itself words them."""
-    import nbformat
-
-    if not notebook.is_file():
-        return "", ""
-    cells = nbformat.read(notebook, as_version=4).cells
-    first = next((c for c in cells if c.cell_type == "markdown"), None)
-    if first is None:
-        return "", ""
-    lines = first.source.strip().splitlines()
-    title = re.sub(r"^#+\s*(\d+\s*[·:.-]\s*)?", "", lines[0]).strip() if lines else ""
-    paragraphs = [p.strip() for p in "\n".join(lines[1:]).split("\n\n") if p.strip()]
-    prose = next((p for p in paragraphs if not p.lstrip().startswith(("|", "#", "```", "-", "1."))), "")
-    return title, " ".join(prose.split())
-
-
-def _rests_on_text(rests_on: dict[str, Any]) -> str:
-    return "; ".join(f"{k}: {v}" for k, v in rests_on.items()) or "not stated"
-
-
-def answer_rows(run_dir: Path, results: list[NotebookResult], run_note: str | None = None) -> list[dict[str, Any]]:
-    """One row per notebook the plan ran that answers an RFD question (the overview, which records
-    `role = overview`, has none): question, answer, what it rests on, status. A notebook that failed, was
-    interrupted or recorded no `conclude` record is unanswered, and says why. `run_note` (e.g. "small plan,
-    not the appendix") is added to what every row rests on."""
-    rows = []
-    failed_before: list[str] = []
-    for nb in results:
-        recorded = load_metrics(run_dir, nb.name)
-        metrics = recorded.get("metrics", {})
-        if metrics.get("role") == OVERVIEW_ROLE:
-            continue
-        question, _ = question_of(run_dir / f"{nb.name}.ipynb")
-        conclusion = metrics.get("conclusion")
-        if isinstance(conclusion, dict) and conclusion.get("answer"):
-            answer = conclusion["answer"]
-            rests_on = dict(conclusion.get("rests_on") or {})
-            unmet = list(conclusion.get("unmet") or [])
-            status = answer_status({"rests_on": rests_on, "unmet": unmet})
-        else:
-            answer, rests_on, unmet, status = "", {}, [], NO_CONCLUSION
-        if run_note:
-            rests_on["run"] = run_note
-        if nb.status == "failed":
-            status = f"unanswered: the notebook failed ({nb.describe_error().splitlines()[0]})"
-        elif nb.status in ("not run", "interrupted"):
-            status = f"unanswered: {nb.status}"
-        if failed_before and nb.status == "passed":
-            status += f" (ran after {', '.join(failed_before)} failed: it may rest on partial outputs)"
-        if nb.status != "passed":
-            failed_before.append(nb.name)
-        kind = "answered" if status == "answered" else "stand-in" if status.startswith("answered on") else "unanswered"
-        rows.append(
-            {
-                "notebook": nb.name,
-                "question": question,
-                "answer": answer,
-                "rests_on": rests_on,
-                "rests_on_text": _rests_on_text(rests_on),
-                "unmet": unmet,
-                "status": status,
-                "kind": kind,
-            }
-        )
-    return rows
-
-
-def scope_line(plan_appendix: bool, params_file: str) -> str:
-    """Whether this run is the full-size appendix, in words a reader cannot miss."""
-    if plan_appendix:
-        return f"Full-size appendix run ({Path(params_file).name})."
-    return (
-        f"Small run ({Path(params_file).name}): NOT the full-size appendix. Each row's geometry says what it "
-        "ran at; `make appendix` runs params/appendix.yaml."
-    )
-
-
 # ---- the run index ----------------------------------------------------------------------------------------
 
-
-def _duration(seconds: float) -> str:
-    """A notebook's duration in the index; a dash for one that never ran (0 s)."""
-    return format_duration(seconds) if seconds else "—"
-
-
-def provenance_rows(summary: RunSummary) -> list[tuple[str, str]]:
-    """The index's provenance table: parameters, the suite's full commit, machine, natten, the DFC, outside
-    code, package versions and when the run started and finished."""
-    env = summary.provenance
-    return [
-        ("parameters", f"{summary.params_file} (hash {summary.params_hash})"),
-        ("git commit", (summary.commit or NO_COMMIT) + (" (dirty tree)" if summary.dirty else "")),
-        ("machine", machine_line(env)),
-        ("natten", env["natten"]["note"]),
-        ("Hailo DFC", "importable" if env["hailo_dfc"]["importable"] else env["hailo_dfc"]["reason"]),
-        ("code from outside this repository", outside_code_text(env)),
-        *((f"version: {k}", v or "not installed") for k, v in env["versions"].items()),
-        ("started / finished (UTC)", f"{summary.started} / {summary.finished}"),
-    ]
-
-
-def outside_code_text(env: dict[str, Any]) -> str:
-    """What the run executed from outside the repository (`hub_dir`, `host_root`), or that it executed none."""
-    found = env.get("outside_code") or []
-    return "; ".join(describe_code(c) for c in found) or "none: only this repository's code and its stand-ins"
-
-
-def machine_line(env: dict[str, Any]) -> str:
-    m = env["machine"]
-    return f"{m['platform']}, {m['cpu_count']} CPUs, {m['ram_bytes'] / 2**30:.1f} GiB RAM, GPU: {m['gpu'] or 'none'}"
-
-
-def write_index(
-    run_dir: Path,
-    plan: SuitePlan,
-    results: list[NotebookResult],
-    started: datetime,
-    state: str | None = None,
-    partial: bool = False,
-) -> RunSummary:
-    """Write `summary.json` and `index.html` for a run, both opening with the answer table; return the summary."""
-    summary = _run_summary(run_dir, plan, results, started, state, partial)
-    write_summary(run_dir, summary)
-    verdict = (
-        "Every notebook passed."
-        if summary.passed
-        else "FAILED: " + "; ".join(r.describe_error() for r in results if r.status != "passed")
-    )
-    page = ENV.get_template("index.html.j2").render(
-        appendix=plan.appendix,
-        scope=summary.scope,
-        answers=summary.answers,
-        state=summary.state,
-        verdict=verdict,
-        notebooks=[_index_row(run_dir, r, summary.timings[r.name]) for r in results],
-        provenance=provenance_rows(summary),
-    )
-    write_atomic(run_dir / "index.html", page)
-    return summary
-
-
-def _run_summary(
-    run_dir: Path, plan: SuitePlan, results: list[NotebookResult], started: datetime, state: str | None, partial: bool
-) -> RunSummary:
-    """The run's summary: the answer table, the plan it ran, when, per-notebook durations and timing quality,
-    provenance (this machine and the outside code the notebooks that ran executed) and the results."""
-    passed = all(r.status == "passed" for r in results)
-    state = state or ("passed" if passed else "failed")
-    run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
-    return RunSummary(
-        answers=answer_rows(run_dir, results, run_note),
-        scope=scope_line(plan.appendix, str(plan.source)),
-        appendix=plan.appendix,
-        state=state,
-        passed=passed and state == "passed",
-        partial=partial,
-        params_file=str(plan.source),
-        params_set=list(plan.settings),
-        params_hash=plan.digest(),
-        description=plan.description,
-        started=started.isoformat(timespec="seconds"),
-        finished=datetime.now(UTC).isoformat(timespec="seconds"),
-        durations={r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
-        timings={r.name: timing_quality(load_metrics(run_dir, r.name)) for r in results},
-        provenance={
-            **environment(),
-            "outside_code": outside_code(plan, [r.name for r in results if r.status != "not run"]),
-        },
-        notebooks=list(results),
-    )
-
-
-def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dict[str, Any]:
-    """One notebook's row of the index: its status, duration, timing quality, parameters, figures, links."""
-    links = [(p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb") if p.exists()]
-    if (run_dir / r.name / "metrics.json").exists():
-        links.append(("metrics", f"{r.name}/metrics.json"))
-    return {
-        "name": r.name,
-        "status": r.status,
-        "css": r.status.replace(" ", "-"),
-        "duration": _duration(r.seconds),
-        "timings": timings,
-        "given": ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults",
-        "figures": r.headline_text,
-        "error": r.describe_error() if r.error else "",
-        "links": links,
-    }
-
-
-# ---- the RFD figure page ----------------------------------------------------------------------------------
 
 _EXT = r"(onnx|py|json|yaml|yml|har|hef|html|ipynb|csv|png|svg|log|txt|md|qmd|sh|toml)"
 _PATHLIKE = re.compile(

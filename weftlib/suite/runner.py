@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import signal
-import sys
 import tempfile
 import threading
 import time
@@ -25,7 +23,9 @@ from collections.abc import Callable
 from unittest import mock
 
 from . import params as params_mod
-from .publish import check_target, publish_appendix, render_html, write_index
+from .appendix import check_target, publish_appendix
+from .index_page import write_index
+from .notebook_html import render_html
 from ..console import HEADLESS_ENV
 from ..measure import ALLOCATOR_ENV
 from ..paths import REPO_ROOT
@@ -33,8 +33,9 @@ from .provenance import describe_code, outside_code
 from .record import headlines, load_metrics
 from .progress import Progress, cell_durations, last_durations, long_steps, watched_engine
 from .runfolder import NotebookResult, RunResult, write_state
+from .failures import error_of, interruption, running_cell
+from .kernel import KERNEL_NAME, ensure_kernel, ipc_kernel_manager
 
-KERNEL_NAME = "weftlib"
 RUNS_DIR = REPO_ROOT / "outputs" / "runs"
 APPENDIX_DIR = REPO_ROOT / "outputs" / "appendix"
 SMOKE_DIR = REPO_ROOT / "outputs" / "smoke"
@@ -44,7 +45,7 @@ class RunInterrupted(Exception):
     """The run was stopped from outside (Ctrl-C, SIGTERM, SIGHUP); the message names the signal."""
 
 
-# ---- run folders, kernels, errors -------------------------------------------------------------------------
+# ---- run folders -------------------------------------------------------------------------
 
 
 def fresh_run_dir(out: str | Path | None) -> Path:
@@ -65,87 +66,6 @@ def fresh_run_dir(out: str | Path | None) -> Path:
     return run_dir
 
 
-def ensure_kernel(name: str = KERNEL_NAME) -> None:
-    """Register this interpreter as the `weftlib` Jupyter kernel unless a kernel of that name exists."""
-    from jupyter_client.kernelspec import KernelSpecManager, NoSuchKernel
-
-    try:
-        KernelSpecManager().get_kernel_spec(name)
-        return
-    except NoSuchKernel:
-        pass
-    from ipykernel.kernelspec import install
-
-    install(kernel_name=name, display_name="weftlib (RFD 1129)", prefix=sys.prefix)
-
-
-def _ipc_kernel_manager(socket_dir: Path) -> type:
-    """A kernel manager that talks to its local kernel over Unix sockets (IPC), not TCP: nothing listens on
-    a port, and the kernel does not print its 'running over TCP without encryption' warning. The sockets and
-    the connection file live in `socket_dir`, private to one notebook of one run: by default jupyter_client
-    names them `kernel-ipc-N` relative to the working directory, where two runs pick the same names and a
-    read-only checkout cannot bind at all."""
-    from jupyter_client import AsyncKernelManager
-
-    class IPCKernelManager(AsyncKernelManager):
-        def __init__(self, **kwargs: Any) -> None:
-            kwargs.setdefault("connection_file", str(socket_dir / "kernel.json"))
-            super().__init__(transport="ipc", ip=str(socket_dir / "kernel"), **kwargs)
-
-    return IPCKernelManager
-
-
-_ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
-
-
-_ARROW = re.compile(r"^\s*-+>\s*\d*\s?")  # IPython pads the arrow to the line number: ----> 3, ---> 12, --> 123
-
-
-def failing_line(traceback: list[str] | str | None) -> str:
-    """The notebook line that raised, read from IPython's traceback (the arrow, `---->` or shorter before a
-    longer line number, in the last frame that is a notebook cell, `Cell In[N]`); "" when it has none."""
-    if not traceback:
-        return ""
-    text = _ANSI.sub("", "\n".join(traceback) if isinstance(traceback, list) else traceback)
-    line = ""
-    in_cell = False
-    for raw in text.splitlines():
-        if raw.startswith("Cell In["):
-            in_cell = True
-        elif raw.startswith("File ") or raw.startswith("  File "):
-            in_cell = False
-        elif in_cell and _ARROW.match(raw):
-            line = _ARROW.sub("", raw, count=1).rstrip()
-    return line
-
-
-def _error_of(exc: BaseException) -> dict[str, Any]:
-    """The cell (index and papermill's In [N]), the error and the failing line of a failure."""
-    cell = getattr(exc, "cell_index", None)
-    source = (getattr(exc, "source", "") or "").strip().splitlines()
-    return {
-        "cell": cell if cell is None else int(cell),
-        "exec_count": getattr(exc, "exec_count", None),
-        "ename": getattr(exc, "ename", type(exc).__name__),
-        "evalue": str(getattr(exc, "evalue", exc)).strip()[:2000],
-        "first_line": source[0] if source else "",
-        "line": failing_line(getattr(exc, "traceback", None)),
-    }
-
-
-def _running_cell(executed: Path) -> int | None:
-    """Index of the cell a kernel died in (e.g. out of memory): the last one the kernel had started."""
-    import nbformat
-
-    cells = nbformat.read(executed, as_version=4).cells
-    started = [
-        i
-        for i, c in enumerate(cells)
-        if c.cell_type == "code" and c.get("metadata", {}).get("papermill", {}).get("start_time")
-    ]
-    return started[-1] if started else None
-
-
 def execute_one(
     nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, progress: Progress | bool | None
 ) -> NotebookResult:
@@ -161,9 +81,9 @@ def execute_one(
         _papermill(nb, output, run_dir, cell_timeout, progress if isinstance(progress, Progress) else None)
         result.status = "passed"
     except (KeyboardInterrupt, RunInterrupted) as exc:
-        result.status, result.error, interrupted = "interrupted", _interruption(exc), exc
+        result.status, result.error, interrupted = "interrupted", interruption(exc), exc
     except Exception as exc:  # papermill raises PapermillExecutionError; a dead kernel raises others
-        result.status, result.error = "failed", _error_of(exc)
+        result.status, result.error = "failed", error_of(exc)
     result.seconds = round(time.perf_counter() - start, 2)
     if output.exists():
         _read_executed(result, nb, output, run_dir)
@@ -194,28 +114,16 @@ def _papermill(
             progress_bar=False,
             log_output=False,
             request_save_on_cell_execute=True,
-            kernel_manager_class=_ipc_kernel_manager(Path(sockets)),
+            kernel_manager_class=ipc_kernel_manager(Path(sockets)),
             shutdown_kernel="immediate",
         )
-
-
-def _interruption(exc: BaseException) -> dict[str, Any]:
-    """The error record of an interrupted notebook: no cell is to blame."""
-    return {
-        "cell": None,
-        "exec_count": None,
-        "ename": type(exc).__name__,
-        "evalue": str(exc) or "Ctrl-C",
-        "first_line": "",
-        "line": "",
-    }
 
 
 def _read_executed(result: NotebookResult, nb: params_mod.NotebookPlan, output: Path, run_dir: Path) -> None:
     """What the executed notebook says of itself (the cell a dead kernel was in, per-cell durations, long
     steps), and its HTML page with the parameters this run gave."""
     if result.error and result.error["cell"] is None:
-        result.error["cell"] = _running_cell(output)  # a dead kernel names no cell; the saved state does
+        result.error["cell"] = running_cell(output)  # a dead kernel names no cell; the saved state does
     cells = cell_durations(output)
     result.cell_seconds = dict(cells)
     result.long_steps = long_steps(cells)

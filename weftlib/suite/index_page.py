@@ -1,0 +1,130 @@
+"""A run's index: `summary.json` (the typed `RunSummary`) and `index.html`, both opening with the answer table,
+then each notebook's status, duration, timing quality, parameters and figures, and the run's provenance.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime, UTC
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..formatting import format_duration, format_value
+from .answers import answer_rows, scope_line
+from .files import write_atomic
+from .pages import ENV
+from .provenance import describe_code, environment, outside_code
+from .record import load_metrics, timing_quality
+from .runfolder import NO_COMMIT, NotebookResult, RunSummary, write_summary
+
+if TYPE_CHECKING:
+    from .params import SuitePlan
+
+
+def _duration(seconds: float) -> str:
+    """A notebook's duration in the index; a dash for one that never ran (0 s)."""
+    return format_duration(seconds) if seconds else "—"
+
+
+def provenance_rows(summary: RunSummary) -> list[tuple[str, str]]:
+    """The index's provenance table: parameters, the suite's full commit, machine, natten, the DFC, outside
+    code, package versions and when the run started and finished."""
+    env = summary.provenance
+    return [
+        ("parameters", f"{summary.params_file} (hash {summary.params_hash})"),
+        ("git commit", (summary.commit or NO_COMMIT) + (" (dirty tree)" if summary.dirty else "")),
+        ("machine", machine_line(env)),
+        ("natten", env["natten"]["note"]),
+        ("Hailo DFC", "importable" if env["hailo_dfc"]["importable"] else env["hailo_dfc"]["reason"]),
+        ("code from outside this repository", outside_code_text(env)),
+        *((f"version: {k}", v or "not installed") for k, v in env["versions"].items()),
+        ("started / finished (UTC)", f"{summary.started} / {summary.finished}"),
+    ]
+
+
+def outside_code_text(env: dict[str, Any]) -> str:
+    """What the run executed from outside the repository (`hub_dir`, `host_root`), or that it executed none."""
+    found = env.get("outside_code") or []
+    return "; ".join(describe_code(c) for c in found) or "none: only this repository's code and its stand-ins"
+
+
+def machine_line(env: dict[str, Any]) -> str:
+    m = env["machine"]
+    return f"{m['platform']}, {m['cpu_count']} CPUs, {m['ram_bytes'] / 2**30:.1f} GiB RAM, GPU: {m['gpu'] or 'none'}"
+
+
+def write_index(
+    run_dir: Path,
+    plan: SuitePlan,
+    results: list[NotebookResult],
+    started: datetime,
+    state: str | None = None,
+    partial: bool = False,
+) -> RunSummary:
+    """Write `summary.json` and `index.html` for a run, both opening with the answer table; return the summary."""
+    summary = _run_summary(run_dir, plan, results, started, state, partial)
+    write_summary(run_dir, summary)
+    verdict = (
+        "Every notebook passed."
+        if summary.passed
+        else "FAILED: " + "; ".join(r.describe_error() for r in results if r.status != "passed")
+    )
+    page = ENV.get_template("index.html.j2").render(
+        appendix=plan.appendix,
+        scope=summary.scope,
+        answers=summary.answers,
+        state=summary.state,
+        verdict=verdict,
+        notebooks=[_index_row(run_dir, r, summary.timings[r.name]) for r in results],
+        provenance=provenance_rows(summary),
+    )
+    write_atomic(run_dir / "index.html", page)
+    return summary
+
+
+def _run_summary(
+    run_dir: Path, plan: SuitePlan, results: list[NotebookResult], started: datetime, state: str | None, partial: bool
+) -> RunSummary:
+    """The run's summary: the answer table, the plan it ran, when, per-notebook durations and timing quality,
+    provenance (this machine and the outside code the notebooks that ran executed) and the results."""
+    passed = all(r.status == "passed" for r in results)
+    state = state or ("passed" if passed else "failed")
+    run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
+    return RunSummary(
+        answers=answer_rows(run_dir, results, run_note),
+        scope=scope_line(plan.appendix, str(plan.source)),
+        appendix=plan.appendix,
+        state=state,
+        passed=passed and state == "passed",
+        partial=partial,
+        params_file=str(plan.source),
+        params_set=list(plan.settings),
+        params_hash=plan.digest(),
+        description=plan.description,
+        started=started.isoformat(timespec="seconds"),
+        finished=datetime.now(UTC).isoformat(timespec="seconds"),
+        durations={r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
+        timings={r.name: timing_quality(load_metrics(run_dir, r.name)) for r in results},
+        provenance={
+            **environment(),
+            "outside_code": outside_code(plan, [r.name for r in results if r.status != "not run"]),
+        },
+        notebooks=list(results),
+    )
+
+
+def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dict[str, Any]:
+    """One notebook's row of the index: its status, duration, timing quality, parameters, figures, links."""
+    links = [(p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb") if p.exists()]
+    if (run_dir / r.name / "metrics.json").exists():
+        links.append(("metrics", f"{r.name}/metrics.json"))
+    return {
+        "name": r.name,
+        "status": r.status,
+        "css": r.status.replace(" ", "-"),
+        "duration": _duration(r.seconds),
+        "timings": timings,
+        "given": ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults",
+        "figures": r.headline_text,
+        "error": r.describe_error() if r.error else "",
+        "links": links,
+    }
