@@ -16,7 +16,6 @@ from collections.abc import Iterable
 
 import onnx
 
-from . import rules as R
 from .allowlist import DeviceOps, load_device_ops
 from .dfc_pack import MANIFEST, SCRIPT, DfcPack, read_pack, results_in, write_dfc_pack
 from .evidence import unjudged
@@ -120,7 +119,7 @@ def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch:
                 nodes: tuple[str, ...] = op_probe_nodes(model, name)
             else:
                 model, nodes = rule_probe(name, ops)
-                note = R.RULES[name].what
+                note = ops.rules[name].what if name in ops.rules else ""
             prove(model)
             onnx.save(model, str(folder / file))
         except Exception as exc:  # a probe that does not prove itself is never handed to the DFC

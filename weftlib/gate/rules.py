@@ -109,8 +109,7 @@ class Rule:
     """A detector: which nodes it judges, what it matches, and the smallest graph it matches."""
 
     name: str
-    judges: tuple[str, ...]
-    what: str
+    judges: tuple[str, ...]  # what it covers, in words, is the rule's `what` in params/device_ops.yaml
     match: Callable[[Context, object], str | None]
     example: Callable[[], onnx.ModelProto]
     downstream: bool = False  # it matches only where an earlier refusal left no format: a consequence, not a cause
@@ -891,133 +890,110 @@ _SHUFFLES = ("Reshape",)
 RULES: dict[str, Rule] = {
     r.name: r
     for r in [
-        Rule(
-            "graph_without_input", (GRAPH,), "a graph with no real input", _graph_without_input, _ex_graph_without_input
-        ),
+        Rule("graph_without_input", (GRAPH,), _graph_without_input, _ex_graph_without_input),
         Rule(
             "input_static_shape",
             (INPUT,),
-            "an input whose shape is not static",
             _static,
             _ex_input("input_static_shape", [1, "seq", 16]),
         ),
-        Rule("input_rank_1", (INPUT,), "an input of rank 1", _input_rank(1), _ex_input("input_rank_1", [16])),
-        Rule(
-            "input_rank_2", (INPUT,), "an input of rank 2 ([S, C])", _input_rank(2), _ex_input("input_rank_2", [8, 16])
-        ),
+        Rule("input_rank_1", (INPUT,), _input_rank(1), _ex_input("input_rank_1", [16])),
+        Rule("input_rank_2", (INPUT,), _input_rank(2), _ex_input("input_rank_2", [8, 16])),
         Rule(
             "input_rank_3",
             (INPUT,),
-            "an input of rank 3 (tokens [B, S, C])",
             _input_rank(3),
             _ex_input("input_rank_3", [1, 8, 16]),
         ),
         Rule(
             "input_rank_4",
             (INPUT,),
-            "an input of rank 4 (an image, NCHW)",
             _input_rank(4),
             _ex_input("input_rank_4", [1, 4, 8, 8]),
         ),
-        Rule(
-            "input_rank_5", (INPUT,), "an input of rank 5", _input_rank(5), _ex_input("input_rank_5", [1, 4, 4, 4, 4])
-        ),
+        Rule("input_rank_5", (INPUT,), _input_rank(5), _ex_input("input_rank_5", [1, 4, 4, 4, 4])),
         Rule(
             "input_rank_other",
             (INPUT,),
-            "an input of rank 0 or 6 and more",
             _input_rank(6),
             _ex_input("input_rank_other", [1, 2, 2, 2, 2, 4]),
         ),
         Rule(
             "head_split_glued",
             ("Reshape", "Transpose"),
-            "a Reshape that splits the last axis of tokens into heads, directly followed by its Transpose",
             _head_split_glued,
             _ex_head_split("glued"),
         ),
         Rule(
             "head_split_interrupted",
             _SHUFFLES,
-            "a head-split Reshape that reaches its Transpose only through an op between (a per-head norm)",
             _head_split_path("interrupted"),
             _ex_head_split("interrupted"),
         ),
         Rule(
             "head_split_sliced",
             _SHUFFLES,
-            "a head-split Reshape that reaches its Transpose through slicing ops only (Split, Slice, Squeeze)",
             _head_split_path("sliced"),
             _ex_head_split("sliced"),
         ),
         Rule(
             "head_split_unglued",
             _SHUFFLES,
-            "a head-split Reshape with no Transpose after it",
             _head_split_path("none"),
             _ex_head_split("none"),
         ),
         Rule(
             "split_last_three",
             _SHUFFLES,
-            "a Reshape that splits the last axis of tokens in three or more ([B, S, 3C] -> [B, S, 3, H, d])",
             _split_three,
             _ex_split_three,
         ),
         Rule(
             "head_merge_glued",
             ("Transpose", "Reshape"),
-            "a Transpose directly followed by the Reshape that merges the heads back ([B, S, H, d] -> [B, S, C])",
             _head_merge_glued,
             _ex_head_split("glued"),
         ),
         Rule(
             "image_channel_split",
             _SHUFFLES,
-            "a Reshape that splits the channel axis of an NCHW image (tokens as width: [1, C, 1, S] -> [1, H, d, S])",
             _image_channel_split,
             _ex_image_channel_split,
         ),
         Rule(
             "image_to_tokens",
             ("Reshape", "Transpose"),
-            "an image flattened to tokens: [B, C, H, W] -> [B, C, H*W], then Transpose [0, 2, 1]",
             _pair(_is_image_flatten, [0, 2, 1]),
             _ex_pair("image_to_tokens"),
         ),
         Rule(
             "tokens_to_image",
             ("Reshape", "Transpose"),
-            "tokens back to an image: [B, N, C] -> [B, h, w, C], then Transpose [0, 3, 1, 2]",
             _pair(_is_tokens_unflatten, [0, 3, 1, 2]),
             _ex_pair("tokens_to_image"),
         ),
-        Rule("reshape_5d_to_4d", _SHUFFLES, "a Reshape from rank 5 to rank 4", _reshape_5d_to_4d, _ex_reshape_5d_to_4d),
+        Rule("reshape_5d_to_4d", _SHUFFLES, _reshape_5d_to_4d, _ex_reshape_5d_to_4d),
         Rule(
             "batch_axis",
             ("Reshape", "Concat", "Tile"),
-            "a Reshape, Concat or Tile that moves data into or out of the batch axis",
             _batch_axis,
             _ex_batch_axis,
         ),
         Rule(
             "lone_transpose_0213",
             ("Transpose",),
-            "a Transpose with perm [0, 2, 1, 3] that is not glued to a head split or merge",
             _lone_transpose,
             _ex_lone_transpose,
         ),
         Rule(
             "softmax_tracked_last_axis",
             ("Softmax",),
-            "a Softmax over the last axis of an input whose format is tracked",
             _softmax(TRACKED),
             _ex_softmax(TRACKED),
         ),
         Rule(
             "softmax_untracked",
             ("Softmax",),
-            "a Softmax whose input lost its format upstream (after a refused shuffle)",
             _softmax(LOST),
             _ex_softmax(LOST),
             downstream=True,
@@ -1025,21 +1001,18 @@ RULES: dict[str, Rule] = {
         Rule(
             "softmax_not_last_axis",
             ("Softmax",),
-            "a Softmax over another axis than the last",
             _softmax("not_last"),
             _ex_softmax("not_last"),
         ),
         Rule(
             "layernorm_tracked",
             ("LayerNormalization",),
-            "a LayerNormalization over the last axis of an input whose format is tracked (not fed by a Concat)",
             _layernorm(TRACKED),
             _ex_layernorm(TRACKED),
         ),
         Rule(
             "layernorm_untracked",
             ("LayerNormalization",),
-            "a LayerNormalization whose input lost its format upstream",
             _layernorm(LOST),
             _ex_layernorm(LOST),
             downstream=True,
@@ -1047,97 +1020,83 @@ RULES: dict[str, Rule] = {
         Rule(
             "layernorm_fed_by_concat",
             ("LayerNormalization",),
-            "a LayerNormalization whose input is a Concat",
             _layernorm("concat"),
             _ex_layernorm("concat"),
         ),
         Rule(
             "layernorm_not_last_axis",
             ("LayerNormalization",),
-            "a LayerNormalization over another axis than the last",
             _layernorm("not_last"),
             _ex_layernorm("not_last"),
         ),
         Rule(
             "concat_tracked",
             ("Concat",),
-            "a Concat over the tokens or features of inputs with a tracked format (and constants, e.g. a CLS token)",
             _concat(TRACKED),
             _ex_concat(TRACKED),
         ),
         Rule(
             "concat_image_height",
             ("Concat",),
-            "a Concat over the height axis of NCHW images with a tracked format",
             _concat("height"),
             _ex_concat("height"),
         ),
         Rule(
             "concat_no_format",
             ("Concat",),
-            "a Concat none of whose inputs has a format (shape arithmetic)",
             _concat(NONE),
             _ex_concat(NONE),
         ),
         Rule(
             "rotate_half",
             ("Neg", "Concat"),
-            "RoPE's rotate_half: Concat(-x2, x1) over the whole head dim",
             _rope(False),
             _ex_rope(False),
         ),
         Rule(
             "rotate_half_partial",
             ("Neg", "Concat"),
-            "RoPE's rotate_half over a slice of the head dim (partial rotary)",
             _rope(True),
             _ex_rope(True),
         ),
         Rule(
             "reduce_channel_axis",
             SUMMING,
-            "a sum or mean over the features axis (1 of an image, the last of tokens) with keepdims, format tracked",
             _reduce("channel"),
             _ex_reduce("channel"),
         ),
         Rule(
             "reduce_max_channel_axis",
             ("ReduceMax", "ReduceMin"),
-            "a maximum or minimum over the features axis with keepdims, format tracked",
             _reduce("max_channel"),
             _ex_reduce("max_channel"),
         ),
         Rule(
             "reduce_minus2_dropped",
             REDUCTIONS,
-            "a reduction over axis -2 without keepdims",
             _reduce("minus2_dropped"),
             _ex_reduce("minus2_dropped"),
         ),
         Rule(
             "reduce_spatial_axes",
             REDUCTIONS,
-            "a reduction over axes [2, 3] of an image with keepdims",
             _reduce("spatial"),
             _ex_reduce("spatial"),
         ),
-        Rule("gather_constant_index", ("Gather",), "a Gather with a constant index", _gather(True), _ex_gather(True)),
-        Rule(
-            "gather_computed_index", ("Gather",), "a Gather whose index is computed", _gather(False), _ex_gather(False)
-        ),
-        Rule("erf_in_gelu", ("Erf",), "an Erf inside the exact GELU pattern", _erf(True), _ex_erf(True)),
-        Rule("erf_standalone", ("Erf",), "an Erf outside the exact GELU pattern", _erf(False), _ex_erf(False)),
+        Rule("gather_constant_index", ("Gather",), _gather(True), _ex_gather(True)),
+        Rule("gather_computed_index", ("Gather",), _gather(False), _ex_gather(False)),
+        Rule("erf_in_gelu", ("Erf",), _erf(True), _ex_erf(True)),
+        Rule("erf_standalone", ("Erf",), _erf(False), _ex_erf(False)),
         Rule(
             "onehot_pattern",
             ("OneHot", "Transpose", "Squeeze"),
-            "OneHot(axis -1) -> Transpose [0,4,2,3,1] -> Squeeze, nothing between",
             _onehot(True),
             _ex_onehot(True),
         ),
-        Rule("onehot_broken", ("OneHot",), "a OneHot outside that chain", _onehot(False), _ex_onehot(False)),
-        Rule("conv_rank_3", ("Conv",), "a 1-D Conv (rank-3 input)", _conv_rank(3), _ex_conv(3)),
-        Rule("conv_rank_5", ("Conv",), "a 3-D Conv (rank-5 input)", _conv_rank(5), _ex_conv(5)),
-        Rule("tile_non_batch", ("Tile",), "a Tile over a non-batch axis", _tile_other, _ex_tile_other),
+        Rule("onehot_broken", ("OneHot",), _onehot(False), _ex_onehot(False)),
+        Rule("conv_rank_3", ("Conv",), _conv_rank(3), _ex_conv(3)),
+        Rule("conv_rank_5", ("Conv",), _conv_rank(5), _ex_conv(5)),
+        Rule("tile_non_batch", ("Tile",), _tile_other, _ex_tile_other),
     ]
 }
 
