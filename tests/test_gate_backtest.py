@@ -14,6 +14,7 @@ import pytest
 import yaml
 
 from weftlib.gate import load_device_ops, parse_device_ops
+from weftlib.gate import record_backtest as B
 from weftlib.gate import public_record as P
 from weftlib.gate.allowlist import DEFAULT_PATH
 from weftlib.gate.proving import run_once
@@ -26,7 +27,7 @@ def ops():
 
 @pytest.fixture(scope="module")
 def rows(ops):
-    return P.backtest(ops)
+    return B.backtest(ops)
 
 
 def test_every_rebuilt_case_has_a_builder_and_every_builder_a_case(ops):
@@ -50,9 +51,9 @@ def test_each_rebuilt_graph_is_checked_runs_and_names_what_the_dfc_named(name, o
 
 
 def test_the_gate_agrees_with_the_public_record(rows):
-    assert P.held(rows) == []
+    assert B.held(rows) == []
     on_target = [r for r in rows if r["reach"] == "target"]
-    assert len(on_target) >= 25 and all(r["agreement"] == P.AGREES for r in on_target)
+    assert len(on_target) >= 25 and all(r["agreement"] == B.AGREES for r in on_target)
     refused_elsewhere = [r for r in rows if r["reach"] == "sibling" and r["outcome"] != "parsed"]
     assert refused_elsewhere and all(r["prediction"] != "pass" for r in refused_elsewhere)
 
@@ -74,11 +75,11 @@ def without(rule: str, **replace) -> dict:
 
 
 def test_negative_control_a_rule_without_its_evidence_breaks_the_backtest():
-    held = P.held(P.backtest(parse_device_ops(without("head_split_interrupted"))))
+    held = B.held(B.backtest(parse_device_ops(without("head_split_interrupted"))))
     assert [r["case"] for r in held] == ["llm-qk-norm"]  # refused on the target, now only unjudged
 
 
 def test_negative_control_a_parse_claimed_where_another_5x_refused_is_caught():
     claim = [{"seen": "parsed", "dfc": "5.3.0", "arch": "hailo10h", "source": "an invented parse"}]
-    held = P.held(P.backtest(parse_device_ops(without("lone_transpose_0213", evidence=claim))))
+    held = B.held(B.backtest(parse_device_ops(without("lone_transpose_0213", evidence=claim))))
     assert [r["case"] for r in held] == ["clef-lone-transpose"]

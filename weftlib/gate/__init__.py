@@ -15,7 +15,7 @@ from .dfc_runner import DfcUnavailable, check_arch, cli_docker_command, dfc_avai
 from .evidence import contradictions, evidence_table, unjudged
 from .pairing import PAIR_VERDICTS, Edit, Pairing, pair
 from .probes import DfcPack, ProbePack, evidence_diff, write_dfc_pack, write_probes
-from .public_record import backtest, held
+from .record_backtest import backtest, held
 from .summary import (
     backtest_counts,
     collect_dfc,
