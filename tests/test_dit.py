@@ -530,6 +530,8 @@ def test_every_head_split_is_glued_to_its_transpose_only_after_the_rewrites(expo
     assert "ReduceL2" in faithful[1]["read by"]  # the cross-attention's q norm sits between Reshape and Transpose
     assert len(glued) == 6 and all(r["glued to its Transpose"] for r in glued)  # q, k, v of self and cross
     assert all(len(r["output"]) == 4 for r in glued)
+    counts = dit.glued_counts([results["faithful"], results["all"]], 12, 16)
+    assert counts == {"faithful": (0, 3), "tokens+all": (6, 6)}
 
 
 def _graph(tmp_path, between):
@@ -654,3 +656,60 @@ def test_sentences_of_the_notebook():
         == "30 blocks x 1536 channels, 8^3 grid (upstream 30 x 1536; one block at 1536 exported too)"
     )
     assert dit.geometry_sentence(1, 384, False).startswith("reduced: 1 block x 384 channels")
+
+
+def test_records_of_the_notebook(tmp_path):
+    from pathlib import Path
+    from types import SimpleNamespace
+
+    source = SimpleNamespace(
+        label="stand-in", root=Path("/r"), config_file=Path("/r/c.json"), args={"a": 1}, backend="sdpa"
+    )
+    assert dit.source_record(source) == {
+        "label": "stand-in",
+        "root": "/r",
+        "config": "/r/c.json",
+        "args": {"a": 1},
+        "attention_backend": "sdpa",
+    }
+    inputs = (torch.zeros(1, 8, 2, 2, 2), torch.zeros(1), (torch.zeros(1, 5, 4), torch.zeros(1, 3, 4)))
+    shapes = dit.input_shapes(inputs)
+    assert shapes == {"x": [1, 8, 2, 2, 2], "t": [1], "cond_global": [1, 5, 4], "cond_proj": [1, 3, 4]}
+    assert dit.shape_rows(shapes)[1] == {"input": "t", "shape": [1], "rank": 1}
+
+    entry = SimpleNamespace(evidence=[SimpleNamespace(seen="documented")])
+    ops = SimpleNamespace(status=lambda op: "allowed", entries={"ReduceL2": entry})
+    faithful = _result("faithful", ["Cos", "Sin"], {"x": 5}, counts={"Cos": 2})
+    faithful.report.ops["ReduceL2"] = 4
+    assert dit.op_standing(faithful, ops, "ReduceL2") == {
+        "count": 4,
+        "allowlist": "allowed",
+        "evidence": ["documented"],
+    }
+    faithful.verdict.verdict = "fail"
+    line = dit.gate_line(faithful, {"input_rank_1": "a", "head_split_interrupted": "b"})
+    assert line == "fail: refused by input_rank_1, head_split_interrupted"
+
+    def exported(name, outside):
+        r = _result(name, outside, {"x": 3})
+        r.max_abs_diff = 0.0
+        r.report.export_seconds, r.report.file_bytes, r.report.path = 1.234, 10, tmp_path / f"dit_{name}.onnx"
+        r.verdict.verdict = "pass" if not outside else "fail"
+        return r
+
+    graphs = [exported("faithful", ["Cos"]), exported("tokens+all", [])]
+    figures = dit.variant_figures(graphs)
+    assert figures["outside"] == {"faithful": ["Cos"], "tokens+all": []}
+    assert figures["export_seconds"] == {"faithful": 1.23, "tokens+all": 1.23}
+    assert figures["onnx_files"]["tokens+all"] == "dit_tokens+all.onnx" and figures["file_bytes"]["faithful"] == 10
+    assert figures["verdicts"] == {"faithful": "fail", "tokens+all": "pass"}
+    assert figures["gate"]["faithful"] is graphs[0].verdict and figures["ops"]["faithful"] == {"Cos": 1}
+    assert dit.graph_files(graphs[::-1]) == ["dit_faithful.onnx", "dit_tokens+all.onnx"]
+
+    up = _upstream()
+    assert dit.upstream_record(up) == {"channels": 1536, "heads": 12, "head_dim": 128, "mlp_hidden": 8192}
+    layer = dit_model.LayerSize("fc", (4, 2), 12, 3, 24)
+    assert dit.layer_rows([layer]) == [{"name": "fc", "weight_shape": (4, 2), "parameters": 12, "rows": 3, "macs": 24}]
+    rests = dit.rests_on("stand-in pixal3d", 1, 384, False)
+    assert list(rests) == ["sources", "geometry", "dfc"] and rests["sources"] == "stand-in pixal3d"
+    assert rests["geometry"] == dit.geometry_sentence(1, 384, False) and rests["dfc"].startswith("not run here")

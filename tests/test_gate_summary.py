@@ -84,8 +84,9 @@ def test_unmet_dfc_names_the_script_inside_the_run_folder(tmp_path):
     results = {model: device_gate(model, load_device_ops())}
     pairings = {model: pair(results[model], None, model)}
     script = tmp_path / "05_gate_pairing" / "dfc_pack" / "run_dfc.sh"
-    _answer, rests_on, unmet = conclusion(results, pairings, "not run", script, run_dir=tmp_path)
+    _answer, rests_on, unmet = conclusion(results, pairings, "not run", script, run_dir=tmp_path, notebooks=["02_x"])
     assert rests_on["dfc"] == "not run" and len(unmet) == 1
+    assert rests_on["geometry"] == "the graphs 02 exported in this run, at their geometries"
     assert "run `bash 05_gate_pairing/dfc_pack/run_dfc.sh` in the run folder and rerun 05" in unmet[0]
     assert str(tmp_path) not in unmet[0] and "1 graphs unjudged" in unmet[0]
     assert str(script) in conclusion(results, pairings, "not run", script)[2][0]
@@ -110,3 +111,112 @@ def test_the_prediction_sentence_names_causes_apart_from_their_consequences(tmp_
     rows = {r["graph"]: r for r in prediction_rows(results)}
     assert rows["glued"]["prediction"] == "pass" and rows["glued"]["refused by"] == "-"
     assert rows["faithful"]["refused by"].startswith("image_channel_split x1")
+
+
+def test_notebook_05s_figures_rows_and_sentences(tmp_path):
+    """What 05 records and shows, from graphs gated here: each figure, row and sentence, and the rules the
+    notebook no longer restates (a verdict per graph, a pass without objection, the pack holds every graph,
+    the matrix agrees with the gate, a graph rests on the prediction exactly when its pairing is unjudged)."""
+    import pandas as pd
+
+    from weftlib.gate import findings_table, pack_models, standing_table, summary
+    from weftlib.gate import pairing as P
+
+    ops = load_device_ops()
+    (tmp_path / "02").mkdir()
+    graphs = [
+        save(attention(), tmp_path / "02" / "attn.onnx"),
+        save(topk_head(), tmp_path / "02" / "head.onnx"),
+        save(gather(False), tmp_path / "02" / "sel.onnx"),
+    ]
+    assert summary.notebook_folders(tmp_path, ["02"]) == {"02": tmp_path / "02"}
+    pack, models = pack_models(graphs, tmp_path / "pack", ARCH)
+    assert pack.script.is_file() and set(pack.graphs) == {m.name for m in graphs}
+    results = {m: device_gate(m, ops) for m in models}
+    table = gate_table(results, pack.folder)
+    assert summary.verdict_counts(table) == {"pass": 1, "fail": 1, "unjudged": 1}
+    for r in results.values():
+        refused = any(f.prediction == "refused" for f in r.findings)
+        assert (r.verdict == "fail") == bool(r.problems or r.refused_ops or refused)
+        assert r.verdict != "pass" or not r.findings
+    assert summary.refused_rules(findings_table(results, pack.folder)) == ["op TopK"]
+    assert "TopK" in summary.ops_used(results) and summary.ops_used(results) == sorted(summary.ops_used(results))
+
+    dfc = {m: None for m in models}
+    assert summary.results_found(dfc) == 0
+    sentence = summary.dfc_sentence("not run", 0, 3, pack.script)
+    assert sentence.startswith("**DFC results: not run** (0 of 3 graphs). **DFC not run here** for 3 graphs")
+    assert f"run `bash {pack.script}` where Docker" in sentence
+    assert summary.dfc_sentence("results_dir", 3, 3, pack.script) == "**DFC results: results_dir** (3 of 3 graphs)."
+    row = summary.pack_table(pack, 1).iloc[0]
+    assert (row["graphs"], row["without a result"], row["script"]) == (3, 2, str(pack.script))
+
+    pairings = summary.pair_all(results, dfc)
+    assert all(p.verdict == P.NOT_RUN for p in pairings.values())
+    assert summary.pairing_verdicts(pairing_table(pairings, pack.folder)) == {P.NOT_RUN: 3}
+    standing = standing_table(results, pairings, pack.folder)
+    assert summary.graphs_unjudged(standing) == sum(not p.judged for p in pairings.values()) == 3
+
+    counts, status = op_matrix(results, ops, pack.folder)
+    assert summary.refused_in_matrix(counts, status) == ["TopK"]
+    assert set(summary.refused_in_matrix(counts, status)) == {op for r in results.values() for op in r.refused_ops}
+
+    evidence = pd.DataFrame(evidence_table(ops))
+    tallies = summary.prediction_counts(evidence)
+    assert sum(tallies.values()) == len(evidence) and all(kind in ("op", "rule") for kind, _ in tallies)
+
+
+def test_the_public_record_and_the_listing_in_figures():
+    import pandas as pd
+
+    from weftlib.gate import summary
+
+    rows = [
+        {"case": "a", "agreement": "agrees", "reach": "target"},
+        {"case": "b", "agreement": "unjudged", "reach": "other_5x"},
+        {"case": "c", "agreement": "agrees", "reach": "other_5x"},
+    ]
+    counts = pd.DataFrame([{"source": "QVL", "agrees": 2}])
+    figures = summary.public_record_summary(rows, counts)
+    assert {k: v for k, v in figures.items() if k != "by_source"} == {
+        "cases": 3,
+        "agreed": 2,
+        "unjudged": 1,
+        "disagreed": 0,
+        "on_target": 1,
+    }
+    assert figures["by_source"] is counts
+    ops = load_device_ops()
+    missing = summary.not_rebuilt(ops)
+    assert missing and all(not ops.cases[name].rebuilt for name in missing)
+    assert list(summary.not_rebuilt_table(missing)["case"]) == list(missing)
+    assert summary.contradicted(ops) == []  # the committed listing agrees with its own evidence
+    sources = summary.sources_table(ops)
+    assert list(sources.columns) == ["source", "in full"] and len(sources) == len(ops.sources)
+
+
+def test_the_probe_rows_and_sentences():
+    from types import SimpleNamespace
+
+    from weftlib.gate import summary
+
+    probe = SimpleNamespace(file="probe_rule_x.onnx", label="x", nodes=("probe/x/a", "probe/x/b"), why="unjudged")
+    pack = SimpleNamespace(probes=(probe,), unbuilt={"op:Foo": "no probe builder"}, folder="out", script="out/run.sh")
+    assert summary.probe_table(pack).to_dict("records") == [
+        {"probe": "probe_rule_x.onnx", "asks about": "x", "nodes": "probe/x/a, probe/x/b", "why": "unjudged"}
+    ]
+    assert summary.unprobed_rules(pack) == []
+    assert summary.unprobed_rules(SimpleNamespace(unbuilt={"op:Foo": "", "softmax_untracked": ""})) == [
+        "softmax_untracked"
+    ]
+    assert summary.probes_sentence(pack) == (
+        "**1 probes** in `out`; run them all with `bash out/run.sh`. Not probed (no builder, named): op:Foo."
+    )
+    assert summary.probe_evidence("", None) == ("", [])
+    assert summary.diff_markdown("-a\n+b", True) == "```diff\n-a\n+b\n```"
+    assert summary.diff_markdown("", True) == "No probe result changes the allowlist."
+    assert summary.diff_markdown("", False) == "No probe results given (`probe_results_dir`)."
+    assert summary.answer_markdown("3 graphs gated", ["DFC not run here"]) == (
+        "**3 graphs gated**\n\n- unmet: DFC not run here"
+    )
+    assert summary.answer_markdown("done", []) == "**done**\n\n"

@@ -10,7 +10,7 @@ from collections.abc import Mapping, Sequence
 from .variants import CHANGES, VariantResult, head_splits, op_origins
 
 if TYPE_CHECKING:
-    from .model import ExportAttempt
+    from .model import ExportAttempt, FlowSource, LayerSize
     from .variants import UpstreamBlock
 
 
@@ -264,3 +264,97 @@ def geometry_sentence(blocks: int, channels: int, upstream_exported: bool) -> st
             else "(upstream 30 x 1536; the op set does not depend on size)"
         )
     )
+
+
+def rests_on(sources: str, blocks: int, channels: int, upstream_exported: bool) -> dict[str, str]:
+    """What notebook 04's answer rests on: the checkouts (`provenance.sources`), the geometry, and the DFC
+    (not run here: 04's device verdict is the gate's prediction, paired with the DFC in notebook 05)."""
+    return {
+        "sources": sources,
+        "geometry": geometry_sentence(blocks, channels, upstream_exported),
+        "dfc": "not run here: the device verdict is the gate's prediction from the public record, paired with "
+        "the DFC in notebook 05",
+    }
+
+
+# ------------------------------------------------------------------------------ the notebook's records
+
+
+def source_record(source: FlowSource) -> dict[str, Any]:
+    """Where the model came from, as recorded: its label, checkout root, config file, arguments, backend."""
+    return {
+        "label": source.label,
+        "root": str(source.root),
+        "config": str(source.config_file),
+        "args": source.args,
+        "attention_backend": source.backend,
+    }
+
+
+def input_shapes(inputs: Sequence[Any]) -> dict[str, list[int]]:
+    """Graph input name -> the shape of the forward's example input for it."""
+    from .model import INPUT_NAMES, flat
+
+    return {name: list(t.shape) for name, t in zip(INPUT_NAMES, flat(inputs), strict=True)}
+
+
+def shape_rows(shapes: Mapping[str, Sequence[int]]) -> list[dict[str, Any]]:
+    """One row per graph input: its shape and rank."""
+    return [{"input": k, "shape": v, "rank": len(v)} for k, v in shapes.items()]
+
+
+def op_standing(result: VariantResult, ops: Any, op: str) -> dict[str, Any]:
+    """How many nodes of `op` the graph has, how DEVICE_OPS lists it, and what its evidence was seen as."""
+    return {
+        "count": result.report.ops.get(op, 0),
+        "allowlist": ops.status(op),
+        "evidence": [e.seen for e in ops.entries[op].evidence],
+    }
+
+
+def gate_line(result: VariantResult, refused: Mapping[str, str]) -> str:
+    """The gate's prediction for one graph and the rules that refuse it (`gate.reasons`), in one line."""
+    return f"{result.verdict.verdict}: refused by {', '.join(refused)}"
+
+
+def variant_figures(results: Sequence[VariantResult]) -> dict[str, dict[str, Any]]:
+    """Figure -> graph name -> value, for each exported graph: its ops outside DEVICE_OPS, node count, input
+    ranks, max |diff| against the model as written, export seconds, file name and size, prediction, op counts,
+    and the gate's result itself (`gate`)."""
+    return {
+        "outside": {r.name: r.outside for r in results},
+        "nodes": {r.name: r.report.node_count for r in results},
+        "input_ranks": {r.name: r.ranks for r in results},
+        "max_abs_diff": {r.name: r.max_abs_diff for r in results},
+        "export_seconds": {r.name: round(r.report.export_seconds, 2) for r in results},
+        "onnx_files": {r.name: r.report.path.name for r in results},
+        "file_bytes": {r.name: r.report.file_bytes for r in results},
+        "verdicts": {r.name: r.verdict.verdict for r in results},
+        "ops": {r.name: r.report.ops for r in results},
+        "gate": {r.name: r.verdict for r in results},
+    }
+
+
+def glued_counts(results: Sequence[VariantResult], heads: int, head_dim: int) -> dict[str, tuple[int, int]]:
+    """Graph name -> (head splits glued to their Transpose, head splits) (`glued_count`)."""
+    return {r.name: glued_count(r, heads, head_dim) for r in results}
+
+
+def upstream_record(upstream: UpstreamBlock) -> dict[str, int]:
+    """The block's geometry at upstream width: channels, heads, head width, MLP hidden width."""
+    return {
+        "channels": upstream.channels,
+        "heads": upstream.heads,
+        "head_dim": upstream.head_dim,
+        "mlp_hidden": upstream.mlp_hidden,
+    }
+
+
+def layer_rows(layers: Sequence[LayerSize]) -> list[dict[str, Any]]:
+    """One row per linear layer (`layer_sizes`): name, weight shape, parameters, rows, MACs."""
+    return [vars(s) for s in layers]
+
+
+def graph_files(results: Sequence[VariantResult]) -> list[str]:
+    """The ONNX file names the graphs were exported to, sorted (what notebook 05 finds in the folder)."""
+    return sorted(r.report.path.name for r in results)

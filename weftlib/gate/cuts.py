@@ -12,7 +12,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 import onnx
 
@@ -20,6 +21,11 @@ from ..onnx_core.walk import index_model
 from .allowlist import DeviceOps
 from .dfc_log import DfcResult, failure_cause
 from .partition import HOST, Partition, partition, prove
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+    from .probes import DfcPack
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
 
@@ -231,11 +237,14 @@ def compile_risks(partitions: dict[Path, Partition], ops: DeviceOps, root: str |
     return pd.DataFrame(rows)
 
 
-def pictures(partitions: dict[Path, Partition], prediction: dict[Path, object]) -> dict[str, object]:
-    """A picture of each cut (file name -> figure): `summary.plot_partition`."""
+def pictures(
+    partitions: dict[Path, Partition], prediction: dict[Path, object], only: Iterable[Path] | None = None
+) -> dict[str, object]:
+    """A picture of each cut (file name -> figure): `summary.plot_partition`; of the models in `only` when given."""
     from .summary import plot_partition
 
-    return {f"{model.stem}.png": plot_partition(part, prediction[model]) for model, part in partitions.items()}
+    chosen = list(partitions) if only is None else list(only)
+    return {f"{model.stem}.png": plot_partition(partitions[model], prediction[model]) for model in chosen}
 
 
 def node_data_files(
@@ -250,10 +259,15 @@ def node_data_files(
     written = []
     for model, part in partitions.items():
         graph_id = onnx.load(str(model), load_external_data=False).graph.name
-        path = Path(folder) / f"{model.stem}.node_data.json"
+        path = node_data_file(folder, model)
         path.write_text(json.dumps(node_data(part, prediction[model], graph_id), indent=1))
         written.append(path)
     return written
+
+
+def node_data_file(folder: str | os.PathLike, model: Path) -> Path:
+    """Where `node_data_files` writes a model's node data: `<folder>/<stem>.node_data.json`."""
+    return Path(folder) / f"{model.stem}.node_data.json"
 
 
 def _label(path: Path, root: str | os.PathLike) -> str:
@@ -275,3 +289,71 @@ def unmet(results: dict[str, DfcResult], script: Path, run_dir: str | os.PathLik
         f"DFC not run here: needs the {image()} image; run {command} and rerun 06 with dfc_results_dir set to its "
         "folder (the cuts rest on the gate's prediction)"
     ]
+
+
+# ------------------------------------------------------------ notebook 06's figures, rows and sentences
+
+
+def answer_models(models: Sequence[Path], answer_graphs: Mapping[str, Sequence[str]]) -> dict[str, Path]:
+    """Stem -> model for every graph `answer_graphs` names (question -> stems) that this run exported."""
+    by_stem = {m.stem: m for m in models}
+    return {stem: by_stem[stem] for stems in answer_graphs.values() for stem in stems if stem in by_stem}
+
+
+def absent_graphs(models: Sequence[Path], answer_graphs: Mapping[str, Sequence[str]]) -> list[str]:
+    """The stems `answer_graphs` names that no model of this run has, sorted."""
+    stems = {m.stem for m in models}
+    return sorted(s for named in answer_graphs.values() for s in named if s not in stems)
+
+
+def cut_count(partitions: dict[Path, Partition]) -> int:
+    """How many device segments, so how many cuts the DFC parses beside the whole graphs."""
+    return sum(len(p.device_segments) for p in partitions.values())
+
+
+def cut_results(partitions: dict[Path, Partition], folder: str | os.PathLike) -> dict[str, DfcResult]:
+    """The DFC results found in `folder` for the cuts of `partitions`, by cut stem (`cut_stem`)."""
+    from .probes import results_in
+
+    return results_in(folder, [cut_stem(m, s.index) for m, p in partitions.items() for s in p.device_segments])
+
+
+def after_dfc(
+    partitions: dict[Path, Partition], results: dict[str, DfcResult], ops: DeviceOps, folder: str | os.PathLike
+) -> tuple[dict[Path, Partition], list[CutVerdict]]:
+    """`read_back` when the DFC's results came back; without any, the cuts stand as predicted, unverdicted."""
+    return read_back(partitions, results, ops, folder) if results else (partitions, [])
+
+
+def verdict_table(verdicts: Sequence[CutVerdict]) -> pd.DataFrame:
+    """One row per device segment the DFC parsed as a cut: its verdict, the nodes it moved, why."""
+    import pandas as pd
+
+    return pd.DataFrame([vars(v) for v in verdicts], columns=["model", "segment", "dfc", "moved", "why"])
+
+
+def pack_sentence(pack: DfcPack, cuts: int) -> str:
+    """What the cut pack holds and the one command that parses it all (Markdown)."""
+    return f"**{len(pack.graphs)} graphs and {cuts} cuts** in `{pack.folder}`; run them all with `bash {pack.script}`."
+
+
+def device_share(partitions: dict[Path, Partition], named: Mapping[str, Path]) -> dict[str, float]:
+    """Name -> the share of the multiply-accumulates of that model's cut that runs on the device, to four places."""
+    return {name: round(partitions[model].coverage.share("macs"), 4) for name, model in named.items()}
+
+
+def conclusion(
+    partitions: dict[Path, Partition],
+    named: Mapping[str, Path],
+    tolerance: float,
+    results: dict[str, DfcResult],
+    script: Path,
+    run_dir: str | os.PathLike | None = None,
+) -> tuple[str, dict[str, str], list[str]]:
+    """Notebook 06's answer (`cut_sentence` over the `named` graphs: stem -> model), what it rests on, and its
+    unmet preconditions (`unmet`)."""
+    parts = {stem: partitions[model] for stem, model in named.items()}
+    sentence = cut_sentence(parts, {stem: host_ops(parts[stem], model) for stem, model in named.items()})
+    answer = f"Every graph cut and proven (chain vs graph within {tolerance:g}): {sentence}."
+    rests_on = {"dfc": "run" if results else "not run", "sources": "the graphs of this run"}
+    return answer, rests_on, unmet(results, script, run_dir)

@@ -21,7 +21,7 @@ from .pairing import Pairing
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .probes import DfcPack
+    from .probes import DfcPack, ProbePack
 
 STATUS_COLOURS = {"parse": "#4caf50", "unjudged": "#ffb300", "refused": "#e53935"}
 RESULT_SUFFIXES = (".json", ".log", ".txt")
@@ -316,17 +316,187 @@ def standing_table(
     )
 
 
+# ------------------------------------------------------------ notebook 05's figures, rows and sentences
+
+
+def notebook_folders(run_dir: str | os.PathLike, notebooks: Sequence[str]) -> dict[str, Path]:
+    """Each listed notebook -> its artefact folder in the run (where its graphs are)."""
+    return {name: Path(run_dir) / name for name in notebooks}
+
+
+def public_record_summary(rows: list[dict], counts: pd.DataFrame) -> dict[str, object]:
+    """The backtest in figures: cases, how many the gate agrees with, leaves unjudged or disagrees with, how
+    many were observed on the target DFC, and `counts` (`backtest_counts`) by source."""
+
+    def count(key: str, value: str) -> int:
+        return sum(row[key] == value for row in rows)
+
+    return {
+        "cases": len(rows),
+        "agreed": count("agreement", "agrees"),
+        "unjudged": count("agreement", "unjudged"),
+        "disagreed": count("agreement", "disagrees"),
+        "on_target": count("reach", "target"),
+        "by_source": counts,
+    }
+
+
+def not_rebuilt(ops: DeviceOps) -> dict[str, str]:
+    """Public-record cases the record does not describe well enough to rebuild as a graph -> its note."""
+    return {name: case.note for name, case in ops.cases.items() if not case.rebuilt}
+
+
+def not_rebuilt_table(cases: dict[str, str]) -> pd.DataFrame:
+    """The cases `not_rebuilt` names, one row each with why."""
+    import pandas as pd
+
+    return pd.DataFrame([{"case": n, "why not rebuilt": why} for n, why in cases.items()])
+
+
+def prediction_counts(evidence: pd.DataFrame) -> dict[tuple[str, str], int]:
+    """How many entries of each kind (op, rule) the evidence predicts to parse, refused or unjudged."""
+    return {key: int(n) for key, n in evidence.groupby(["kind", "prediction"]).size().to_dict().items()}
+
+
+def contradicted(ops: DeviceOps) -> list[str]:
+    """The names of the entries listed against what their own evidence predicts (`evidence.contradictions`)."""
+    from .evidence import contradictions
+
+    return [str(row["name"]) for row in contradictions(ops)]
+
+
+def sources_table(ops: DeviceOps) -> pd.DataFrame:
+    """The short source names the evidence cites, each spelled out."""
+    import pandas as pd
+
+    return pd.DataFrame([{"source": k, "in full": v} for k, v in ops.sources.items()])
+
+
+def verdict_counts(table: pd.DataFrame) -> dict[str, int]:
+    """How many graphs of a `gate_table` the gate predicts to pass, fail and leaves unjudged."""
+    return {v: int((table["gate"] == v.upper()).sum()) for v in ("pass", "fail", "unjudged")}
+
+
+def refused_rules(findings: pd.DataFrame) -> list[str]:
+    """The rules (and "op <type>") of a `findings_table` that predict a node refused, sorted."""
+    return sorted(set(findings.loc[findings["prediction"] == "refused", "rule"]))
+
+
+def results_found(dfc: dict[Path, DfcResult | None]) -> int:
+    """How many graphs have a DFC result (`collect_dfc`)."""
+    return sum(r is not None for r in dfc.values())
+
+
+def dfc_sentence(source: str, found: int, graphs: int, script: str | os.PathLike) -> str:
+    """Where the DFC results came from and, for the graphs without one, the script to run (Markdown)."""
+    missing = graphs - found
+    return f"**DFC results: {source}** ({found} of {graphs} graphs)." + (
+        f" **DFC not run here** for {missing} graphs: run `bash {script}` where "
+        "Docker and the image are, then rerun with `dfc_results_dir` set to that folder."
+        if missing > 0
+        else ""
+    )
+
+
+def pack_table(pack: DfcPack, found: int) -> pd.DataFrame:
+    """The DFC pack in one row: its folder, script and manifest, how many graphs, how many without a result."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "DFC pack": str(pack.folder),
+                "script": str(pack.script),
+                "manifest": str(pack.manifest),
+                "graphs": len(pack.graphs),
+                "without a result": len(pack.graphs) - found,
+            }
+        ]
+    )
+
+
+def pair_all(results: dict[Path, GateResult], dfc: dict[Path, DfcResult | None]) -> dict[Path, Pairing]:
+    """Each gated graph paired with its DFC result (None: not run), matched by model name."""
+    from .pairing import pair
+
+    return {m: pair(r, dfc[m], m) for m, r in results.items()}
+
+
+def pairing_verdicts(table: pd.DataFrame) -> dict[str, int]:
+    """How many graphs of a `pairing_table` got each pairing verdict, most frequent first."""
+    return {str(k): int(n) for k, n in table["verdict"].value_counts().to_dict().items()}
+
+
+def graphs_unjudged(standing: pd.DataFrame) -> int:
+    """How many graphs of a `standing_table` rest on the prediction only (no DFC verdict on their ops)."""
+    return int((standing["rests on"] == "prediction only").sum())
+
+
+def refused_in_matrix(counts: pd.DataFrame, status: pd.DataFrame) -> list[str]:
+    """The op types an `op_matrix` shows refused in at least one graph, sorted."""
+    return sorted({op for op in counts.columns if status[op].eq("refused").any()})
+
+
+def ops_used(results: dict[Path, GateResult]) -> list[str]:
+    """Every op type the gated graphs use, sorted (the probes cover the unjudged ones among them)."""
+    return sorted({op for r in results.values() for op in r.ops})
+
+
+def probe_table(probes: ProbePack) -> pd.DataFrame:
+    """One row per probe written: its file, what it asks about, the nodes the question is about, and why."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [{"probe": p.file, "asks about": p.label, "nodes": ", ".join(p.nodes), "why": p.why} for p in probes.probes]
+    )
+
+
+def unprobed_rules(probes: ProbePack) -> list[str]:
+    """The unjudged graph rules left without a proven probe (an op without a builder is named, not a rule)."""
+    return [subject for subject in probes.unbuilt if not subject.startswith("op:")]
+
+
+def probe_evidence(results_dir: str, ops_path: str | os.PathLike | None) -> tuple[str, list[dict]]:
+    """The edit the probe results in `results_dir` imply (`probes.evidence_diff`); nothing without results."""
+    from .probes import evidence_diff
+
+    return evidence_diff(results_dir, ops_path) if results_dir else ("", [])
+
+
+def probes_sentence(probes: ProbePack) -> str:
+    """How many probes, where, the one command that runs them, and what could not be probed (Markdown)."""
+    return f"**{len(probes.probes)} probes** in `{probes.folder}`; run them all with `bash {probes.script}`." + (
+        f" Not probed (no builder, named): {', '.join(probes.unbuilt)}." if probes.unbuilt else ""
+    )
+
+
+def diff_markdown(diff: str, results_given: bool) -> str:
+    """The probe results' edit to `params/device_ops.yaml` as a diff block, or why there is none."""
+    if diff:
+        return f"```diff\n{diff}\n```"
+    return (
+        "No probe result changes the allowlist." if results_given else "No probe results given (`probe_results_dir`)."
+    )
+
+
+def answer_markdown(answer: str, unmet: Sequence[str]) -> str:
+    """The answer in bold, then each unmet precondition as a list item (Markdown)."""
+    return f"**{answer}**\n\n" + "\n".join(f"- unmet: {u}" for u in unmet)
+
+
 def conclusion(
     results: dict[Path, GateResult],
     pairings: dict[Path, Pairing],
     dfc_source: str,
     script: str | os.PathLike,
     run_dir: str | os.PathLike | None = None,
+    notebooks: Sequence[str] = (),
 ) -> tuple[str, dict[str, str], list[str]]:
     """Notebook 05's answer sentence, what it rests on, and its unmet preconditions, from measured values.
 
     With `run_dir`, the DFC script is named relative to it: the run folder is copied to the published
-    appendix, so the command stays right there and names no machine's path."""
+    appendix, so the command stays right there and names no machine's path. `notebooks` are the notebooks
+    whose graphs were gated: the geometry the answer rests on is theirs."""
     judged = [p for p in pairings.values() if p.judged]
     unjudged = len(pairings) - len(judged)
     verdicts = [r.verdict for r in results.values()]
@@ -340,7 +510,11 @@ def conclusion(
         + (f" (it rejected {', '.join(rejected)})" if rejected else "")
         + f", {unjudged} on the prediction only."
     )
-    rests_on = {"dfc": "run" if dfc_source != "not run" and judged else "not run", "sources": "stand-in"}
+    rests_on = {
+        "dfc": "run" if dfc_source != "not run" and judged else "not run",
+        "sources": "stand-in",
+        "geometry": f"the graphs {', '.join(n[:2] for n in notebooks)} exported in this run, at their geometries",
+    }
     unmet = []
     if dfc_source == "not run":
         command = (  # the run folder is what the appendix copies: name the script inside it
