@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import onnx
 
 from ..onnx_core.walk import Graph, graph_inputs
+from . import formats as F
 from . import rules as R
 from .allowlist import DeviceOps
 from .standing import PARSE, REFUSED, UNJUDGED, Standing, op_standing, rule_standing, worst
@@ -78,7 +79,7 @@ def _finding(node: str, op: str, rule: str, standing: Standing, detail: str = ""
 
 def predict(graph: Graph, ops: DeviceOps) -> Prediction:
     """Judge every input and node of `graph` against the rules and entries of `ops`."""
-    ctx = R.Context(graph)
+    ctx = F.Context(graph)
     judgements: list[Finding] = []
     inputs: dict[str, str] = {}
     for rule in R.rules_for(R.GRAPH):
@@ -92,7 +93,7 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
         ]
         judgements += found
         inputs[name] = worst(f.prediction for f in found) if found else UNJUDGED
-        ctx.formats[name] = {PARSE: R.TRACKED, REFUSED: R.LOST, UNJUDGED: R.UNKNOWN}[inputs[name]]
+        ctx.formats[name] = {PARSE: F.TRACKED, REFUSED: F.LOST, UNJUDGED: F.UNKNOWN}[inputs[name]]
     nodes: dict[str, str] = {}
     for index, node in enumerate(graph.nodes):
         name = node.name or f"<unnamed {node.op_type} #{index}>"
@@ -105,7 +106,7 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
     return Prediction(verdict, tuple(judgements), nodes, inputs)
 
 
-def _judge_node(ctx: R.Context, node: onnx.NodeProto, name: str, ops: DeviceOps) -> list[Finding]:
+def _judge_node(ctx: F.Context, node: onnx.NodeProto, name: str, ops: DeviceOps) -> list[Finding]:
     op = ctx.graph.op_key(node)
     matched = [
         _finding(name, op, rule.name, rule_standing(rule.name, ops), detail, rule.downstream)
@@ -116,7 +117,7 @@ def _judge_node(ctx: R.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
     if entry is not None and entry.by_pattern:
         if matched:
             return matched
-        upstream = R.worse_format([ctx.format(n) for n in ctx.data_inputs(node)]) in (R.UNKNOWN, R.LOST)
+        upstream = F.worse_format([ctx.format(n) for n in ctx.data_inputs(node)]) in (F.UNKNOWN, F.LOST)
         return [
             Finding(
                 name,
@@ -131,14 +132,14 @@ def _judge_node(ctx: R.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
     return [_finding(name, op, "op", op_standing(op, ops)), *matched]
 
 
-def _leave_formats(ctx: R.Context, node: onnx.NodeProto, prediction: str) -> None:
+def _leave_formats(ctx: F.Context, node: onnx.NodeProto, prediction: str) -> None:
     """The format each output of `node` carries on (see `weftlib.gate.rules`): none where no input is data
     (shape arithmetic: Shape, Size, ConstantOfShape read only parameters)."""
-    fmt = R.worse_format([ctx.format(n) for n in ctx.data_inputs(node)])
-    if fmt != R.NONE and prediction == REFUSED:
-        fmt = R.LOST if node.op_type in SHUFFLE_OPS else R.worse_format([fmt, R.UNKNOWN])
-    elif fmt != R.NONE and prediction == UNJUDGED:
-        fmt = R.worse_format([fmt, R.UNKNOWN])
+    fmt = F.worse_format([ctx.format(n) for n in ctx.data_inputs(node)])
+    if fmt != F.NONE and prediction == REFUSED:
+        fmt = F.LOST if node.op_type in SHUFFLE_OPS else F.worse_format([fmt, F.UNKNOWN])
+    elif fmt != F.NONE and prediction == UNJUDGED:
+        fmt = F.worse_format([fmt, F.UNKNOWN])
     for out in node.output:
         if out:
             ctx.formats[out] = fmt
