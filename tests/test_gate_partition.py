@@ -169,7 +169,7 @@ def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(o
     from tests.test_gate_probes import install_dfc
     from weftlib.gate import run_dfc
     from weftlib.gate.cuts import cut_all, cut_stem, pack_cuts, read_back
-    from weftlib.gate.probes import SCRIPT, results_in
+    from weftlib.gate.dfc_pack import SCRIPT, results_in
 
     models = []
     for name, layers in (("a", ["conv", "relu", "sin", "conv", "relu"]), ("b", ["conv", "sin", "conv"])):
@@ -203,7 +203,7 @@ def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(o
 def test_the_picture_and_the_node_data_cover_every_node(ops, tmp_path):
     from weftlib.gate.predict import predict
     from matplotlib.colors import to_rgb
-    from weftlib.gate.summary import SIDE_COLOURS, node_data, node_sides, plot_partition
+    from weftlib.gate.cut_plots import SIDE_COLOURS, node_data, node_sides, plot_partition
     from weftlib.onnx_core.walk import index_model
 
     model = chain("pic", ["conv", "hardswish", "conv", "sin", "conv"])

@@ -16,7 +16,7 @@ from weftlib.gate import (
     pairing_table,
     plot_op_matrix,
 )
-from weftlib.gate.summary import result_files
+from weftlib.gate.dfc_results import result_files
 from weftlib.gate.dfc_runner import default_arch
 
 ARCH = default_arch()

@@ -14,11 +14,14 @@ from .dfc_log import DfcError, DfcResult, load_dfc_result, read_dfc_log
 from .dfc_runner import DfcUnavailable, check_arch, cli_docker_command, dfc_available, docker_command, run_dfc
 from .evidence import contradictions, evidence_table, unjudged
 from .pairing import PAIR_VERDICTS, Edit, Pairing, pair
-from .probes import DfcPack, ProbePack, evidence_diff, write_dfc_pack, write_probes
+from .dfc_pack import DfcPack, write_dfc_pack
+from .probe_evidence import evidence_diff
+from .probes import ProbePack, write_probes
 from .record_backtest import backtest, held
+from .dfc_results import collect_dfc
+from .explain import blocking, prediction_rows, prediction_sentence, reasons
 from .summary import (
     backtest_counts,
-    collect_dfc,
     conclusion,
     edits_table,
     find_models,
@@ -29,12 +32,8 @@ from .summary import (
     op_matrix,
     pack_models,
     pairing_table,
-    blocking,
     plot_backtest,
     plot_op_matrix,
-    prediction_rows,
-    prediction_sentence,
-    reasons,
     standing_table,
 )
 

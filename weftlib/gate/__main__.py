@@ -1,4 +1,4 @@
-"""`python -m weftlib.gate {device,dfc,pair,probes,evidence}`: a thin shell over weftlib.gate.
+"""`python -m weftlib.gate {device,dfc,pair,probes,evidence,partition}`: a thin shell over weftlib.gate.
 
 device MODEL.onnx [--json]                     the prediction: exit 0 pass, 1 fail, 3 unjudged
 dfc MODEL.onnx [--arch ARCH] --out R.json      exit 0 parsed, 1 rejected/unrecognised,
@@ -192,7 +192,7 @@ def _probes(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from .probes import evidence_diff
+    from .probe_evidence import evidence_diff
 
     diff, rows = evidence_diff(args.folder, args.ops)
     for row in rows:

@@ -3,8 +3,7 @@
 `to_probe` says what the record leaves unjudged; `write_probes` writes a probe graph for each
 (`probe_graphs`), proves it (checker-clean and run once in onnxruntime: `proving`), and packs them for the
 DFC (`dfc_pack`); `evidence_diff` (`probe_evidence`) turns the DFC's results on them into the edit to
-`params/device_ops.yaml`. The pack's and the evidence's entries are importable from here too, as the
-notebooks and the command line call them.
+`params/device_ops.yaml`.
 """
 
 from __future__ import annotations
@@ -17,28 +16,12 @@ from collections.abc import Iterable
 import onnx
 
 from .allowlist import DeviceOps, load_device_ops
-from .dfc_pack import MANIFEST, SCRIPT, DfcPack, read_pack, results_in, write_dfc_pack
+from .dfc_pack import MANIFEST, SCRIPT, DfcPack, read_pack, write_dfc_pack
 from .evidence import unjudged
 from .folder_swap import building
-from .probe_evidence import evidence_diff
 from .probe_graphs import OP_PROBES, Probe, op_probe, op_probe_nodes, rule_probe
 from .proving import prove
 from .standing import UNJUDGED, op_standing
-
-__all__ = [
-    "MANIFEST",
-    "SCRIPT",
-    "DfcPack",
-    "Probe",
-    "ProbePack",
-    "building",
-    "evidence_diff",
-    "read_pack",
-    "results_in",
-    "to_probe",
-    "write_dfc_pack",
-    "write_probes",
-]
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,8 @@
-"""Tables and the op-matrix plot notebook 05 publishes, built from gate results and pairings.
+"""What notebook 05 publishes: its graphs gathered and gated, the tables, the op-matrix and backtest plots and
+the sentences, built from gate results and pairings.
 
-The notebook may not loop, so gathering the graphs, collecting DFC results by file stem and shaping the
-tables lives here, where it is tested.
+The notebook may not loop, so gathering the graphs and shaping the tables lives here, where it is tested; the
+DFC's results are collected in `dfc_results`, the words for a graph's prediction are `explain`'s.
 """
 
 from __future__ import annotations
@@ -14,17 +15,17 @@ from collections.abc import Iterable, Sequence
 
 from .allowlist import DeviceOps
 from .device import GateResult, device_gate
-from .dfc_log import DfcResult, load_dfc_result
-from .dfc_runner import dfc_available, image, run_dfc
+from .dfc_log import DfcResult
+from .dfc_runner import image
 from .pairing import Pairing
 
 if TYPE_CHECKING:
     import pandas as pd
 
-    from .probes import DfcPack, ProbePack
+    from .dfc_pack import DfcPack
+    from .probes import ProbePack
 
 STATUS_COLOURS = {"parse": "#4caf50", "unjudged": "#ffb300", "refused": "#e53935"}
-RESULT_SUFFIXES = (".json", ".log", ".txt")
 
 
 def find_models(folders: Iterable[str | os.PathLike]) -> list[Path]:
@@ -78,42 +79,6 @@ def _label(path: Path, root: str | os.PathLike) -> str:
         return str(Path(path).relative_to(root))
     except ValueError:
         return Path(path).name
-
-
-def result_files(results_dir: str | os.PathLike) -> dict[str, Path]:
-    """DFC result files in `results_dir` keyed by the model stem they are for (`<stem>.dfc.json`, `<stem>.log`).
-
-    JSON wins over a raw log for the same stem.
-    """
-    files: dict[str, Path] = {}
-    for path in sorted(Path(results_dir).iterdir(), key=lambda p: (p.suffix != ".json", p.name)):
-        if path.is_file() and path.suffix.lower() in RESULT_SUFFIXES:
-            stem = path.name[: -len(path.suffix)]
-            stem = stem[: -len(".dfc")] if stem.endswith(".dfc") else stem
-            files.setdefault(stem, path)
-    return files
-
-
-def collect_dfc(models: Sequence[Path], results_dir: str, arch: str) -> tuple[dict[Path, DfcResult | None], str]:
-    """DFC results per model: from `results_dir` (matched by stem), else from the parser, else None.
-
-    Returns the results and how they were obtained ("results_dir", "parser" or "not run").
-    """
-    if results_dir:
-        if not Path(results_dir).is_dir():
-            raise FileNotFoundError(f"dfc_results_dir: {results_dir} is not a folder")
-        files = result_files(results_dir)
-        return {m: load_dfc_result(files[m.stem]) if m.stem in files else None for m in models}, "results_dir"
-    if dfc_available()[0]:
-        return {m: _run_safely(m, arch) for m in models}, "parser"
-    return {m: None for m in models}, "not run"
-
-
-def _run_safely(model: Path, arch: str) -> DfcResult:
-    try:
-        return run_dfc(model, arch)
-    except Exception as exc:  # a crash of the tooling is not a verdict on the graph
-        return DfcResult("unrecognised", reason=f"running the parser failed: {type(exc).__name__}: {exc}")
 
 
 def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> pd.DataFrame:
@@ -284,7 +249,7 @@ def missing_outputs(folders: dict[str, Path]) -> list[str]:
 def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) -> tuple[DfcPack, list[Path]]:
     """Copy every graph (with its parity file) into one DFC pack folder; the copies are what gets gated and
     paired, so the graph, its result file and the DFC's model name all share one stem."""
-    from .probes import write_dfc_pack
+    from .dfc_pack import write_dfc_pack
 
     root = Path(os.path.commonpath([Path(m).resolve().parent for m in models])).parent if models else Path(".")
     sources = {Path(m).name: _label(Path(m).resolve(), root) for m in models}  # relative: the pack stays copyable
@@ -457,8 +422,8 @@ def unprobed_rules(probes: ProbePack) -> list[str]:
 
 
 def probe_evidence(results_dir: str, ops_path: str | os.PathLike | None) -> tuple[str, list[dict]]:
-    """The edit the probe results in `results_dir` imply (`probes.evidence_diff`); nothing without results."""
-    from .probes import evidence_diff
+    """The edit the probe results in `results_dir` imply (`probe_evidence.evidence_diff`); nothing without results."""
+    from .probe_evidence import evidence_diff
 
     return evidence_diff(results_dir, ops_path) if results_dir else ("", [])
 
@@ -527,153 +492,3 @@ def conclusion(
     elif unjudged:
         unmet.append(f"{unjudged} of {len(pairings)} graphs have no DFC verdict on their ops (see the pairing)")
     return answer, rests_on, unmet
-
-
-def _subject(f) -> str:
-    return f.rule if f.rule != "op" else f"op {f.op}"
-
-
-def blocking(result: GateResult, prediction: str, causes_only: bool = False) -> dict[str, int]:
-    """Rule (or "op <type>") -> how many of the graph's judgements it made with `prediction` (refused or
-    unjudged), in graph order; `causes_only` leaves out the consequences of an earlier node's verdict."""
-    out: dict[str, int] = {}
-    for f in result.findings:
-        if f.prediction == prediction and not (causes_only and f.downstream):
-            out[_subject(f)] = out.get(_subject(f), 0) + 1
-    return out
-
-
-def reasons(result: GateResult) -> dict[str, str]:
-    """Each rule or op that refuses the graph -> what it rests on (public-record cases, or short source names)."""
-    out: dict[str, list[str]] = {}
-    for f in result.findings:
-        if f.prediction == "refused":
-            out.setdefault(_subject(f), [])
-            out[_subject(f)] += [c for c in f.cites if c not in out[_subject(f)]]
-    return {k: ", ".join(v) for k, v in out.items()}
-
-
-def prediction_rows(results: dict[str, GateResult]) -> list[dict[str, object]]:
-    """One row per named graph: its prediction, and the rules and ops that refuse it or leave it unjudged."""
-    return [
-        {
-            "graph": name,
-            "prediction": r.verdict,
-            "refused by": ", ".join(f"{k} x{n}" for k, n in blocking(r, "refused").items()) or "-",
-            "unjudged by": ", ".join(f"{k} x{n}" for k, n in blocking(r, "unjudged").items()) or "-",
-            "problems": "; ".join(r.problems),
-        }
-        for name, r in results.items()
-    ]
-
-
-def prediction_sentence(results: dict[str, GateResult], faithful: list[str]) -> str:
-    """The three things each graph notebook ends with, from the gate's results: the prediction for the
-    faithful graphs, the rule and source behind each refusal (consequences of an earlier refusal said apart),
-    and which exact variant is predicted to parse, or what still blocks the closest one."""
-    from .rules import RULES
-
-    parts = []
-    for name in faithful:
-        r = results[name]
-        why = reasons(r)
-        causes = [
-            f"{rule} ({cites})" for rule, cites in why.items() if not getattr(RULES.get(rule), "downstream", False)
-        ]
-        after = [rule for rule in why if getattr(RULES.get(rule), "downstream", False)]
-        text = f"{name} is predicted {r.verdict}" + (f", refused by {'; '.join(causes)}" if causes else "")
-        parts.append(text + (f" (and, downstream of those, {', '.join(after)})" if after else ""))
-    variants = {n: r for n, r in results.items() if n not in faithful}
-    passing = [n for n, r in variants.items() if r.verdict == "pass"]
-    if passing:
-        parts.append(f"predicted to parse: {', '.join(passing)}")
-    elif variants:
-        name, r = min(variants.items(), key=lambda kv: (kv[1].verdict == "fail", len(kv[1].findings)))
-        still = blocking(r, "refused", causes_only=True) or blocking(r, "unjudged", causes_only=True)
-        parts.append(
-            f"no variant is predicted to parse; the closest, {name}, is {r.verdict} by {', '.join(still) or 'its limits'}"
-        )
-    return "; ".join(parts)
-
-
-SIDE_COLOURS = {"device": "#4caf50", "host (refused)": "#e53935", "host (unjudged)": "#ffb300", "host": "#9e9e9e"}
-
-
-def node_sides(part, prediction) -> dict[str, str]:
-    """Node -> "device", or "host (refused)", "host (unjudged)", "host" (predicted to parse, kept by the cut)."""
-    sides = {}
-    for s in part.segments:
-        for n in s.nodes:
-            if s.runs_on == "device":
-                sides[n] = "device"
-            else:
-                p = prediction.nodes.get(n, "parse")
-                sides[n] = {"refused": "host (refused)", "unjudged": "host (unjudged)"}.get(p, "host")
-    return sides
-
-
-def plot_partition(part, prediction):
-    """What runs where. Top: every node in execution order, coloured by the side it runs on (and why a host
-    node is there), segment boundaries marked. Bottom: the segments, device above and host below, and every
-    tensor the cut hands across (dashed, its size)."""
-    import matplotlib.pyplot as plt
-    import numpy as np
-    from matplotlib.colors import to_rgb
-    from matplotlib.patches import Patch
-
-    sides = node_sides(part, prediction)
-    order = [n for s in part.segments for n in s.nodes]
-    fig, (strip, chain) = plt.subplots(2, 1, figsize=(13, 5.5), gridspec_kw={"height_ratios": [1, 2]})
-    # one image row, a pixel column per node: a bar per node was 1024 patches to draw and save per graph
-    row = np.array([[to_rgb(SIDE_COLOURS[sides[n]]) for n in order]]).reshape(1, len(order), 3)
-    strip.imshow(row, aspect="auto", interpolation="nearest", extent=(-0.5, len(order) - 0.5, 0, 1))
-    edge = 0
-    for s in part.segments:
-        strip.axvline(edge - 0.5, color="white", lw=1.5)
-        edge += len(s.nodes)
-    c = part.coverage
-    strip.set_title(
-        f"{part.model}: {c.nodes[0]} of {c.nodes[1]} nodes, {c.share('macs'):.0%} of the MACs and "
-        f"{c.share('params'):.0%} of the parameters on the device; {len(part.device_segments)} device segment(s), "
-        f"{c.crossings} tensors in or out of the device, {c.bytes_crossing / 2**20:.2f} MiB per inference",
-        fontsize=9,
-    )
-    strip.set_xlim(-0.5, max(len(order), 1) - 0.5)
-    strip.set_yticks([])
-    strip.set_xlabel("nodes in execution order (white lines: segment boundaries)", fontsize=8)
-    strip.legend(handles=[Patch(color=v, label=k) for k, v in SIDE_COLOURS.items()], loc="upper left",
-                 bbox_to_anchor=(1.0, 1.0), fontsize=7)  # fmt: skip
-    where = {s.index: (s.index, 1.0 if s.runs_on == "device" else 0.0) for s in part.segments}
-    made_by = {t: s.index for s in part.segments for t in s.outputs}
-    for s in part.segments:
-        for t in s.inputs:
-            if t in made_by and part.segments[made_by[t]].runs_on != s.runs_on:
-                (xa, ya), (xb, yb) = where[made_by[t]], where[s.index]
-                chain.annotate(
-                    "", (xb, yb), (xa, ya), arrowprops={"arrowstyle": "->", "ls": "--", "color": "0.3", "lw": 0.8}
-                )
-    for s in part.segments:
-        x, y = where[s.index]
-        colour = SIDE_COLOURS["device"] if s.runs_on == "device" else "#bdbdbd"
-        chain.scatter([x], [y], s=40 + 6 * len(s.nodes), color=colour, edgecolor="0.3", zorder=3)
-        if s.runs_on == "device" or len(part.segments) <= 24:
-            chain.text(x, y + (0.18 if s.runs_on == "device" else -0.22), str(len(s.nodes)), ha="center", fontsize=7)
-    chain.set_yticks([0, 1], ["host", "device"])
-    chain.set_ylim(-0.5, 1.5)
-    chain.set_xlabel(
-        "segments in execution order (numbers: nodes; dashed: a tensor handed between device and host)", fontsize=8
-    )
-    for side in ("top", "right"):
-        chain.spines[side].set_visible(False)
-    fig.tight_layout()
-    return fig
-
-
-def node_data(part, prediction, graph_id: str) -> dict[str, object]:
-    """The cut as Model Explorer node data (its `ModelNodeData` JSON: graph id -> results and thresholds), so
-    the graph viewer can colour every node by the side it runs on: 0 host (refused), 1 host (unjudged),
-    2 host (kept by the cut), 3 device."""
-    value = {"host (refused)": 0, "host (unjudged)": 1, "host": 2, "device": 3}
-    results = {n: {"value": value[s]} for n, s in node_sides(part, prediction).items()}
-    thresholds = [{"value": v, "bgColor": SIDE_COLOURS[k]} for k, v in value.items()]
-    return {graph_id: {"name": "runs on", "results": results, "thresholds": thresholds}}
