@@ -13,7 +13,9 @@ import pytest
 from weftlib.gate import load_device_ops
 from weftlib.gate.__main__ import main
 from weftlib.gate.graphs import Builder
-from weftlib.gate.partition import DEVICE, HOST, PartitionError, partition, prove, random_feeds, run_chain
+from weftlib.gate.cut_proof import prove, random_feeds, run_chain
+from weftlib.gate.partition import PartitionError, partition
+from weftlib.gate.segments import DEVICE, HOST
 
 
 @pytest.fixture(scope="module")

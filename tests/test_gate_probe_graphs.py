@@ -7,7 +7,7 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from weftlib.gate.partition import random_feeds
+from weftlib.gate.cut_proof import random_feeds
 from weftlib.gate.probe_graphs import OP_PROBES, op_probe, op_probe_nodes
 from weftlib.gate.proving import prove, run_once
 

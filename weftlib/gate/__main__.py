@@ -202,7 +202,8 @@ def _evidence(args: argparse.Namespace) -> int:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .partition import TOLERANCE, PartitionError, write_partition
+    from .partition import PartitionError, write_partition
+    from .segments import TOLERANCE
 
     _existing_file(args.model, "MODEL")
     ops = load_device_ops(args.ops)

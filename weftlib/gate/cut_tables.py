@@ -15,7 +15,7 @@ from ..onnx_core.walk import index_model
 from .allowlist import DeviceOps
 from .cuts import CutVerdict
 from .dfc_log import DfcResult
-from .partition import HOST, Partition
+from .segments import HOST, Partition
 
 if TYPE_CHECKING:
     import pandas as pd

@@ -20,7 +20,9 @@ import onnx
 from ..onnx_core.walk import index_model
 from .allowlist import DeviceOps
 from .dfc_log import DfcResult, failure_cause
-from .partition import Partition, partition, prove
+from .cut_proof import prove
+from .partition import partition
+from .segments import Partition
 
 if TYPE_CHECKING:
     pass

@@ -10,125 +10,33 @@ unjudged) hands the nodes that read them to the host, and the cut is made again 
 Each segment is extracted as its own ONNX file with `onnx.utils.Extractor`. For a device segment the cut is
 also given as the DFC takes it on the original graph: `start_node_names` (the segment's first nodes, or the
 graph input's name where it starts at one), `end_node_names` (node names, never tensor names: the record
-shows `MisspellNodeError` for a tensor name) and `net_input_shapes`. `prove` runs the segments as a chain in
+shows `MisspellNodeError` for a tensor name) and `net_input_shapes`. `cut_proof.prove` runs the segments as a chain in
 onnxruntime and compares the graph's outputs with the whole graph run in one piece.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Mapping
 
-import numpy as np
 import onnx
 
-from ..onnx_core import compare, runtime
 from ..onnx_core.walk import Graph, graph_inputs, index_model
 from .allowlist import DeviceOps
 from .predict import Prediction, predict
+from .coverage import coverage, largest_layer, static_dims
+from .cut_proof import prove
+from .segments import DEVICE, HOST, TOLERANCE, Partition, Segment
 from .standing import PARSE
 
-DEVICE, HOST = "device", "host"
-TOLERANCE = 1e-6  # onnxruntime, optimisations off, the same kernels on both sides: equal but for summation order
 SHUFFLES_ABSORBED = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
 
 
 class PartitionError(ValueError):
     """The graph cannot be partitioned (unreadable, dynamic, or without named nodes); the message says why."""
-
-
-@dataclass(frozen=True)
-class Segment:
-    """A part of the graph that runs on one side, in execution order."""
-
-    index: int
-    runs_on: str
-    nodes: tuple[str, ...]
-    inputs: tuple[str, ...]  # tensors of the original graph that come from outside the segment
-    outputs: tuple[str, ...]  # tensors it hands on (to a later segment, or as graph outputs)
-    file: str = ""
-    start_node_names: tuple[str, ...] = ()
-    end_node_names: tuple[str, ...] = ()
-    net_input_shapes: dict[str, list[int]] = field(default_factory=dict)
-    largest_layer: dict[str, Any] = field(default_factory=dict)
-    end_risks: tuple[str, ...] = ()  # end nodes the parser may absorb (InvalidHNError ... missing in the HN)
-
-
-@dataclass(frozen=True)
-class Coverage:
-    """The share of the graph on the device, and what crosses between device and host per inference."""
-
-    nodes: tuple[int, int]  # (on the device, in all)
-    macs: tuple[int, int]
-    params: tuple[int, int]
-    crossings: int  # tensors entering or leaving a device segment
-    bytes_crossing: int
-
-    def share(self, what: str) -> float:
-        on, total = getattr(self, what)
-        return on / total if total else 0.0
-
-
-@dataclass(frozen=True)
-class Partition:
-    """The segments of one graph, their coverage, and the proof once `prove` has run."""
-
-    model: str
-    segments: tuple[Segment, ...]
-    coverage: Coverage
-    moved_to_host: dict[str, str]  # node -> why it could have gone to the device and did not (judged cut out)
-    max_abs_diff: float | None = None
-    tolerance: float = TOLERANCE
-    prediction: Prediction | None = field(default=None, compare=False, repr=False)  # the whole graph's, cut from
-
-    @property
-    def device_segments(self) -> tuple[Segment, ...]:
-        return tuple(s for s in self.segments if s.runs_on == DEVICE)
-
-    @property
-    def proven(self) -> bool:
-        return self.max_abs_diff is not None and self.max_abs_diff <= self.tolerance
-
-    def as_json(self) -> dict[str, Any]:
-        segments = []
-        for s in self.segments:
-            row: dict[str, Any] = {
-                "file": s.file,
-                "runs_on": s.runs_on,
-                "inputs": list(s.inputs),
-                "outputs": list(s.outputs),
-                "nodes": len(s.nodes),
-            }
-            if s.runs_on == DEVICE:
-                row.update(
-                    start_node_names=list(s.start_node_names),
-                    end_node_names=list(s.end_node_names),
-                    net_input_shapes=s.net_input_shapes,
-                    largest_layer=s.largest_layer,
-                    end_risks=list(s.end_risks),
-                )
-            segments.append(row)
-        c = self.coverage
-        return {
-            "model": self.model,
-            "segments": segments,
-            "max_abs_diff": self.max_abs_diff,
-            "tolerance": self.tolerance,
-            "proven": self.proven,
-            "coverage": {
-                "nodes": {"device": c.nodes[0], "total": c.nodes[1], "share": c.share("nodes")},
-                "macs": {"device": c.macs[0], "total": c.macs[1], "share": c.share("macs")},
-                "params": {"device": c.params[0], "total": c.params[1], "share": c.share("params")},
-                "crossings": c.crossings,
-                "bytes_crossing": c.bytes_crossing,
-            },
-            "moved_to_host": self.moved_to_host,
-        }
 
 
 # ------------------------------------------------------------------------------------------ the cut
@@ -261,7 +169,7 @@ def _has_subgraph(node: onnx.NodeProto) -> bool:
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
 
-# ------------------------------------------------------------------------------- DFC arguments, coverage
+# ------------------------------------------------------------------------------------- DFC arguments
 
 
 def translate_args(segment: Segment, graph: Graph) -> dict[str, Any]:
@@ -271,7 +179,7 @@ def translate_args(segment: Segment, graph: Graph) -> dict[str, Any]:
     members = set(segment.nodes)
     starts: dict[str, list[int]] = {}
     for t in segment.inputs:
-        shape = list(_dims(graph.shapes.get(t) or ()))
+        shape = list(static_dims(graph.shapes.get(t) or ()))
         if t in inputs:
             starts[t] = shape
             continue
@@ -284,91 +192,6 @@ def translate_args(segment: Segment, graph: Graph) -> dict[str, Any]:
         "end_node_names": list(dict.fromkeys(ends)),
         "net_input_shapes": starts,
     }
-
-
-def _dims(shape: tuple[int | None, ...]) -> tuple[int, ...]:
-    """A shape whose dimensions are all static; a None one is a TypeError, as int(None) or math.prod was."""
-    dims = tuple(d for d in shape if d is not None)
-    if len(dims) != len(shape):
-        raise TypeError(f"shape {shape} has a dimension that is not static")
-    return dims
-
-
-def node_macs(node: onnx.NodeProto, graph: Graph) -> int:
-    """Multiply-accumulates of a MatMul, Gemm or Conv from its static shapes (0 for anything else)."""
-    out = graph.shapes.get(node.output[0]) if node.output else None
-    if not out or any(d is None for d in out):
-        return 0
-    if node.op_type in ("MatMul", "Gemm"):
-        a = graph.shapes.get(node.input[0]) or ()
-        k = (
-            a[0]
-            if node.op_type == "Gemm" and any(x.name == "transA" and x.i for x in node.attribute)
-            else (a[-1] if a else None)
-        )
-        return int(math.prod(_dims(out)) * k) if isinstance(k, int) else 0
-    if node.op_type == "Conv":
-        w = graph.shapes.get(node.input[1]) or ()
-        if len(w) < 3 or any(d is None for d in w):
-            return 0
-        return int(math.prod(_dims(out)) * math.prod(_dims(w[1:])))
-    return 0
-
-
-def node_params(node: onnx.NodeProto, graph: Graph) -> int:
-    return sum(
-        int(math.prod(_dims(graph.shapes.get(t) or ())))
-        for t in node.input
-        if t in graph.constants and t in graph.shapes
-    )
-
-
-def largest_layer(segment: Segment, graph: Graph, ops: DeviceOps) -> dict[str, Any]:
-    """The segment's largest weighted layer (most parameters) with the compile-stage figures of the record
-    beside it: a risk to check, not a verdict."""
-    best: dict[str, Any] = {}
-    for name in segment.nodes:
-        node = next(n for n in graph.nodes if n.name == name)
-        if node.op_type not in ("MatMul", "Gemm", "Conv"):
-            continue
-        params = node_params(node, graph)
-        if params > best.get("params", 0):
-            w = graph.shapes.get(node.input[1]) or ()
-            best = {
-                "node": name,
-                "op": node.op_type,
-                "weight_shape": list(w),
-                "params": params,
-                "macs": node_macs(node, graph),
-            }
-    if best:
-        best["compile_record"] = ops.compile_figures
-    return best
-
-
-def coverage(segments: list[Segment], graph: Graph) -> Coverage:
-    """Nodes, MACs and parameters on the device against the whole graph, and every tensor that enters or
-    leaves a device segment (each device segment is its own network: what it reads and what it hands on
-    travel to or from the device, whichever segment is on the other side)."""
-    nodes = {n.name: n for n in _top_nodes(graph)}
-    device = {name for s in segments if s.runs_on == DEVICE for name in s.nodes}
-    macs = {name: node_macs(n, graph) for name, n in nodes.items()}
-    params = {name: node_params(n, graph) for name, n in nodes.items()}
-    moving = [t for s in segments if s.runs_on == DEVICE for t in (*s.inputs, *s.outputs)]
-    return Coverage(
-        nodes=(len(device), len(nodes)),
-        macs=(sum(macs[n] for n in device), sum(macs.values())),
-        params=(sum(params[n] for n in device), sum(params.values())),
-        crossings=len(moving),
-        bytes_crossing=sum(int(math.prod(_dims(graph.shapes.get(t) or (0,)))) * _itemsize(graph, t) for t in moving),
-    )
-
-
-def _itemsize(graph: Graph, name: str) -> int:
-    for info in [*graph.model.graph.input, *graph.model.graph.value_info, *graph.model.graph.output]:
-        if info.name == name:
-            return int(np.dtype(onnx.helper.tensor_dtype_to_np_dtype(info.type.tensor_type.elem_type)).itemsize)
-    return 4
 
 
 # ---------------------------------------------------------------------------------- files and the proof
@@ -416,77 +239,6 @@ def partition(
         moved_to_host=moved,
         prediction=prediction,
     )
-
-
-def _session(path: Path):
-    return runtime.session(path, once=True, optimize=False)
-
-
-def random_feeds(model_path: str | os.PathLike, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random inputs for every graph input, of its type and static shape."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for info in _session(Path(model_path)).get_inputs():
-        shape = [int(d) for d in info.shape]
-        if "int" in info.type:
-            feeds[info.name] = rng.integers(0, 4, shape).astype(np.int64 if "64" in info.type else np.int32)
-        elif "bool" in info.type:
-            feeds[info.name] = rng.random(shape) > 0.5
-        else:
-            feeds[info.name] = rng.standard_normal(shape).astype(np.float32)
-    return feeds
-
-
-def run_chain(
-    part: Partition,
-    folder: str | os.PathLike,
-    feeds: Mapping[str, np.ndarray],
-    replace: Mapping[str, np.ndarray] | None = None,
-    outputs: Iterable[str] | None = None,
-) -> dict[str, np.ndarray]:
-    """Every tensor the chain hands on, segment by segment; `replace` overrides a handed tensor (a broken
-    edge, for the negative control). Given `outputs`, only those are returned, and each other tensor is let
-    go once no later segment reads it: at NAF's geometry one handed tensor is a gigabyte, and a graph cut
-    into dozens of segments would otherwise hold all of them at once."""
-    env = dict(feeds)
-    segments = list(part.segments)
-    keep = None if outputs is None else set(outputs)
-    for i, s in enumerate(segments):
-        session = _session(Path(folder) / s.file)
-        names = [o.name for o in session.get_outputs()]
-        values = session.run(names, {t: env[t] for t in s.inputs})
-        del session
-        env.update(zip(names, values))
-        for t, v in (replace or {}).items():
-            if t in names:
-                env[t] = v
-        if keep is not None:
-            later = keep.union(*(later_s.inputs for later_s in segments[i + 1 :]))
-            env = {t: v for t, v in env.items() if t in later}
-    return env
-
-
-def prove(
-    part: Partition,
-    original: str | os.PathLike,
-    folder: str | os.PathLike,
-    *,
-    tolerance: float = TOLERANCE,
-    seed: int = 0,
-    replace: Mapping[str, np.ndarray] | None = None,
-) -> Partition:
-    """Run the whole graph and the chain of segments on the same random inputs; the largest difference on
-    any graph output, against `tolerance`."""
-    from dataclasses import replace as with_fields
-
-    feeds = random_feeds(original, seed)
-    session = _session(Path(original))
-    names = [o.name for o in session.get_outputs()]
-    whole = dict(zip(names, session.run(names, feeds)))
-    del session
-    chained = run_chain(part, folder, feeds, replace, outputs=names)
-    diff = compare.max_abs_diff([whole[n] for n in names], [chained[n] for n in names])
-    return with_fields(part, max_abs_diff=diff, tolerance=tolerance)
 
 
 def write_partition(

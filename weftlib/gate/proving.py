@@ -4,7 +4,7 @@ with every float output finite.
 A broken probe handed to the DFC would read as a refusal (weftspun/rf-detr-cpp scripts/gen_op_tests.py), and a
 rule's example or a rebuilt public-record graph that does not run proves nothing. The run goes through the
 suite's one session maker (`onnx_core.runtime.session`) on the cut proof's random inputs
-(`partition.random_feeds`).
+(`cut_proof.random_feeds`).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import onnx
 
 from ..onnx_core import runtime
-from .partition import random_feeds
+from .cut_proof import random_feeds
 
 
 def run_once(model: onnx.ModelProto, seed: int = 1) -> list[np.ndarray]:
