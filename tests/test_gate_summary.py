@@ -119,7 +119,7 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
     the matrix agrees with the gate, a graph rests on the prediction exactly when its pairing is unjudged)."""
     import pandas as pd
 
-    from weftlib.gate import findings_table, pack_models, standing_table, summary
+    from weftlib.gate import findings_table, pack_models, run_graphs, standing_table, summary
     from weftlib.gate import pairing as P
 
     ops = load_device_ops()
@@ -129,7 +129,7 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
         save(topk_head(), tmp_path / "02" / "head.onnx"),
         save(gather(False), tmp_path / "02" / "sel.onnx"),
     ]
-    assert summary.notebook_folders(tmp_path, ["02"]) == {"02": tmp_path / "02"}
+    assert run_graphs.notebook_folders(tmp_path, ["02"]) == {"02": tmp_path / "02"}
     pack, models = pack_models(graphs, tmp_path / "pack", ARCH)
     assert pack.script.is_file() and set(pack.graphs) == {m.name for m in graphs}
     results = {m: device_gate(m, ops) for m in models}

@@ -20,15 +20,14 @@ from .probes import ProbePack, write_probes
 from .record_backtest import backtest, held
 from .dfc_results import collect_dfc
 from .explain import blocking, prediction_rows, prediction_sentence, reasons
+from .run_graphs import find_models, missing_outputs, notebook_folders
 from .summary import (
     backtest_counts,
     conclusion,
     edits_table,
-    find_models,
     findings_table,
     gate_all,
     gate_table,
-    missing_outputs,
     op_matrix,
     pack_models,
     pairing_table,
@@ -75,6 +74,7 @@ __all__ = [
     "load_device_ops",
     "load_dfc_result",
     "missing_outputs",
+    "notebook_folders",
     "op_matrix",
     "pack_models",
     "pair",

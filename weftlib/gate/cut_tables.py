@@ -15,6 +15,7 @@ from ..onnx_core.walk import index_model
 from .allowlist import DeviceOps
 from .cuts import CutVerdict
 from .dfc_log import DfcResult
+from .run_graphs import graph_label
 from .segments import HOST, Partition
 
 if TYPE_CHECKING:
@@ -65,7 +66,7 @@ def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
         c = part.coverage
         rows.append(
             {
-                "graph": _label(model, root),
+                "graph": graph_label(model, root),
                 "segments": len(part.segments),
                 "device segments": len(part.device_segments),
                 "nodes on device": f"{c.nodes[0]} of {c.nodes[1]}",
@@ -91,7 +92,7 @@ def segment_table(partitions: dict[Path, Partition], root: str | os.PathLike):
             layer = s.largest_layer
             rows.append(
                 {
-                    "graph": _label(model, root),
+                    "graph": graph_label(model, root),
                     "segment": s.index,
                     "nodes": len(s.nodes),
                     "start_node_names": ", ".join(s.start_node_names),
@@ -123,7 +124,7 @@ def compile_risks(partitions: dict[Path, Partition], ops: DeviceOps, root: str |
         nearest = beyond[-1] if beyond else figures[0]
         rows.append(
             {
-                "graph": _label(model, root),
+                "graph": graph_label(model, root),
                 "largest device layer": f"{top['node']} {top['weight_shape']}",
                 "params": top["params"],
                 "nearest recorded layer": nearest["layer"] + ("" if beyond else " (larger than this one)"),
@@ -134,13 +135,6 @@ def compile_risks(partitions: dict[Path, Partition], ops: DeviceOps, root: str |
             }
         )
     return pd.DataFrame(rows)
-
-
-def _label(path: Path, root: str | os.PathLike) -> str:
-    try:
-        return str(Path(path).relative_to(root))
-    except ValueError:
-        return Path(path).name
 
 
 def unmet(results: dict[str, DfcResult], script: Path, run_dir: str | os.PathLike | None = None) -> list[str]:

@@ -7,17 +7,17 @@ DFC's results are collected in `dfc_results`, the words for a graph's prediction
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from .allowlist import DeviceOps
 from .device import GateResult, device_gate
 from .dfc_log import DfcResult
 from .dfc_runner import image
 from .pairing import Pairing
+from .run_graphs import graph_label
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -26,15 +26,6 @@ if TYPE_CHECKING:
     from .probes import ProbePack
 
 STATUS_COLOURS = {"parse": "#4caf50", "unjudged": "#ffb300", "refused": "#e53935"}
-
-
-def find_models(folders: Iterable[str | os.PathLike]) -> list[Path]:
-    """Every `*.onnx` under the given folders (recursively, sorted); missing folders contribute nothing."""
-    found: list[Path] = []
-    for folder in map(Path, folders):
-        if folder.is_dir():
-            found += sorted(p for p in folder.rglob("*.onnx") if p.is_file())
-    return found
 
 
 def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
@@ -51,7 +42,7 @@ def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> pd.D
 
     rows = [
         {
-            "model": _label(path, root),
+            "model": graph_label(path, root),
             "gate": r.verdict.upper(),
             "inputs": ", ".join(f"{n} {list(s)}" for n, s in r.inputs),
             "refused": ", ".join(
@@ -74,20 +65,13 @@ def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> pd.D
     return pd.DataFrame(rows)
 
 
-def _label(path: Path, root: str | os.PathLike) -> str:
-    try:
-        return str(Path(path).relative_to(root))
-    except ValueError:
-        return Path(path).name
-
-
 def pairing_table(pairings: dict[Path, Pairing], root: str | os.PathLike) -> pd.DataFrame:
     import pandas as pd
 
     return pd.DataFrame(
         [
             {
-                "model": _label(path, root),
+                "model": graph_label(path, root),
                 "device gate": p.gate,
                 "gate fails on": ", ".join(p.gate_ops),
                 "DFC": p.dfc,
@@ -110,7 +94,7 @@ def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str |
     import pandas as pd
 
     rows = [
-        {"from": f"pairing: {_label(path, root)}", "action": e.action, "op": e.op, "why": e.reason}
+        {"from": f"pairing: {graph_label(path, root)}", "action": e.action, "op": e.op, "why": e.reason}
         for path, p in pairings.items()
         for e in p.edits
     ]
@@ -133,7 +117,7 @@ def op_matrix(
     names = sorted({op for r in results.values() for op in r.ops})
     counts = pd.DataFrame(
         [[r.ops.get(op, 0) for op in names] for r in results.values()],
-        index=[_label(p, root) for p in results],
+        index=[graph_label(p, root) for p in results],
         columns=names,
         dtype=int,
     )
@@ -185,7 +169,7 @@ def findings_table(results: dict[Path, GateResult], root: str | os.PathLike) -> 
 
     rows = [
         {
-            "graph": _label(path, root),
+            "graph": graph_label(path, root),
             "node": f.node,
             "op": f.op,
             "rule": f.rule if f.rule != "op" else f"op {f.op}",
@@ -230,29 +214,13 @@ def plot_backtest(counts: pd.DataFrame):
     return fig
 
 
-def missing_outputs(folders: dict[str, Path]) -> list[str]:
-    """Which listed notebooks left no outputs to gate: no `metrics.json` (it failed or did not run), or no
-    `.onnx` file. Notebook 05 stops on any, instead of passing on a subset of the graphs."""
-    missing = []
-    for name, folder in folders.items():
-        metrics = Path(folder) / "metrics.json"
-        if not metrics.is_file():
-            missing.append(f"{name}: no metrics.json in {folder} (the notebook failed or did not run in this run)")
-        elif "conclusion" not in json.loads(metrics.read_text()).get("metrics", {}):
-            # a notebook records its conclusion last: without it, it stopped part-way and its graphs are a subset
-            missing.append(f"{name}: recorded no conclusion in {metrics} (the notebook stopped part-way)")
-        elif not find_models([folder]):
-            missing.append(f"{name}: no .onnx graph under {folder}")
-    return missing
-
-
 def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) -> tuple[DfcPack, list[Path]]:
     """Copy every graph (with its parity file) into one DFC pack folder; the copies are what gets gated and
     paired, so the graph, its result file and the DFC's model name all share one stem."""
     from .dfc_pack import write_dfc_pack
 
     root = Path(os.path.commonpath([Path(m).resolve().parent for m in models])).parent if models else Path(".")
-    sources = {Path(m).name: _label(Path(m).resolve(), root) for m in models}  # relative: the pack stays copyable
+    sources = {Path(m).name: graph_label(Path(m).resolve(), root) for m in models}  # relative: the pack stays copyable
     pack = write_dfc_pack(models, folder, arch, extra={"sources": sources})
     return pack, [pack.folder / name for name in pack.graphs]
 
@@ -267,7 +235,7 @@ def standing_table(
     return pd.DataFrame(
         [
             {
-                "graph": _label(path, root),
+                "graph": graph_label(path, root),
                 "prediction": r.verdict,
                 "refused ops": ", ".join(r.refused_ops) or "none",
                 "unjudged ops": ", ".join(r.unjudged_ops) or "none",
@@ -282,11 +250,6 @@ def standing_table(
 
 
 # ------------------------------------------------------------ notebook 05's figures, rows and sentences
-
-
-def notebook_folders(run_dir: str | os.PathLike, notebooks: Sequence[str]) -> dict[str, Path]:
-    """Each listed notebook -> its artefact folder in the run (where its graphs are)."""
-    return {name: Path(run_dir) / name for name in notebooks}
 
 
 def public_record_summary(rows: list[dict], counts: pd.DataFrame) -> dict[str, object]:
