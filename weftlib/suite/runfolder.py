@@ -18,7 +18,7 @@ import socket
 from dataclasses import dataclass, field
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, Unpack, get_args
 
 from .files import write_atomic
 from .record import jsonable
@@ -27,9 +27,31 @@ if TYPE_CHECKING:
     from pydantic import TypeAdapter
 
 STATE_FILE = "state.json"
-STATES = ("running", "interrupted", "failed", "passed")
+State = Literal["running", "interrupted", "failed", "passed"]
+STATES: tuple[str, ...] = get_args(State)
 SUMMARY_FILE = "summary.json"
 NO_COMMIT = "not a git checkout"  # what a summary says of the suite's commit when it ran outside git
+
+
+class StateDetail(TypedDict, total=False):
+    """What the runner adds to a state: when the run started, its plan, the notebook it was at, which failed,
+    and on a way out why."""
+
+    started: str  # UTC, ISO 8601 to the second
+    params_file: str
+    notebook: str | None
+    failed: list[str]
+    reason: str
+
+
+class RunState(StateDetail):
+    """What `state.json` says: the state, who wrote it and when, and the runner's detail. A state read back
+    from a folder this suite did not write is "unknown", with a reason."""
+
+    state: str  # a `State`, or "unknown"
+    pid: NotRequired[int]
+    host: NotRequired[str]
+    updated: NotRequired[str]
 
 
 class SummaryError(ValueError):
@@ -162,11 +184,11 @@ def read_summary(where: str | os.PathLike) -> RunSummary:
         raise SummaryError(f"{path}: not a summary this suite wrote ({where_in}: {first['msg']})") from None
 
 
-def write_state(run_dir: Path, state: str, **detail: Any) -> dict[str, Any]:
+def write_state(run_dir: Path, state: str, **detail: Unpack[StateDetail]) -> RunState:
     """Write `state.json` atomically: the run's state, this runner's pid and host, and what it was doing."""
     if state not in STATES:
         raise ValueError(f"state must be one of {STATES}, got {state!r}")
-    payload = {
+    payload: RunState = {
         "state": state,
         "pid": os.getpid(),
         "host": socket.gethostname(),
@@ -187,13 +209,13 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def read_state(run_dir: str | os.PathLike) -> dict[str, Any]:
+def read_state(run_dir: str | os.PathLike) -> RunState:
     """A run folder's state; "running" whose runner (same host) is gone is reported as "interrupted"."""
     path = Path(run_dir) / STATE_FILE
     if not path.is_file():
         return {"state": "unknown", "reason": f"no {STATE_FILE} in {run_dir}: not a run folder of this suite"}
     try:
-        state = json.loads(path.read_text())
+        state: RunState = json.loads(path.read_text())
     except (OSError, UnicodeDecodeError, ValueError) as exc:
         return {"state": "unknown", "reason": f"{path} is unreadable or not JSON ({exc}): not a state this suite wrote"}
     if not isinstance(state, dict) or not isinstance(state.get("state"), str):

@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, UTC
 from pathlib import Path
-from typing import Any
+from typing import Any, Unpack
 from collections.abc import Callable
 from unittest import mock
 
@@ -32,7 +32,7 @@ from ..paths import REPO_ROOT
 from .provenance import describe_code, outside_code
 from .record import headlines, load_metrics
 from .progress import Progress, cell_durations, last_durations, long_steps, watched_engine
-from .runfolder import NotebookResult, RunResult, write_state
+from .runfolder import NotebookResult, RunResult, StateDetail, write_state
 from .failures import error_of, interruption, running_cell
 from .kernel import KERNEL_NAME, ensure_kernel, ipc_kernel_manager
 
@@ -181,14 +181,9 @@ class _RunStates:
     started: datetime
     params_file: str
 
-    def write(self, state: str, **detail: Any) -> None:
-        write_state(
-            self.run_dir,
-            state,
-            started=self.started.isoformat(timespec="seconds"),
-            params_file=self.params_file,
-            **detail,
-        )
+    def write(self, state: str, **detail: Unpack[StateDetail]) -> None:
+        full: StateDetail = {"started": self.started.isoformat(timespec="seconds"), "params_file": self.params_file}
+        write_state(self.run_dir, state, **(full | detail))
 
 
 def run_suite(
