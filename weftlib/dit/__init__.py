@@ -1,10 +1,12 @@
 """04: one DiT block of Pixal3D's sparse-structure flow model: the other graph RFD 1129's decision names.
 
-`model` loads the flow model (a Pixal3D checkout or the stand-in), tries both exporters, patches RoPE to
-real arithmetic and sizes its layers; `rewrites` holds the exact rewrites chosen by the compiler's patterns
-(glued head split, RoPE by tables, K/V heads without Expand); `variants` builds the tokens layout, the old
-image layout and the variants, and says what each leaves outside DEVICE_OPS; `tables` holds the rows and
-sentences the notebook shows.
+`model` loads the flow model (a Pixal3D checkout or the stand-in), its example inputs and its layer sizes;
+`as_written` tries torch's two exporters on it unchanged; `patches` switches its own RoPE to real arithmetic
+and its attention backend; `rewrites` holds the exact rewrites chosen by the compiler's patterns (glued head
+split, RoPE by tables, K/V heads without Expand); `layouts` the tokens layout, the old image layout and the
+host timestep; `variants` builds and exports the variants; `graph_reading` reads an exported graph back (input
+ranks, head splits, op origins); `evaluation` compares, exports and gates each variant; `upstream` does so for
+one block at the checkout's own width; `tables` holds the rows and sentences the notebook shows.
 """
 
 from .model import (
@@ -27,13 +29,10 @@ from .model import (
     example_inputs,
     flat,
     FlatInputs,
-    ExportAttempt,
-    EXPORTERS,
-    try_exports,
-    real_rope,
-    attention_backend,
     forward,
 )
+from .as_written import ExportAttempt, EXPORTERS, try_exports
+from .patches import real_rope, attention_backend
 from .rewrites import (
     MatMulRMSNorm,
     pair_swap,
@@ -48,7 +47,7 @@ from .rewrites import (
     repeat_kv_heads,
     kv_heads,
 )
-from .variants import (
+from .layouts import (
     LAYOUTS,
     to_tokens,
     from_tokens,
@@ -56,10 +55,12 @@ from .variants import (
     ImageLayout,
     to_image_layout,
     image_layout,
-    input_ranks,
     TIMESTEP_RANKS,
     HostTimestep,
     host_timestep_features,
+)
+from .graph_reading import input_ranks, op_origins, head_splits
+from .variants import (
     CHANGES,
     Variant,
     build_variant,
@@ -68,14 +69,9 @@ from .variants import (
     exact_variants,
     onnx_name,
     export_variant,
-    op_origins,
-    head_splits,
-    UPSTREAM_VARIANTS,
-    UpstreamBlock,
-    upstream_block,
-    VariantResult,
-    evaluate,
 )
+from .evaluation import VariantResult, evaluate
+from .upstream import UPSTREAM_VARIANTS, UpstreamBlock, upstream_block
 
 from .tables import (
     op_changes,

@@ -1,14 +1,12 @@
-"""One DiT block of Pixal3D's sparse-structure flow model, as RFD 1129 asks: the smallest graph that carries
-the question of which operators the device half needs.
+"""Pixal3D's sparse-structure flow model loaded and described: the model itself (from a checkout or the
+stand-in), its example inputs in the forward's own signature, and its sizes. One DiT block of it is the
+smallest graph that carries RFD 1129's question of which operators the device half needs; every other module
+of `weftlib.dit` starts from what `load_flow_model` returns.
 
-- `load_flow_model` builds `SparseStructureFlowModel` from a Pixal3D checkout (its own class, its own config
-  file, only width and depth overridden) or from the stand-in laid out like one (`standins.HOST_ROOT`).
-  The package's `__init__` is never run: upstream it imports pipelines, renderers and the image feature
-  extractor (transformers, PIL, CUDA-only code). The attention backend is set to one that runs on CPU.
-- `try_exports` runs torch's two exporters on the model as written and keeps each refusal as data.
-- `real_rope` patches the model's own RoPE to real arithmetic; `weftlib.dit.rewrites` holds the exact
-  rewrites chosen by the compiler's patterns, `weftlib.dit.variants` the layouts (tokens, the old image form)
-  and the variants built from them; `export_variant` exports one.
+`load_flow_model` builds `SparseStructureFlowModel` from a Pixal3D checkout (its own class, its own config
+file, only width and depth overridden) or from the stand-in laid out like one (`standins.HOST_ROOT`). The
+package's `__init__` is never run: upstream it imports pipelines, renderers and the image feature extractor
+(transformers, PIL, CUDA-only code). The attention backend is set to one that runs on CPU.
 
 Random weights: operator coverage does not depend on weight values, but zero-initialised layers (upstream's
 'scaled' init zeroes the output layer and the modulation) would make every output 0 and every equality check
@@ -27,13 +25,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn
 
 from weftlib import standins
-from weftlib.onnx_core import export as onnx_export
 
 PACKAGE = "pixal3d"
 FLOW_MODULE = "pixal3d.models.sparse_structure_flow"
@@ -58,7 +55,7 @@ class FlowLoadError(RuntimeError):
 
 @dataclass(frozen=True)
 class FlowSource:
-    """Where a loaded flow model came from, and the pieces of its own code the patches below act on."""
+    """Where a loaded flow model came from, and the pieces of its own code `patches` and `rewrites` act on."""
 
     root: Path
     stand_in: bool
@@ -79,6 +76,14 @@ class FlowSource:
     @property
     def label(self) -> str:
         return "stand-in" if self.stand_in else "real checkout"
+
+
+_LOADED_ROPE: list[type] = []  # every RoPE class a load_flow_model call used, stand-in or checkout
+
+
+def loaded_rope_classes() -> list[type]:
+    """Every RoPE class a `load_flow_model` call has used so far (what `patches.real_rope` patches without a model)."""
+    return list(_LOADED_ROPE)
 
 
 # ------------------------------------------------------------------------------------------------ loading
@@ -291,109 +296,6 @@ class FlatInputs(nn.Module):
         self, x: torch.Tensor, t: torch.Tensor, cond_global: torch.Tensor, cond_proj: torch.Tensor
     ) -> torch.Tensor:
         return self.model(x, t, (cond_global, cond_proj))
-
-
-# ---------------------------------------------------------------------------------------- as written
-
-
-@dataclass(frozen=True)
-class ExportAttempt:
-    exporter: str
-    ok: bool
-    error: str
-    seconds: float
-
-
-EXPORTERS = {"dynamo": True, "torchscript": False}
-
-
-def try_exports(model: nn.Module, inputs: Sequence[Any], *, opset: int = 17) -> dict[str, ExportAttempt]:
-    """Each exporter torch offers (dynamo, TorchScript) on the model exactly as written; a refusal is kept as
-    its first error line (of the innermost cause), never raised."""
-    module, args = FlatInputs(model).eval(), flat(inputs)
-    attempts = {}
-    for name, dynamo in EXPORTERS.items():
-        ok, error, seconds = onnx_export.attempt(module, args, dynamo=dynamo, opset=opset)
-        attempts[name] = ExportAttempt(name, ok, error, seconds)
-    return attempts
-
-
-# --------------------------------------------------------------------------------------------- real RoPE
-
-
-def phase_cos_sin(phases: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """The phase table [L, P] (complex, as the model holds it, or its real (cos, sin) pairs [L, P, 2]) read as
-    cos and sin [L, P]: the same numbers the complex product multiplies by, so no Cos/Sin is computed."""
-    table = torch.view_as_real(phases) if phases.is_complex() else phases
-    return table[..., 0], table[..., 1]
-
-
-def rotate_pairs(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, flip_sign: bool = False) -> torch.Tensor:
-    """(a + ib)(cos t + i sin t) = (a cos t - b sin t) + i(a sin t + b cos t) on the channel pairs (2p, 2p+1)
-    of x's last axis, in reals; cos and sin [..., n/2] broadcast against the pairs."""
-    pairs = x.float().reshape(*x.shape[:-1], -1, 2)
-    a, b = pairs[..., 0], pairs[..., 1]
-    imag = a * sin - b * cos if flip_sign else a * sin + b * cos
-    return torch.stack([a * cos - b * sin, imag], dim=-1).reshape(x.shape).to(x.dtype)
-
-
-def _rotate_real(x: torch.Tensor, phases: torch.Tensor, flip_sign: bool = False) -> torch.Tensor:
-    """The model's RoPE on x [..., L, H, d] with phases [L, d/2] shared over the heads, in reals."""
-    cos, sin = phase_cos_sin(phases)
-    return rotate_pairs(x, cos.unsqueeze(-2), sin.unsqueeze(-2), flip_sign)
-
-
-@contextlib.contextmanager
-def real_rope(model: nn.Module | None = None, *, flip_sign: bool = False) -> Iterator[None]:
-    """Within the block, the model's own RoPE (`RotaryPositionEmbedder.apply_rotary_embedding`, stand-in or
-    checkout) rotates in real arithmetic; restored on exit. `model` None: every RoPE class loaded so far.
-    `flip_sign` is the negative control: one sign wrong, so the output must change.
-
-    Bit-identical to torch's complex product where its CPU kernel runs vectorised (it rounds ac, bd, ad, bc
-    and then adds, as here): head dims of 16 or more (8+ channel pairs fill a vector). Below that its scalar
-    path may fuse a multiply-add (FMA) and the last bit can move (measured: 2.4e-7 at head dim 8)."""
-    classes = [source_of(model).rope_class] if model is not None else _loaded_rope_classes()
-    if not classes:
-        raise RuntimeError("real_rope: no flow model has been loaded, so there is no RoPE to patch")
-
-    def rotate(x: torch.Tensor, phases: torch.Tensor) -> torch.Tensor:
-        return _rotate_real(x, phases, flip_sign)
-
-    with patched(classes, "apply_rotary_embedding", staticmethod(rotate)):
-        yield
-
-
-@contextlib.contextmanager
-def patched(classes: Sequence[type], name: str, value: Any) -> Iterator[None]:
-    """Set attribute `name` of each class to `value` for the block; the classes' own attributes put back
-    on exit, also when the block raises (how every patch of the model's own code here is applied)."""
-    originals = [(cls, cls.__dict__[name]) for cls in classes]
-    try:
-        for cls, _ in originals:
-            setattr(cls, name, value)
-        yield
-    finally:
-        for cls, original in originals:
-            setattr(cls, name, original)
-
-
-_LOADED_ROPE: list[type] = []  # every RoPE class a load_flow_model call used, stand-in or checkout
-
-
-def _loaded_rope_classes() -> list[type]:
-    return list(_LOADED_ROPE)
-
-
-@contextlib.contextmanager
-def attention_backend(model: nn.Module, backend: str) -> Iterator[None]:
-    """The model's own attention backend switch, set for the block and put back."""
-    src = source_of(model)
-    before = src.backend
-    src.set_backend(backend)
-    try:
-        yield
-    finally:
-        src.set_backend(before)
 
 
 def forward(model: nn.Module, inputs: Sequence[Any]) -> torch.Tensor:

@@ -39,7 +39,8 @@ import numpy as np
 import torch
 from torch import nn
 
-from .model import Host, patched, phase_cos_sin, rotate_pairs, source_of
+from .model import Host, source_of
+from .patches import patched, phase_cos_sin, rotate_pairs
 
 NORMALIZE_EPS = 1e-12  # F.normalize's default: the norm is clamped to at least this before the division
 ROPE_FORMS = ("pairs", "tables")  # the model's RoPE in real pair arithmetic, or by constant tables

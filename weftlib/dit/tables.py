@@ -1,17 +1,20 @@
 """What notebook 04 shows of the DiT block: its tables (op inventories, what each change removes, the
 variants, RFD 1154's published figures beside this run's) and the sentences that conclude them, kept apart from
-building and exporting the variants (`variants`) so the notebook only calls and asserts."""
+building, exporting and evaluating the variants (`variants`, `evaluation`) so the notebook only calls and asserts."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, TypedDict
 from collections.abc import Mapping, Sequence
 
-from .variants import CHANGES, VariantResult, head_splits, op_origins
+from .evaluation import VariantResult
+from .graph_reading import head_splits, op_origins
+from .variants import CHANGES
 
 if TYPE_CHECKING:
-    from .model import ExportAttempt, FlowSource, LayerSize
-    from .variants import UpstreamBlock
+    from .as_written import ExportAttempt
+    from .model import FlowSource, LayerSize
+    from .upstream import UpstreamBlock
 
 
 def op_changes(before: dict[str, int], after: dict[str, int]) -> dict[str, dict[str, int]]:
