@@ -714,3 +714,20 @@ def test_records_of_the_notebook(tmp_path):
     rests = dit.rests_on("stand-in pixal3d", 1, 384, False)
     assert list(rests) == ["sources", "geometry", "dfc"] and rests["sources"] == "stand-in pixal3d"
     assert rests["geometry"] == dit.geometry_sentence(1, 384, False) and rests["dfc"].startswith("not run here")
+
+
+def test_a_patch_of_the_models_own_code_is_put_back_as_it_was_even_on_error():
+    """`patched` sets a class attribute for a block and restores the class's own object (a staticmethod
+    stays one) when the block raises, so a failed export never leaves the model's code patched."""
+    from weftlib.dit.patches import patched
+
+    class Rope:
+        @staticmethod
+        def apply(x):
+            return x
+
+    own = Rope.__dict__["apply"]
+    with pytest.raises(RuntimeError), patched([Rope], "apply", staticmethod(lambda x: -x)):
+        assert Rope.apply(2) == -2
+        raise RuntimeError("export failed")
+    assert Rope.__dict__["apply"] is own and Rope.apply(3) == 3

@@ -7,6 +7,7 @@ backend switch. ONNX has no complex type, so the model's complex RoPE product ca
 from __future__ import annotations
 
 import contextlib
+from unittest import mock
 from typing import Any
 from collections.abc import Iterator, Sequence
 
@@ -62,14 +63,10 @@ def real_rope(model: nn.Module | None = None, *, flip_sign: bool = False) -> Ite
 def patched(classes: Sequence[type], name: str, value: Any) -> Iterator[None]:
     """Set attribute `name` of each class to `value` for the block; the classes' own attributes put back
     on exit, also when the block raises (how every patch of the model's own code here is applied)."""
-    originals = [(cls, cls.__dict__[name]) for cls in classes]
-    try:
-        for cls, _ in originals:
-            setattr(cls, name, value)
+    with contextlib.ExitStack() as stack:  # mock restores a class's own attribute as it was (a staticmethod too)
+        for cls in classes:
+            stack.enter_context(mock.patch.object(cls, name, value))
         yield
-    finally:
-        for cls, original in originals:
-            setattr(cls, name, original)
 
 
 @contextlib.contextmanager
