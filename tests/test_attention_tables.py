@@ -5,6 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from weftlib.attention import conclusion, tables
+from weftlib.gate import Finding, GateResult, Prediction
 
 
 def test_export_summary_rows_give_kib_and_the_op_inventory():
@@ -78,16 +79,76 @@ def test_answer_spells_every_measured_value():
         predicted="P",
         unjudged_by={"g": ["r1", "r2"]},
         naf_predicted="N",
-        fmt=lambda v: f"<{v:g}>",
     )
-    assert text.startswith("Yes: every formulation equals natten within <1e-06>, and NAF's upsampler (the stand-in)")
+    assert text.startswith("Yes: every formulation equals natten within 1 × 10⁻⁶, and NAF's upsampler (the stand-in)")
     for part in (
         "swap_natten('lowres') to one opset-17 ONNX file (1,234 nodes",
         "its attention layer `attn` alone 56)",
-        "within <2e-06> and at NAF's geometry within <3e-06> of the 'shift' formulation",
-        "onnxruntime within <4e-06> of torch; outside DEVICE_OPS the upsampler has GatherND (resize). ",
-        "equals natten within <5e-06> and is predicted to parse at all 3 geometries",
+        "within 2 × 10⁻⁶ and at NAF's geometry within 3 × 10⁻⁶ of the 'shift' formulation",
+        "onnxruntime within 4 × 10⁻⁶ of torch; outside DEVICE_OPS the upsampler has GatherND (resize). ",
+        "equals natten within 5 × 10⁻⁶ and is predicted to parse at all 3 geometries",
         "Predictions from the public record: P; g is unjudged by r1, r2. For NAF's graphs",
     ):
         assert part in text, part
     assert text.endswith("what it adds: N.")
+
+
+def _result(verdict: str, *judgements: Finding) -> GateResult:
+    prediction = Prediction(verdict=verdict, judgements=judgements, nodes={}, inputs={})
+    return GateResult(path="", verdict=verdict, findings=prediction.findings, prediction=prediction)
+
+
+REFUSED = Finding("r", "Reshape", "reshape_5d_to_4d", "refused", "DFC 5.3.0 refused it", cites=("RFD 1154",))
+UNJUDGED = Finding("x", "(input)", "input_rank_5", "unjudged", "not isolated")
+PARSED = Finding("c", "Conv", "op", "parse", "observed", inferred=True)
+
+
+def test_export_summary_record_and_layer_rows():
+    summary = {"path": "/run/a.onnx", "nodes": 5}
+    assert tables.export_summary_record({"shift": summary}) == {"shift": {"nodes": 5}}
+    assert tables.layer_rows("stand-in", {"name": "attn"}) == [
+        {"": "sources", "value": "stand-in"},
+        {"": "name", "value": "attn"},
+    ]
+
+
+def test_outside_by_graph_keys_each_export_by_its_module():
+    exports = {"naf_up": SimpleNamespace(graph="upsampler"), "naf_att": SimpleNamespace(graph="layer")}
+    rows = [
+        {"graph": "naf_up", "op": "Cos", "from": "rope"},
+        {"graph": "naf_up", "op": "GatherND", "from": "upsample"},
+        {"graph": "naf_att", "op": "Softmax", "from": "attn"},
+    ]
+    assert tables.outside_by_graph(exports, rows) == {
+        "upsampler": {"Cos": "rope", "GatherND": "upsample"},
+        "layer": {"Softmax": "attn"},
+    }
+
+
+def test_gate_by_graph_gives_verdict_refusals_and_unjudged_causes():
+    results = {"a.onnx": _result("fail", REFUSED, UNJUDGED, PARSED), "b.onnx": _result("pass", PARSED)}
+    exports = [SimpleNamespace(name="naf upsampler", path="a.onnx"), SimpleNamespace(name="naf layer", path="b.onnx")]
+    assert tables.gate_by_graph(exports, results) == {
+        "naf upsampler": {
+            "verdict": "fail",
+            "refused_by": {"reshape_5d_to_4d": "RFD 1154"},
+            "unjudged_by": {"input_rank_5": 1},
+        },
+        "naf layer": {"verdict": "pass", "refused_by": {}, "unjudged_by": {}},
+    }
+
+
+def test_rests_on_rows_name_each_distinct_judgement_once():
+    rows = tables.rests_on_rows([_result("pass", PARSED), _result("fail", REFUSED, PARSED)])
+    assert rows == [
+        {"rule": "op Conv", "prediction": "parse", "evidence": "observed", "inferred": True},
+        {"rule": "reshape_5d_to_4d", "prediction": "refused", "evidence": "DFC 5.3.0 refused it", "inferred": False},
+    ]
+    assert tuple(rows[0]) == tables.RESTS_ON_COLUMNS
+
+
+def test_verdicts_and_refusals_by_method_group_the_graphs_of_each_formulation():
+    results = {"g1": _result("fail", REFUSED), "g2": _result("unjudged", UNJUDGED), "s1": _result("unjudged")}
+    methods, paths = ["gather", "gather", "shift"], ["g1", "g2", "s1"]
+    assert tables.verdicts_by_method(methods, paths, results) == {"gather": ["fail", "unjudged"], "shift": ["unjudged"]}
+    assert tables.refusals_by_method(methods, paths, results) == {"gather": ["reshape_5d_to_4d"], "shift": []}

@@ -12,6 +12,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
+from weftlib.onnx_core import inventory
 
 
 class ShapeHeavy(torch.nn.Module):
@@ -57,13 +58,13 @@ def test_export_writes_one_checked_file(exported):
 def test_export_folds_shape_plumbing(exported):
     rep, _ = exported
     assert rep.plumbing == {}
-    assert not set(onnx_export.SHAPE_PLUMBING) & set(rep.ops)
+    assert not set(inventory.SHAPE_PLUMBING) & set(rep.ops)
     assert rep.standard_only and rep.domains == [""]
 
 
 def test_report_matches_file_and_runtime(exported):
     rep, _ = exported
-    assert rep.ops == onnx_export.inventory(rep.path)
+    assert rep.ops == inventory.inventory(rep.path)
     assert {k: len(v) for k, v in rep.nodes.items()} == rep.ops
     assert rep.node_count == sum(rep.ops.values()) > 0
     p, s = onnx_export.run_onnx(rep.path, tuple(a.numpy() for a in ARGS))
@@ -153,24 +154,6 @@ def test_refuses_above_protobuf_limit(tmp_path, monkeypatch):
     assert list(tmp_path.iterdir()) == []
 
 
-def _gather_model(constant_index: bool) -> onnx.ModelProto:
-    data = helper.make_tensor_value_info("data", TensorProto.FLOAT, [4, 3])
-    out = helper.make_tensor_value_info("out", TensorProto.FLOAT, [2, 3])
-    inputs, inits = [data], []
-    if constant_index:
-        inits.append(numpy_helper.from_array(np.array([3, 0], dtype=np.int64), name="idx"))
-    else:
-        inputs.append(helper.make_tensor_value_info("idx", TensorProto.INT64, [2]))
-    node = helper.make_node("Gather", ["data", "idx"], ["out"], name="pick", axis=0)
-    graph = helper.make_graph([node], "g", inputs, [out], initializer=inits)
-    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-
-
-def test_dynamic_gathers_tells_runtime_indices_from_constants():
-    assert onnx_export.dynamic_gathers(_gather_model(constant_index=False)) == ["pick"]
-    assert onnx_export.dynamic_gathers(_gather_model(constant_index=True)) == []
-
-
 def test_constant_fill_becomes_initializer(tmp_path):
     shape = numpy_helper.from_array(np.array([2, 3], dtype=np.int64), name="shape")
     fill = helper.make_node(
@@ -189,7 +172,7 @@ def test_constant_fill_becomes_initializer(tmp_path):
         initializer=[shape],
     )
     model = onnx_export._materialise_fills(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
-    assert onnx_export.inventory(model) == {"Add": 1}
+    assert inventory.inventory(model) == {"Add": 1}
     onnx.save(model, str(tmp_path / "f.onnx"))
     (y,) = onnx_export.run_onnx(tmp_path / "f.onnx", {"x": np.zeros((2, 3), np.float32)})
     np.testing.assert_array_equal(y, np.full((2, 3), 1.5, np.float32))

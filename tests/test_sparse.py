@@ -119,6 +119,19 @@ def test_voxel_sets_are_unique_sorted_and_grow_as_res_squared():
 def test_sphere_count_matches_the_mean_projected_area_formula():
     n = len(voxels.sphere_shell(256))
     assert n == pytest.approx(6 * math.pi * (0.49999 * 256) ** 2, rel=0.01)
+    assert voxels.sphere_expected_count(256) == 6 * math.pi * (0.49999 * 256) ** 2
+
+
+def test_sphere_count_error_is_the_worst_relative_deviation_of_the_sphere_rows():
+    import pandas as pd
+
+    exact = [voxels.sphere_expected_count(r) for r in (16, 32)]
+    counts = pd.DataFrame(
+        {"shape": ["sphere", "sphere", "torus"], "res": [16, 32, 16], "N": [exact[0] * 1.02, exact[1] * 0.97, 1.0]}
+    )
+    assert voxels.sphere_count_error(counts) == pytest.approx(0.03)
+    with pytest.raises(ValueError, match="no sphere"):
+        voxels.sphere_count_error(counts[counts["shape"] == "torus"])
 
 
 def test_fit_exponent_recovers_a_power_law():
@@ -187,6 +200,19 @@ def test_every_method_equals_dense_conv3d_fp32(method, k):
     ref = sparse.reference_conv3d(feats, coords, weight, res, bias)
     assert out.dtype == torch.float32 and out.shape == (300, 5)
     assert (out.double() - ref).abs().max().item() <= 1e-4
+
+
+def test_equality_errors_give_each_method_s_worst_difference_from_conv3d():
+    res = 11
+    coords = random_coords(res, 200, seed=3)
+    feats, weight, bias = layer(len(coords), 4, 4, 3, seed=3)
+    nbr = sparse.kernel_map(coords)
+    errors = sparse.equality_errors(feats, nbr, weight, bias, coords, res)
+    assert list(errors) == list(sparse.METHODS) and max(errors.values()) <= 1e-4
+    centre_dropped = nbr.clone()
+    centre_dropped[:, 13] = -1  # the table-reading methods then miss every voxel's own tap
+    wrong = sparse.equality_errors(feats, centre_dropped, weight, bias, coords, res, ("im2col",))
+    assert list(wrong) == ["im2col"] and wrong["im2col"] > 1e-2
 
 
 @pytest.mark.parametrize("method", sparse.METHODS)
@@ -270,7 +296,7 @@ def test_conv_argument_errors_name_the_argument(kwargs, match):
 
 
 def test_accumulate_export_has_no_scatter_and_matches_torch(tmp_path):
-    from weftlib.onnx_core import export as onnx_export
+    from weftlib.onnx_core import inventory
 
     coords = voxels.voxel_set("sphere", 8)
     feats, weight, bias = layer(len(coords), 4, 4, 3, seed=9)
@@ -278,7 +304,7 @@ def test_accumulate_export_has_no_scatter_and_matches_torch(tmp_path):
     report = reports["accumulate"]
     assert report.parity_ok and "ScatterND" not in report.ops
     assert report.ops.get("Gemm", 0) + report.ops.get("MatMul", 0) == 27  # one product per offset
-    assert onnx_export.inventory(report.path) == report.ops
+    assert inventory.inventory(report.path) == report.ops
 
 
 # ----------------------------------------------------------------------------------------------- auto / grouped

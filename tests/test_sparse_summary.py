@@ -16,7 +16,6 @@ def _sentence(device_gib: float) -> str:
         table_bytes=5 << 20,
         scatter_ops={"Gather": 27, "ScatterND": 27, "MatMul": 27},
         predicted="no faithful export parses",
-        format_bytes=lambda b: f"{b / 2**20:.0f} MiB",
     )
 
 
@@ -25,7 +24,7 @@ def test_conclusion_names_the_lightest_route_and_its_ratio() -> None:
     assert text.startswith(
         "Scatter, not densify: one 64-channel float16 layer at the 128 grid (12,345 occupied voxels)"
     )
-    assert "needs 3072 MiB densified against 10 MiB for the lightest sparse route (accumulate, 307x less)" in text
+    assert "needs 3 GiB densified against 10 MiB for the lightest sparse route (accumulate, 307x less)" in text
     assert "with 2 GiB on the device" in text and "neighbour table of 5 MiB" in text
     assert "(Gather x27, ScatterND x27)" in text and "MatMul" not in text
     assert text.endswith("Predictions from the public record: no faithful export parses.")
@@ -80,3 +79,25 @@ def test_views_show_bytes_in_their_units_and_the_rulebook_beside_its_rows() -> N
     assert pd.isna(summary.times_view(times)["rulebook_build_seconds"].tolist()[1])
     split = summary.split_view(pd.DataFrame([{"to_device_bytes": 2**31, "to_host_bytes": 2**30}]))
     assert split[["to_device_GiB", "to_host_GiB"]].iloc[0].tolist() == [2.0, 1.0]
+
+
+def test_bench_table_and_export_parity() -> None:
+    from types import SimpleNamespace
+
+    table = summary.bench_table({"rows": [{"method": "auto", "of_limit": 0.5}, {"method": "im2col", "of_limit": 0.2}]})
+    assert table.loc["auto", "of_limit"] == 0.5 and list(table.index) == ["auto", "im2col"]
+    report = SimpleNamespace(parity_ok=True, max_abs_diff=1e-6, file_bytes=2048, path="conv_im2col.onnx")
+    assert summary.export_parity({"im2col": report}) == {
+        "im2col": {"parity_ok": True, "max_abs_diff": 1e-6, "file_bytes": 2048}
+    }
+
+
+def test_named_verdicts_name_faithful_exports_and_layouts() -> None:
+    from types import SimpleNamespace
+
+    reports = {"im2col": SimpleNamespace(path="a.onnx"), "dense": SimpleNamespace(path="b.onnx")}
+    layouts = {"gathered": SimpleNamespace(path="c.onnx")}
+    verdicts = {"a.onnx": "A", "b.onnx": "B", "c.onnx": "C"}
+    named = summary.named_verdicts(reports, layouts, verdicts)
+    assert named == {"conv_im2col": "A", "conv_dense": "B", "layout_gathered": "C"}
+    assert summary.faithful_names(named) == ["conv_im2col", "conv_dense"]

@@ -43,6 +43,29 @@ BACKENDS = ("torch", "onnxruntime", "natten")
 DEFAULT_CAP_BYTES = 16 << 30
 
 
+@dataclasses.dataclass(frozen=True)
+class Settings:
+    """How every entry of one geometry is measured: ONNX files go to `folder`, `repeats` timed calls at most
+    on `threads` threads, peak memory (`memory`) in a child capped at `cap_bytes`. Given once, read by each
+    entry's measurement."""
+
+    folder: Path
+    repeats: int
+    threads: int
+    memory: bool
+    cap_bytes: int
+
+    def child(self, backend: str, method: str, geom: Geometry) -> dict[str, Any]:
+        """The arguments of the capped child (`_peak`) that measures one entry."""
+        return {
+            "backend": backend,
+            "method": method,
+            "geom": geom,
+            "threads": self.threads,
+            "cap_bytes": self.cap_bytes,
+        }
+
+
 def workload(
     backend: str,
     method: str,
@@ -159,11 +182,13 @@ def measure_geometry(
         inputs = make_inputs(geom)
         order = tuple(methods or geom.methods or methods_for(geom))
         repeats = geom.repeats or repeats
+        settings = Settings(Path(folder), repeats, threads, memory, cap_bytes)
         rows: list[dict[str, Any]] = []
         ref: torch.Tensor | None = None
         ref_name: str | None = None
         if run_natten:
-            rows, ref, ref_name = _reference(geom, inputs, natten_repeats, threads, memory, cap_bytes, natten_max_bytes)
+            natten = dataclasses.replace(settings, repeats=natten_repeats)
+            rows, ref, ref_name = _reference(geom, inputs, natten, natten_max_bytes)
         # natten too big: a formulation proven equal to it answers; timed first, its output is the reference
         methods = order
         if ref is None and run_natten and fallback in order:
@@ -172,30 +197,13 @@ def measure_geometry(
             ref, ref_name = calls.torch_call(geom, fallback, inputs)(), fallback
         by_method = {}
         for method in methods:
-            by_method[method], out = _measure_method(
-                geom,
-                method,
-                inputs,
-                ref,
-                ref_name,
-                folder=Path(folder),
-                repeats=repeats,
-                threads=threads,
-                memory=memory,
-                cap_bytes=cap_bytes,
-            )
+            by_method[method], out = _measure_method(geom, method, inputs, ref, ref_name, settings)
             ref = out if ref is None and method == ref_name else ref
     return rows + [r for m in order for r in by_method[m]]
 
 
 def _reference(
-    geom: Geometry,
-    inputs: dict[str, torch.Tensor],
-    repeats: int,
-    threads: int,
-    memory: bool,
-    cap_bytes: int,
-    natten_max_bytes: int,
+    geom: Geometry, inputs: dict[str, torch.Tensor], settings: Settings, natten_max_bytes: int
 ) -> tuple[list[dict[str, Any]], torch.Tensor | None, str | None]:
     """natten's row and output (None, with the row saying why, when its dense scores exceed `natten_max_bytes`
     or it could not run) and the reference's name."""
@@ -205,18 +213,17 @@ def _reference(
             f"{geom.natten_dense_bytes() / 2**30:.1f} GiB (limit {natten_max_bytes / 2**30:.1f} GiB)"
         )
         return [_row(geom, "natten", "natten", status=why)], None, None
-    row, ref = _measure_natten(geom, inputs, repeats, threads, memory, cap_bytes)
+    row, ref = _measure_natten(geom, inputs, settings)
     return [row], ref, "natten" if ref is not None else None
 
 
 def _measure_natten(
-    geom: Geometry, inputs: dict[str, torch.Tensor], repeats: int, threads: int, memory: bool, cap_bytes: int
+    geom: Geometry, inputs: dict[str, torch.Tensor], settings: Settings
 ) -> tuple[dict[str, Any], torch.Tensor | None]:
     """natten's row and its output (the reference), from as few of its dense calls as stay honest (`_timed`).
-    Up to `repeats` samples, two for a call of seconds whose two samples agree (`measure.settled`)."""
+    Up to `settings.repeats` samples, two for a call of seconds whose two samples agree (`measure.settled`)."""
     row = _row(geom, "natten", "natten")
-    child = {"backend": "natten", "method": "natten", "geom": geom, "threads": threads, "cap_bytes": cap_bytes}
-    ref = _timed(row, lambda: calls.natten_call(geom, inputs), child, repeats, memory, threads)
+    ref = _timed(row, lambda: calls.natten_call(geom, inputs), settings.child("natten", "natten", geom), settings)
     return row, ref
 
 
@@ -224,9 +231,7 @@ def _timed(
     row: dict[str, Any],
     make_call: Callable[[], Callable[[], Any]],
     child: dict[str, Any],
-    repeats: int,
-    memory: bool,
-    threads: int,
+    settings: Settings,
     refusals: tuple[type[BaseException], ...] = (),
 ) -> Any:
     """Time one entry into `row` and return its output (None when it could not run; `row["status"]` says why).
@@ -235,8 +240,9 @@ def _timed(
     the same calls: its first call, after a warm-up on a tiny map, is the peak and the first sample, so no
     call is made twice for the two measurements. Without, the output call here is the warm-up of the timed
     calls. Either way the timed calls are bracketed by the machine's rates (`measure.Bracket`)."""
-    with measure.Bracket(threads) as block:
-        if memory:
+    repeats = settings.repeats
+    with measure.Bracket(settings.threads) as block:
+        if settings.memory:
             with tempfile.TemporaryDirectory() as tmp:
                 saved = Path(tmp) / "out.npy"
                 got, status = _peak(**child, repeats=repeats, save=saved)
@@ -267,12 +273,7 @@ def _measure_method(
     inputs: dict[str, torch.Tensor],
     ref: torch.Tensor | None,
     ref_name: str | None,
-    *,
-    folder: Path,
-    repeats: int,
-    threads: int,
-    memory: bool,
-    cap_bytes: int,
+    settings: Settings,
 ) -> tuple[list[dict[str, Any]], torch.Tensor | None]:
     """torch row, then (if torch ran) export and onnxruntime row for one formulation, and its torch output
     (the reference when natten could not give one)."""
@@ -280,10 +281,8 @@ def _measure_method(
     out = _timed(
         torch_row,
         lambda: calls.torch_call(geom, method, inputs),
-        {"backend": "torch", "method": method, "geom": geom, "threads": threads, "cap_bytes": cap_bytes},
-        repeats,
-        memory,
-        threads,
+        settings.child("torch", method, geom),
+        settings,
         (ValueError, RuntimeError, MemoryError),
     )
     if out is None:
@@ -295,7 +294,7 @@ def _measure_method(
         return [torch_row, _row(geom, method, "onnxruntime", status=not_exported)], out
     return [
         torch_row,
-        _measure_export(geom, method, inputs, ref, ref_name, folder, repeats, threads, memory, cap_bytes),
+        _measure_export(geom, method, inputs, ref, ref_name, settings),
     ], out
 
 
@@ -305,14 +304,10 @@ def _measure_export(
     inputs: dict[str, torch.Tensor],
     ref: torch.Tensor | None,
     ref_name: str | None,
-    folder: Path,
-    repeats: int,
-    threads: int,
-    memory: bool,
-    cap_bytes: int,
+    settings: Settings,
 ) -> dict[str, Any]:
-    """One formulation exported to `folder` and its onnxruntime row (or the row saying the export failed)."""
-    path = folder / f"{geom.name.replace('^', 'p')}_{method}.onnx"
+    """One formulation exported to `settings.folder` and its onnxruntime row (or the row saying the export failed)."""
+    path = settings.folder / f"{geom.name.replace('^', 'p')}_{method}.onnx"
     args = method_args(geom, method, inputs)
     try:
         rep = onnx_export.export(
@@ -327,12 +322,9 @@ def _measure_export(
     ort_row = _row(geom, method, "onnxruntime", reference=ref_name, onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
     ort_out = _timed(
         ort_row,
-        lambda: calls.ort_call(path, geom, method, inputs, threads),
-        {"backend": "onnxruntime", "method": method, "geom": geom, "threads": threads, "cap_bytes": cap_bytes}
-        | {"onnx_path": path},
-        repeats,
-        memory,
-        threads,
+        lambda: calls.ort_call(path, geom, method, inputs, settings.threads),
+        settings.child("onnxruntime", method, geom) | {"onnx_path": path},
+        settings,
     )
     if ort_out is not None:
         ort_row["max_abs_diff"] = calls.diff(ort_out, ref)

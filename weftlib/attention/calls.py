@@ -11,7 +11,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from weftlib.onnx_core import compare
+from weftlib.onnx_core import compare, runtime
 from weftlib.onnx_core import export as onnx_export
 
 from . import neighborhood as attention
@@ -43,7 +43,7 @@ def natten_call(geom: Geometry, inputs: dict[str, torch.Tensor]) -> Callable[[],
 def ort_call(
     path: str | Path, geom: Geometry, method: str, inputs: dict[str, torch.Tensor], threads: int | None
 ) -> Callable[[], np.ndarray]:
-    sess = onnx_export.session(path, threads=threads)
+    sess = runtime.session(path, threads=threads)
     feed = dict(zip(("q", "k", "v"), (t.numpy() for t in method_args(geom, method, inputs))))
 
     def run() -> np.ndarray:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+
+from weftlib.formatting import format_value
 
 
 def reference_name(reference: str) -> str:
@@ -48,10 +50,13 @@ def answer(
     predicted: str,
     unjudged_by: Mapping[str, Sequence[str]],
     naf_predicted: str,
-    fmt: Callable[[float], str] = lambda v: f"{v:.1g}",
 ) -> str:
     """The answer sentence: equality with natten, NAF's whole export and what lies outside DEVICE_OPS, the image
-    layout, and the gate's predictions (`fmt` spells each difference, e.g. the recorder's `format_value`)."""
+    layout, and the gate's predictions (each difference to one significant digit, as the run record spells it)."""
+
+    def fmt(value: float) -> str:
+        return format_value(value, digits=1)
+
     unjudged = "".join(f"; {n} is unjudged by {', '.join(why)}" for n, why in unjudged_by.items())
     return (
         f"Yes: every formulation equals natten within {fmt(worst_equality)}, and NAF's "

@@ -4,12 +4,16 @@ Kept here so the notebook only calls and shows, and so each table's columns are 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
+
+from weftlib import gate
+
+RESTS_ON_COLUMNS = ("rule", "prediction", "evidence", "inferred")
 
 
 def export_summary_rows(summaries: Mapping[str, Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """One row per exported formulation (`onnx_core.export.summarise` of its file): size, versions, nodes, the
+    """One row per exported formulation (`onnx_core.inventory.summarise` of its file): size, versions, nodes, the
     largest tensors and the op inventory, as the compiler will see the graph."""
     return [
         {
@@ -46,3 +50,68 @@ def variant_export_rows(exports: Mapping[str, Any], reference: str) -> list[dict
         }
         for key, e in exports.items()
     ]
+
+
+def export_summary_record(summaries: Mapping[str, Mapping[str, Any]]) -> dict[str, dict[str, Any]]:
+    """The summaries as the run record keeps them: everything but the file's path (the run folder holds it)."""
+    return {method: {k: v for k, v in s.items() if k != "path"} for method, s in summaries.items()}
+
+
+def layer_rows(sources: Any, layer: Mapping[str, Any]) -> list[dict[str, str]]:
+    """NAF's sources and the attention layer found in its forward (`naf.AttentionLayer.describe`), as two columns."""
+    return key_value_rows({"sources": sources, **layer})
+
+
+def outside_by_graph(exports: Mapping[str, Any], outside: Iterable[Mapping[str, Any]]) -> dict[str, dict[str, str]]:
+    """Per exported NAF graph (`VariantExport.graph`), each op outside DEVICE_OPS -> the modules it comes from,
+    from `naf_variants.outside_rows` (keyed by the export's key)."""
+    rows = list(outside)
+    return {e.graph: {r["op"]: r["from"] for r in rows if r["graph"] == key} for key, e in exports.items()}
+
+
+def gate_by_graph(exports: Iterable[Any], results: Mapping[Any, gate.GateResult]) -> dict[str, dict[str, Any]]:
+    """Each exported graph's prediction under its name (`exports` carry `name` and `path`): the verdict, the
+    rules and ops refusing it with what they rest on, and the causes that leave it unjudged."""
+    return {
+        e.name: {
+            "verdict": results[e.path].verdict,
+            "refused_by": gate.reasons(results[e.path]),
+            "unjudged_by": gate.blocking(results[e.path], "unjudged", causes_only=True),
+        }
+        for e in exports
+    }
+
+
+def rests_on_rows(results: Iterable[gate.GateResult]) -> list[dict[str, Any]]:
+    """Every distinct judgement the graphs' predictions rest on, once, sorted: the rule (or "op <type>" for an
+    op's own standing), its prediction, its evidence and whether it rests on an inference."""
+    judged = {
+        (f.rule if f.rule != "op" else f"op {f.op}", f.prediction, f.evidence, f.inferred)
+        for r in results
+        if r.prediction is not None
+        for f in r.prediction.judgements
+    }
+    return [dict(zip(RESTS_ON_COLUMNS, row)) for row in sorted(judged)]
+
+
+def _by_method(methods: Iterable[str], paths: Iterable[str]) -> dict[str, list[str]]:
+    grouped: dict[str, list[str]] = {}
+    for method, path in zip(methods, paths):
+        grouped.setdefault(method, []).append(path)
+    return dict(sorted(grouped.items()))
+
+
+def verdicts_by_method(
+    methods: Iterable[str], paths: Iterable[str], results: Mapping[Any, gate.GateResult]
+) -> dict[str, list[str]]:
+    """Formulation -> the distinct verdicts of its graphs (one per geometry), sorted."""
+    return {m: sorted({results[p].verdict for p in ps}) for m, ps in _by_method(methods, paths).items()}
+
+
+def refusals_by_method(
+    methods: Iterable[str], paths: Iterable[str], results: Mapping[Any, gate.GateResult]
+) -> dict[str, list[str]]:
+    """Formulation -> every rule or op that refuses any of its graphs, sorted."""
+    return {
+        m: sorted({r for p in ps for r in gate.reasons(results[p])}) for m, ps in _by_method(methods, paths).items()
+    }

@@ -14,6 +14,8 @@ Why these choices:
   computation is folded away; what cannot be folded is reported in `ExportReport.plumbing`.
 - Nothing half-written: the file is built and checked under a temporary name and moved into place only
   after `onnx.checker` accepted it and onnxruntime ran it.
+- What the written graph holds (op counts, Gathers, largest tensors) is read by `inventory`, which also
+  summarises files already on disk without importing torch.
 """
 
 from __future__ import annotations
@@ -28,30 +30,21 @@ import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 
 import numpy as np
 import onnx
 import torch
 from onnx import numpy_helper
 
+from . import inventory
 from . import opset as onnx_opset
 from .compare import max_abs_diff
 from .runtime import session
-from .walk import (
-    STANDARD_DOMAINS,
-    WRITTEN_IR_VERSION,
-    WRITTEN_OPSET,
-    fully_shaped,
-    constant_index,
-    default_opset,
-    index_model,
-)
+from .walk import STANDARD_DOMAINS, WRITTEN_IR_VERSION, WRITTEN_OPSET
 
 MIN_OPSET = WRITTEN_OPSET
 EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 is reached by onnx_opset
-SHAPE_PLUMBING = ("Shape", "Size", "Range", "ConstantOfShape")
-GATHER_OPS = ("Gather", "GatherND", "GatherElements")
 FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
 FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
 FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
@@ -133,87 +126,6 @@ def _check_export_args(
     if isinstance(atol, bool) or not isinstance(atol, (int, float)) or not atol >= 0:
         raise ValueError(f"atol must be a non-negative number, got {atol!r}")
     return target, ins, outs
-
-
-# ------------------------------------------------------------------------------------------- analysis
-
-
-def _all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """Every node, Loop/If/Scan bodies included, so nothing hides from the inventory (the gate's walk)."""
-    return index_model(model).nodes
-
-
-def _load(path_or_model: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(path_or_model, onnx.ModelProto):
-        return path_or_model
-    path = Path(path_or_model)
-    if not path.is_file():
-        raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
-    return onnx.load(str(path))
-
-
-def inventory(path: str | os.PathLike | onnx.ModelProto) -> dict[str, int]:
-    """Op type -> node count over the whole graph (subgraphs included), most frequent first."""
-    counts: dict[str, int] = {}
-    for node in _all_nodes(_load(path)):
-        counts[node.op_type] = counts.get(node.op_type, 0) + 1
-    return dict(sorted(counts.items(), key=lambda kv: (-kv[1], kv[0])))
-
-
-def node_names(path: str | os.PathLike | onnx.ModelProto) -> dict[str, list[str]]:
-    """Op type -> names of its nodes, to find a refused op in netron or in the torch source."""
-    names: dict[str, list[str]] = {}
-    for node in _all_nodes(_load(path)):
-        names.setdefault(node.op_type, []).append(node.name)
-    return names
-
-
-def dynamic_gathers(path: str | os.PathLike | onnx.ModelProto) -> list[str]:
-    """Names of Gather-family nodes whose indices are computed at run time (the compiler wants constants);
-    the same rule as the device gate's `constant_index` condition."""
-    graph = index_model(_load(path))
-    return [n.name for n in graph.nodes if n.op_type in GATHER_OPS and constant_index(n, graph) is not None]
-
-
-def _dtype_bytes(elem_type: int) -> int:
-    return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem_type)).itemsize
-
-
-def _value_bytes(value: onnx.ValueInfoProto) -> int | None:
-    """Static byte size of a typed value, None when a dimension is unknown."""
-    tensor = value.type.tensor_type
-    if not tensor.HasField("shape"):
-        return None
-    if not all(d.HasField("dim_value") for d in tensor.shape.dim):
-        return None
-    return int(np.prod([d.dim_value for d in tensor.shape.dim], dtype=np.int64)) * _dtype_bytes(tensor.elem_type)
-
-
-def _init_bytes(init: onnx.TensorProto) -> int:
-    return int(np.prod(init.dims, dtype=np.int64)) * _dtype_bytes(init.data_type)
-
-
-def largest_initializer(model: onnx.ModelProto) -> tuple[str, int]:
-    """Name and byte size of the biggest stored constant (("", 0) when there is none)."""
-    sizes = [(init.name, _init_bytes(init)) for init in model.graph.initializer]
-    return max(sizes, key=lambda s: s[1], default=("", 0))
-
-
-def largest_intermediate(model: onnx.ModelProto) -> tuple[str, int]:
-    """Largest tensor a node produces at run time (graph outputs included), from ONNX shape inference (or
-    the shapes the model already carries for every node output, as `export` writes them)."""
-    inferred = model if fully_shaped(model.graph) else onnx.shape_inference.infer_shapes(model, data_prop=True)
-    typed = {v.name: v for v in [*inferred.graph.value_info, *inferred.graph.output]}
-    produced = [o for n in inferred.graph.node if n.op_type != "Constant" for o in n.output]
-    sizes = [(name, _value_bytes(typed[name])) for name in produced if name in typed]
-    known = [(name, b) for name, b in sizes if b is not None]
-    return max(known, key=lambda s: s[1], default=("", 0))
-
-
-def _shapes(values: Sequence[onnx.ValueInfoProto]) -> dict[str, list[int]]:
-    return {
-        v.name: [d.dim_value if d.HasField("dim_value") else -1 for d in v.type.tensor_type.shape.dim] for v in values
-    }
 
 
 # -------------------------------------------------------------------------------------------- runtime
@@ -356,11 +268,6 @@ def _materialise_fills(model: onnx.ModelProto) -> onnx.ModelProto:
     return model
 
 
-def _opset(proto: onnx.ModelProto) -> int:
-    version = default_opset(proto)
-    return -1 if version is None else version
-
-
 def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
     import onnx_ir as ir
 
@@ -372,10 +279,10 @@ def _to_proto(model: Any, opset: int) -> onnx.ModelProto:
             proto = onnx_opset.to_opset17(proto)
         except onnx_opset.OpsetError as exc:
             raise ExportError(f"opset {opset}: {exc}") from exc
-    if _opset(proto) != opset:
+    if inventory.opset_of(proto) != opset:
         raise ExportError(
             f"the exporter could not convert the graph to opset {opset} "
-            f"(it kept opset {_opset(proto)}); an op has no opset-{opset} form"
+            f"(it kept opset {inventory.opset_of(proto)}); an op has no opset-{opset} form"
         )
     proto = _materialise_fills(proto)
     stored = {i.name for i in proto.graph.initializer}
@@ -405,48 +312,27 @@ def _write_checked(proto: onnx.ModelProto, folder: Path) -> Path:
 
 
 def _describe(proto: onnx.ModelProto, path: Path, atol: float, diff: float, seconds: float) -> ExportReport:
-    ops = inventory(proto)
+    ops = inventory.inventory(proto)
     return ExportReport(
         path=path,
         file_bytes=path.stat().st_size,
         ir_version=int(proto.ir_version),
-        opset=_opset(proto),
+        opset=inventory.opset_of(proto),
         ops=ops,
-        nodes=node_names(proto),
-        domains=sorted({n.domain or "" for n in _all_nodes(proto)}),
-        largest_initializer=largest_initializer(proto),
-        largest_intermediate=largest_intermediate(proto),
+        nodes=inventory.node_names(proto),
+        domains=inventory.domains(proto),
+        largest_initializer=inventory.largest_initializer(proto),
+        largest_intermediate=inventory.largest_intermediate(proto),
         max_abs_diff=diff,
         parity_ok=bool(diff <= atol),
         atol=float(atol),
-        initializer_bytes=sum(_init_bytes(i) for i in proto.graph.initializer),
-        plumbing={op: ops[op] for op in SHAPE_PLUMBING if op in ops},
-        dynamic_gathers=dynamic_gathers(proto),
-        input_shapes=_shapes(proto.graph.input),
-        output_shapes=_shapes(proto.graph.output),
+        initializer_bytes=inventory.initializer_bytes(proto),
+        plumbing=inventory.plumbing(ops),
+        dynamic_gathers=inventory.dynamic_gathers(proto),
+        input_shapes=inventory.shapes(proto.graph.input),
+        output_shapes=inventory.shapes(proto.graph.output),
         export_seconds=seconds,
     )
-
-
-def summarise(path: str | os.PathLike) -> dict[str, Any]:
-    """What the gate and the notebook ask of an existing file: size, versions, ops, domains, Gathers with
-    run-time indices, shape plumbing left, largest initializer and intermediate (bytes)."""
-    target = Path(path)
-    proto = _load(target)
-    ops = inventory(proto)
-    return {
-        "path": str(target),
-        "file_bytes": target.stat().st_size,
-        "ir_version": int(proto.ir_version),
-        "opset": _opset(proto),
-        "nodes": sum(ops.values()),
-        "ops": ops,
-        "domains": sorted({n.domain or "" for n in _all_nodes(proto)}),
-        "dynamic_gathers": dynamic_gathers(proto),
-        "plumbing": {op: ops[op] for op in SHAPE_PLUMBING if op in ops},
-        "largest_initializer_bytes": largest_initializer(proto)[1],
-        "largest_intermediate_bytes": largest_intermediate(proto)[1],
-    }
 
 
 def export(

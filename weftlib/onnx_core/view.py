@@ -25,6 +25,7 @@ import jinja2
 import onnx
 
 from .. import console, paths
+from .inventory import inventory
 
 DEFAULT_MAX_NODES = 40
 VIEWER_DIR = paths.REPO_ROOT / "outputs" / "netron-viewer"
@@ -69,8 +70,6 @@ def figure(
 ) -> Any:
     """A matplotlib view: op counts (left) and the first nodes as a layered graph."""
     import matplotlib.pyplot as plt
-
-    from .export import inventory
 
     model = _model(path)
     ops = inventory(model)

@@ -1,14 +1,21 @@
-"""What 03 says in words: the benchmark's printed summary and the conclusion sentence, built from measured
-values (the notebook and the benchmark script only print them).
+"""What 03 says and shows: the benchmark's printed summary, the conclusion sentence, and the tables and records
+it shows, built from measured values and the exports' reports (the notebook and the benchmark script only print
+and show them).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
+
+from weftlib.formatting import format_value
 
 if TYPE_CHECKING:  # pandas is imported by the callers that hold the tables
     import pandas as pd
+
+    from weftlib.gate import GateResult
+
+FAITHFUL_PREFIX, LAYOUT_PREFIX = "conv_", "layout_"
 
 
 def format_benchmark(result: dict[str, Any]) -> str:
@@ -76,12 +83,14 @@ def conclusion_sentence(
     table_bytes: int,
     scatter_ops: dict[str, int],
     predicted: str,
-    format_bytes: Callable[[int], str],
 ) -> str:
     """03's answer from measured and modelled values: densify or scatter for one `channels`-wide layer at the
     `res` grid, given each method's modelled peak (`peaks`, the dense route's included), the device's
-    memory, the host-built table and the scatter export's op counts. `format_bytes` writes a byte count the
-    way the run record does (the suite's formatter, passed in: the question packages sit below the suite)."""
+    memory, the host-built table and the scatter export's op counts; byte counts as the run record spells them."""
+
+    def format_bytes(count: int) -> str:
+        return format_value(count, "B")
+
     dense = peaks["dense"]
     sparse_peaks = {m: b for m, b in peaks.items() if m != "dense"}
     lightest = min(sparse_peaks, key=sparse_peaks.__getitem__)
@@ -116,3 +125,34 @@ def times_view(times: pd.DataFrame) -> pd.DataFrame:
 def split_view(split: pd.DataFrame) -> pd.DataFrame:
     """`footprint.decoder_transfers`'s rows with the bytes each way in GiB."""
     return split.assign(to_device_GiB=split["to_device_bytes"] / 2**30, to_host_GiB=split["to_host_bytes"] / 2**30)
+
+
+def bench_table(result: dict[str, Any]) -> pd.DataFrame:
+    """`benchmark.benchmark_against_limits`'s rows, one per method (the index)."""
+    import pandas as pd
+
+    return pd.DataFrame(result["rows"]).set_index("method")
+
+
+def export_parity(reports: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per exported method (`ExportReport`s): whether onnxruntime reproduced torch, by how much, and the file's size."""
+    return {
+        m: {"parity_ok": r.parity_ok, "max_abs_diff": r.max_abs_diff, "file_bytes": r.file_bytes}
+        for m, r in reports.items()
+    }
+
+
+def named_verdicts(
+    reports: dict[str, Any], layouts: dict[str, Any], verdicts: Mapping[Any, GateResult]
+) -> dict[str, GateResult]:
+    """The gate's word on each graph under the name 03 gives it: `conv_<method>` for the faithful exports
+    (`ExportReport`s), `layout_<name>` for the device layouts (each with its `report`); `verdicts` by path."""
+    return {
+        **{f"{FAITHFUL_PREFIX}{m}": verdicts[r.path] for m, r in reports.items()},
+        **{f"{LAYOUT_PREFIX}{k}": verdicts[e.path] for k, e in layouts.items()},
+    }
+
+
+def faithful_names(named: dict[str, Any]) -> list[str]:
+    """The faithful exports' names among `named_verdicts`, in order (the prediction sentence leads with them)."""
+    return [n for n in named if n.startswith(FAITHFUL_PREFIX)]

@@ -131,7 +131,10 @@ def _refine(hits: Callable[[torch.Tensor, torch.Tensor], torch.Tensor], res: int
         cells = cells[(cells < res).all(dim=1)]
 
 
-def sphere_shell(res: int, radius: float = 0.49999, center: float = 0.5) -> torch.Tensor:
+SPHERE_RADIUS = 0.49999  # just under 1/2: the sphere fits the unit cube
+
+
+def sphere_shell(res: int, radius: float = SPHERE_RADIUS, center: float = 0.5) -> torch.Tensor:
     """Voxels a sphere of `radius` (unit-cube units) passes through; the default just fits the unit cube."""
     _check_res(res)
     if not 0 < radius <= 0.5:
@@ -334,6 +337,21 @@ def count_table(shapes: list[str], resolutions: list[int], progress: bool = True
     df = pd.DataFrame(rows)
     df["grid_fraction"] = df["N"] / df["res"].astype("float64") ** 3
     return df
+
+
+def sphere_expected_count(res: int | float, radius: float = SPHERE_RADIUS) -> float:
+    """The sphere's voxel count in closed form, N ≈ 1.5 · 4π(R·res)²: a surface element with unit normal n
+    crosses |n_x| + |n_y| + |n_z| voxel layers per unit area, 1.5 on average over a sphere."""
+    return 6 * math.pi * (radius * res) ** 2
+
+
+def sphere_count_error(counts: pd.DataFrame) -> float:
+    """Largest relative deviation of the sphere's counts in a `count_table` from `sphere_expected_count`."""
+    rows = counts[counts["shape"] == "sphere"]
+    if rows.empty:
+        raise ValueError("counts has no sphere rows")
+    expected = rows["res"].astype(float).map(sphere_expected_count)
+    return float((rows["N"] / expected - 1).abs().max())
 
 
 def exponents(counts: pd.DataFrame) -> dict[str, float]:
