@@ -86,7 +86,7 @@ def rests_on_rows(results: Iterable[gate.GateResult]) -> list[dict[str, Any]]:
     """Every distinct judgement the graphs' predictions rest on, once, sorted: the rule (or "op <type>" for an
     op's own standing), its prediction, its evidence and whether it rests on an inference."""
     judged = {
-        (f.rule if f.rule != "op" else f"op {f.op}", f.prediction, f.evidence, f.inferred)
+        (f.subject, f.prediction, f.evidence, f.inferred)
         for r in results
         if r.prediction is not None
         for f in r.prediction.judgements

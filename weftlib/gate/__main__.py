@@ -98,7 +98,7 @@ def _device(args: argparse.Namespace) -> int:
         f"{result.verdict.upper()}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, opset {result.opset})"
     )
     for f in result.findings:
-        rule = f.rule if f.rule != "op" else f"op {f.op}"
+        rule = f.subject
         print(f"  {f.prediction:8s} {f.node} [{f.op}] by {rule}: {f.detail or f.evidence}")
     for problem in result.problems:
         print(f"  problem: {problem}")

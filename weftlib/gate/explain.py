@@ -7,17 +7,13 @@ from __future__ import annotations
 from .device import GateResult
 
 
-def _subject(f) -> str:
-    return f.rule if f.rule != "op" else f"op {f.op}"
-
-
 def blocking(result: GateResult, prediction: str, causes_only: bool = False) -> dict[str, int]:
     """Rule (or "op <type>") -> how many of the graph's judgements it made with `prediction` (refused or
     unjudged), in graph order; `causes_only` leaves out the consequences of an earlier node's verdict."""
     out: dict[str, int] = {}
     for f in result.findings:
         if f.prediction == prediction and not (causes_only and f.downstream):
-            out[_subject(f)] = out.get(_subject(f), 0) + 1
+            out[f.subject] = out.get(f.subject, 0) + 1
     return out
 
 
@@ -26,8 +22,8 @@ def reasons(result: GateResult) -> dict[str, str]:
     out: dict[str, list[str]] = {}
     for f in result.findings:
         if f.prediction == "refused":
-            out.setdefault(_subject(f), [])
-            out[_subject(f)] += [c for c in f.cites if c not in out[_subject(f)]]
+            out.setdefault(f.subject, [])
+            out[f.subject] += [c for c in f.cites if c not in out[f.subject]]
     return {k: ", ".join(v) for k, v in out.items()}
 
 

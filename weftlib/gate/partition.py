@@ -157,9 +157,7 @@ def cut(
                     ):
                         if side.get(name) == DEVICE:
                             side[name] = HOST
-                            moved[name] = (
-                                f"cut out, it is {f.prediction} by {f.rule if f.rule != 'op' else 'op ' + f.op}"
-                            )
+                            moved[name] = f"cut out, it is {f.prediction} by {f.subject}"
                             changed = True
         if not changed:
             return segments, moved

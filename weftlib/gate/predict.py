@@ -38,6 +38,11 @@ class Finding:
     cites: tuple[str, ...] = ()  # the public-record cases (or short source names) the prediction rests on
     downstream: bool = False  # a consequence of an earlier node's verdict (its input's format), not a cause
 
+    @property
+    def subject(self) -> str:
+        """What made the judgement, as tables and sentences name it: the rule, or "op <type>" for an op entry."""
+        return self.rule if self.rule != "op" else f"op {self.op}"
+
     def as_json(self) -> dict[str, object]:
         return {
             "node": self.node,

@@ -25,7 +25,7 @@ def judge(case: Case, model: onnx.ModelProto, ops: DeviceOps) -> dict[str, objec
     prediction = predict(index_model(model), ops)
     where = reach_of(case, ops)
     refused_nodes = {f.node for f in prediction.refused()}
-    named = sorted({f"{f.rule if f.rule != 'op' else 'op ' + f.op} @ {f.node}" for f in prediction.findings})
+    named = sorted({f"{f.subject} @ {f.node}" for f in prediction.findings})
     missing = [n for n in case.refused_at if n not in refused_nodes]
     if case.refused:
         if prediction.verdict == PASS:

@@ -45,12 +45,8 @@ def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> pd.D
             "model": graph_label(path, root),
             "gate": r.verdict.upper(),
             "inputs": ", ".join(f"{n} {list(s)}" for n, s in r.inputs),
-            "refused": ", ".join(
-                sorted({f.rule if f.rule != "op" else f"op {f.op}" for f in r.findings if f.prediction == "refused"})
-            ),
-            "unjudged": ", ".join(
-                sorted({f.rule if f.rule != "op" else f"op {f.op}" for f in r.findings if f.prediction == "unjudged"})
-            ),
+            "refused": ", ".join(sorted({f.subject for f in r.findings if f.prediction == "refused"})),
+            "unjudged": ", ".join(sorted({f.subject for f in r.findings if f.prediction == "unjudged"})),
             "nodes": r.nodes,
             "ir": r.ir_version,
             "opset": r.opset,
@@ -172,7 +168,7 @@ def findings_table(results: dict[Path, GateResult], root: str | os.PathLike) -> 
             "graph": graph_label(path, root),
             "node": f.node,
             "op": f.op,
-            "rule": f.rule if f.rule != "op" else f"op {f.op}",
+            "rule": f.subject,
             "prediction": f.prediction,
             "detail": f.detail,
             "evidence": f.evidence,
