@@ -90,7 +90,7 @@ class GateResult:
         """Rule (or "op:<type>") -> the strongest prediction it made here, for the findings only."""
         out: dict[str, str] = {}
         for f in self.findings:
-            key = f.rule if f.rule != "op" else f"op:{f.op}"
+            key = f.key
             out[key] = REFUSED if REFUSED in (out.get(key), f.prediction) else f.prediction
         return out
 

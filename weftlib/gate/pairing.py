@@ -251,7 +251,7 @@ def _observed(
     gate: GateResult, ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult
 ) -> tuple[str, list[Edit]]:
     """The gate left this graph unjudged and the DFC answered: every unjudged rule and op gains evidence."""
-    subjects = sorted({f.rule if f.rule != "op" else f"op:{f.op}" for f in gate.findings if f.prediction == "unjudged"})
+    subjects = sorted({f.key for f in gate.findings if f.prediction == "unjudged"})
     if dfc.verdict == "parsed":
         meaning = f"the gate left it unjudged ({', '.join(subjects)}); the DFC parsed it"
         return meaning, [Edit("add evidence", s, "parsed in this graph") for s in subjects]
@@ -263,7 +263,7 @@ def _observed(
 
 
 def _move_in(gate: GateResult) -> list[Edit]:
-    refused = {f.rule if f.rule != "op" else f"op:{f.op}" for f in gate.findings if f.prediction == "refused"}
+    refused = {f.key for f in gate.findings if f.prediction == "refused"}
     edits = [Edit("move in", s, "predicted refused, yet the DFC parsed it in this graph") for s in sorted(refused)]
     if not edits:
         edits = [Edit("review", "(graph limits)", "; ".join(gate.problems))]

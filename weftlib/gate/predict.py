@@ -43,6 +43,11 @@ class Finding:
         """What made the judgement, as tables and sentences name it: the rule, or "op <type>" for an op entry."""
         return self.rule if self.rule != "op" else f"op {self.op}"
 
+    @property
+    def key(self) -> str:
+        """The same subject as an edit to the listing and the gate's per-rule counts key it: "op:<type>"."""
+        return self.rule if self.rule != "op" else f"op:{self.op}"
+
     def as_json(self) -> dict[str, object]:
         return {
             "node": self.node,
