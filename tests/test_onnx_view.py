@@ -1,4 +1,5 @@
-"""graphview: layered layout of the first nodes, and netron only when someone is watching."""
+"""graphview (the notebook entry): layered layout of the first nodes (graph_drawing), and netron only when
+someone is watching (netron_viewer, served by the Jupyter server)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from weftlib import console
+from weftlib.onnx_core import netron_viewer
 from weftlib.onnx_core import view as graphview
 
 
@@ -91,9 +93,10 @@ def test_lab_view_is_netron_through_the_jupyter_server_offline(tmp_path, monkeyp
     assert (viewer / model).read_bytes() == path.read_bytes()
     line = next(ln.strip() for ln in shown.splitlines() if ln.strip().startswith("var page = "))
     page = json.loads(line[len("var page = ") : -1])
-    assert page == (viewer / graphview.FRAME_TEMPLATE).read_text()
+    assert page == (viewer / netron_viewer.FRAME_TEMPLATE).read_text()
     assert (
-        f'<base href="{graphview.BASE_MARK}">' in page and f'<meta name="file" content="{graphview.FILE_MARK}">' in page
+        f'<base href="{netron_viewer.BASE_MARK}">' in page
+        and f'<meta name="file" content="{netron_viewer.FILE_MARK}">' in page
     )
     assert '<meta name="version" content="0.0.0">' in page  # netron's telemetry runs only for packaged versions
     assert page.index("weft-offline.js") < page.index('src="index.js"')
@@ -110,7 +113,7 @@ def test_lab_view_is_netron_through_the_jupyter_server_offline(tmp_path, monkeyp
 
 def test_a_changed_netron_is_refused_not_half_patched():
     with pytest.raises(RuntimeError, match=r"netron's index\.js changed"):
-        graphview._patched("index.js", "var base = somewhere_else;")
+        netron_viewer._patched("index.js", "var base = somewhere_else;")
 
 
 @pytest.mark.parametrize("headless", ["1", "0"])
