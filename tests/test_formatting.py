@@ -30,3 +30,11 @@ from weftlib import formatting
 )
 def test_format_value_reads_like_a_person_wrote_it(value, unit, digits, text):
     assert formatting.format_value(value, unit, digits) == text
+
+
+def test_a_commit_is_quoted_by_its_digits_its_dirtiness_or_as_no_checkout():
+    commit = "0123456789abcdef0123"
+    assert formatting.commit_text(commit, False) == "0123456789ab"
+    assert formatting.commit_text(commit, True) == "0123456789ab (dirty tree)"
+    assert formatting.commit_text(commit, None, digits=None) == commit
+    assert formatting.commit_text(None, None) == formatting.commit_text("", True) == formatting.NO_COMMIT

@@ -147,7 +147,7 @@ def test_capabilities_judge_the_plans_notebooks_and_name_one_without_a_rule():
     """The notebook list is the plan's (both shipped plans hold the same notebooks); provenance only knows
     what each needs, and a notebook it has no rule for is an error, not a missing row."""
     from weftlib.gate.dfc_runner import image
-    from weftlib.suite import provenance
+    from weftlib.suite import capabilities
 
     names = params.notebook_names()
     assert sorted(names) == sorted(params.notebook_names(params.REPO_ROOT / "params" / "appendix.yaml"))
@@ -156,12 +156,12 @@ def test_capabilities_judge_the_plans_notebooks_and_name_one_without_a_rule():
         "hailo_dfc": {"importable": False},
         "machine": {"ram_bytes": 8 * 2**30},
     }
-    rows = {r["notebook"]: r for r in provenance.capabilities(env, 20.0)}
+    rows = {r["notebook"]: r for r in capabilities.by_notebook(env, 20.0)}
     assert list(rows) == names
     assert rows["03_sparse_conv_memory"]["fully here"] == "partly"  # 8 GiB of RAM, 20 wanted
     assert rows["05_gate_pairing"]["fully here"] == "partly" and image() in rows["05_gate_pairing"]["why"]
     with pytest.raises(ValueError, match="no capability rule for \\['06_new'\\]"):
-        provenance.capabilities(env, 20.0, [*names, "06_new"])
+        capabilities.by_notebook(env, 20.0, [*names, "06_new"])
 
 
 # ---- hostile plans: each refused before anything runs, naming the file, the key and why -------------------------

@@ -7,7 +7,8 @@ import nbformat
 
 from tests.conftest import write_notebook
 from weftlib.suite import answers, index_page, notebook_html, pages, publish, record
-from weftlib.suite.runfolder import NO_COMMIT, NotebookResult, RunSummary
+from weftlib.formatting import NO_COMMIT
+from weftlib.suite.runfolder import NotebookResult, RunSummary
 
 ENV = {
     "versions": {"torch": "2.13.0", "natten": None},

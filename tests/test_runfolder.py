@@ -10,8 +10,8 @@ import pytest
 
 from tests.conftest import write_notebook
 from weftlib.suite import index_page, params, record
+from weftlib.formatting import NO_COMMIT
 from weftlib.suite.runfolder import (
-    NO_COMMIT,
     NotebookResult,
     RunSummary,
     SummaryError,

@@ -80,3 +80,14 @@ def format_duration(seconds: float) -> str:
         return f"{minutes} min {sec:02d} s" if sec else f"{minutes} min"
     hours, minutes = divmod(minutes, 60)
     return f"{hours} h {minutes:02d} min"
+
+
+NO_COMMIT = "not a git checkout"  # what the suite says of a commit when the code ran outside git
+
+
+def commit_text(commit: str | None, dirty: bool | None, digits: int | None = 12) -> str:
+    """A git commit as pages quote it: its first `digits` digits (all with None) and "(dirty tree)" when the
+    checkout had uncommitted changes, or `NO_COMMIT` outside a git checkout."""
+    if not commit:
+        return NO_COMMIT
+    return commit[:digits] + (" (dirty tree)" if dirty else "")

@@ -9,5 +9,6 @@
   `pages`: the jinja2 templates they render from (templates/);
 - `appendix`: the published copy of a passing run, swapped in one rename;
 - `publish`: the RFD figure page;
-- `provenance`: versions, machine and commit, kept with every run; `files`: atomic writes and the publish lock.
+- `provenance`: versions, machine and commit, kept with every run; `capabilities`: which notebooks run fully
+  here; `files`: atomic writes and the publish lock.
 """

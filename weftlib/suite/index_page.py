@@ -8,13 +8,13 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..formatting import format_duration, format_value
+from ..formatting import commit_text, format_duration, format_value
 from .answers import answer_rows, scope_line
 from .files import write_atomic
 from .pages import ENV
-from .provenance import describe_code, environment, outside_code
+from .provenance import describe_code, environment, machine_text, outside_code
 from .record import load_metrics, timing_quality
-from .runfolder import NO_COMMIT, NotebookResult, RunSummary, write_summary
+from .runfolder import NotebookResult, RunSummary, write_summary
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -31,7 +31,7 @@ def provenance_rows(summary: RunSummary) -> list[tuple[str, str]]:
     env = summary.provenance
     return [
         ("parameters", f"{summary.params_file} (hash {summary.params_hash})"),
-        ("git commit", (summary.commit or NO_COMMIT) + (" (dirty tree)" if summary.dirty else "")),
+        ("git commit", commit_text(summary.commit, summary.dirty, digits=None)),
         ("machine", machine_line(env)),
         ("natten", env["natten"]["note"]),
         ("Hailo DFC", "importable" if env["hailo_dfc"]["importable"] else env["hailo_dfc"]["reason"]),
@@ -48,8 +48,8 @@ def outside_code_text(env: dict[str, Any]) -> str:
 
 
 def machine_line(env: dict[str, Any]) -> str:
-    m = env["machine"]
-    return f"{m['platform']}, {m['cpu_count']} CPUs, {m['ram_bytes'] / 2**30:.1f} GiB RAM, GPU: {m['gpu'] or 'none'}"
+    """The machine a run used, in one line: its platform, then `provenance.machine_text`."""
+    return f"{env['machine']['platform']}, {machine_text(env['machine'])}"
 
 
 def write_index(

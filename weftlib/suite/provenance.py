@@ -1,4 +1,4 @@
-"""Provenance: which versions, which machine, which commit a run used, and what this machine can run.
+"""Provenance: which versions, which machine, which commit and which outside code a run used.
 
 Notebook 00 shows it; the run index records it next to every timing, so each figure carries its machine.
 """
@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from collections.abc import Sequence
 
+from ..formatting import NO_COMMIT, commit_text
 from ..paths import REPO_ROOT
 from . import schema
 
@@ -70,15 +71,13 @@ def outside_code(plan: SuitePlan, ran: Sequence[str] | None = None) -> list[dict
 
 def short_commit(state: dict[str, Any]) -> str | None:
     """A `git_state` as people quote it: the commit's first 12 digits, "(dirty tree)" if so; None outside git."""
-    if not state.get("commit"):
-        return None
-    return state["commit"][:12] + (" (dirty tree)" if state.get("dirty") else "")
+    return commit_text(state["commit"], state.get("dirty")) if state.get("commit") else None
 
 
 def describe_code(code: dict[str, Any]) -> str:
     """One line for a piece of outside code: where it is and which commit (or that it is no git checkout)."""
     commit = short_commit(code)
-    where = f"git {commit}" if commit else "not a git checkout"
+    where = f"git {commit}" if commit else NO_COMMIT
     return f"{code['notebook']} {code['parameter']} = {code['path']} ({where}): {code['runs']}"
 
 
@@ -94,7 +93,7 @@ def sources(notebook: str, **directories: str) -> str:
             continue
         path = schema.resolve(value)
         commit = short_commit(git_state(path))
-        parts.append(f"{name} checkout {f'at {commit}' if commit else '(not a git checkout)'}, {path}")
+        parts.append(f"{name} checkout {f'at {commit}' if commit else f'({NO_COMMIT})'}, {path}")
     if not parts:
         raise ValueError(f"sources: name at least one outside-code parameter of {notebook}")
     return "; ".join(parts)
@@ -172,57 +171,29 @@ def pinned_versions(pyproject: Path = REPO_ROOT / "pyproject.toml") -> dict[str,
     return {r.name: s.version for r in deps for s in r.specifier if s.operator == "=="}
 
 
-def capabilities(
-    env: dict[str, Any], appendix_ram_gib: float, notebooks: Sequence[str] | None = None
-) -> list[dict[str, str]]:
-    """Which notebook can run fully on this machine, and what is missing for the parts that cannot.
+def version_rows(env: dict[str, Any], pins: dict[str, str]) -> list[dict[str, str | None]]:
+    """Notebook 00's versions table: each tracked package, what is installed, what pyproject.toml pins."""
+    return [{"package": k, "installed": v, "pinned": pins.get(k, "")} for k, v in env["versions"].items()]
 
-    `notebooks` (default: every notebook of `params/default.yaml`) is the list to judge, in order; the
-    notebook list lives in the plan, only what each notebook needs is written here, and a notebook with no
-    rule below is an error that names it.
-    """
-    from ..gate.dfc_runner import image  # not at import: the gate package loads onnx
-    from .params import notebook_names
 
-    natten_native = env["natten"]["libnatten"] and env["natten"]["cuda"]
-    dfc = env["hailo_dfc"]["importable"]
-    ram_gib = env["machine"]["ram_bytes"] / 2**30
-    needs = {
-        "00_overview": (True, "full: reads this machine"),
-        "01_trace_natten": (
-            True,
-            "full: the trace needs no CUDA; natten's own call fails on CPU as it would"
-            + ("" if not natten_native else " (here it runs: libnatten + CUDA present)"),
-        ),
-        "02_export_attention": (
-            True,
-            "full: equality against natten's Flex backend, export and onnxruntime"
-            + (" (plus natten's CUTLASS path)" if natten_native else ""),
-        ),
-        "03_sparse_conv_memory": (
-            ram_gib >= appendix_ram_gib,
-            f"{ram_gib:.0f} GiB RAM; the 1024 appendix run wants about {appendix_ram_gib:.0f} GiB",
-        ),
-        "04_export_dit_block": (
-            True,
-            "full: export, onnxruntime and the device gate run on CPU; the DFC's word on "
-            "its graphs comes through notebook 05",
-        ),
-        "05_gate_pairing": (
-            dfc,
-            "device gate runs anywhere; the DFC parse "
-            + ("runs here" if dfc else f"needs the {image()} Docker image (Linux x86-64)"),
-        ),
-        "06_device_cut": (
-            dfc,
-            "the cuts and their proof run anywhere; the DFC's word on each cut "
-            + ("comes here" if dfc else f"needs the {image()} Docker image (Linux x86-64)"),
-        ),
-    }
-    names = list(notebook_names() if notebooks is None else notebooks)
-    unknown = [n for n in names if n not in needs]
-    if unknown:
-        raise ValueError(
-            f"notebooks: no capability rule for {unknown}; say in provenance.capabilities what each needs to run fully"
-        )
-    return [{"notebook": n, "fully here": "yes" if needs[n][0] else "partly", "why": needs[n][1]} for n in names]
+def mismatched_versions(env: dict[str, Any], pins: dict[str, str]) -> list[str]:
+    """The pinned packages installed at another version than the pin (a package not installed is not one)."""
+    installed = env["versions"]
+    return [p for p, want in pins.items() if installed.get(p) and not installed[p].startswith(want)]
+
+
+def machine_text(m: dict[str, Any]) -> str:
+    """A `machine()` record in one line: CPUs, memory and accelerator, as the index and notebook 00 print it."""
+    return f"{m['cpu_count']} CPUs, {m['ram_bytes'] / 2**30:.1f} GiB RAM, GPU: {m['gpu'] or 'none'}"
+
+
+def natten_backend_text(info: dict[str, Any]) -> str:
+    """Which of natten's backends this machine has, as the overview's headline names it."""
+    return "libnatten (CUTLASS)" if info["libnatten"] else "Flex only (no libnatten)"
+
+
+def commit_line(state: dict[str, Any]) -> str:
+    """The suite's full commit and whether its tree was clean, or that it ran outside a git checkout."""
+    if not state.get("commit"):
+        return NO_COMMIT
+    return f"commit {state['commit']} ({'dirty tree' if state.get('dirty') else 'clean tree'})"

@@ -20,6 +20,7 @@ from datetime import datetime, UTC
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, Unpack, get_args
 
+from ..formatting import commit_text
 from .files import write_atomic
 from .record import jsonable
 
@@ -30,7 +31,6 @@ STATE_FILE = "state.json"
 State = Literal["running", "interrupted", "failed", "passed"]
 STATES: tuple[str, ...] = get_args(State)
 SUMMARY_FILE = "summary.json"
-NO_COMMIT = "not a git checkout"  # what a summary says of the suite's commit when it ran outside git
 
 
 class StateDetail(TypedDict, total=False):
@@ -137,10 +137,8 @@ class RunSummary:
 
     @property
     def commit_text(self) -> str:
-        """The suite's commit as pages print it: 12 digits and "(dirty tree)" if so, or `NO_COMMIT`."""
-        if self.commit is None:
-            return NO_COMMIT
-        return self.commit[:12] + (" (dirty tree)" if self.dirty else "")
+        """The suite's commit as pages print it (`formatting.commit_text`: 12 digits, "(dirty tree)" if so)."""
+        return commit_text(self.commit, self.dirty)
 
     def to_json(self) -> dict[str, Any]:
         """The plain JSON value `summary.json` holds."""
