@@ -10,23 +10,14 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import jinja2
 import onnx
 
-from .inventory import inventory
+from .inventory import inventory, load
 
 DEFAULT_MAX_NODES = 40
-
-
-def _model(path: str | os.PathLike | onnx.ModelProto) -> onnx.ModelProto:
-    if isinstance(path, onnx.ModelProto):
-        return path
-    if not Path(path).is_file():
-        raise FileNotFoundError(f"path: no ONNX file at {str(path)!r}")
-    return onnx.load(str(path), load_external_data=False)
 
 
 def layout(
@@ -36,7 +27,7 @@ def layout(
     layer is the longest path from a graph input, plus the edges (producer index, consumer index)."""
     if max_nodes < 1:
         raise ValueError(f"max_nodes must be >= 1, got {max_nodes}")
-    nodes = list(_model(path).graph.node)[:max_nodes]
+    nodes = list(load(path, weights=False).graph.node)[:max_nodes]
     producer: dict[str, int] = {}
     depth: list[int] = []
     edges: list[tuple[int, int]] = []
@@ -59,7 +50,7 @@ def figure(
     """A matplotlib view: op counts (left) and the first nodes as a layered graph."""
     import matplotlib.pyplot as plt
 
-    model = _model(path)
+    model = load(path, weights=False)
     ops = inventory(model)
     placed, edges = layout(model, max_nodes)
     fig, (bars, graph) = plt.subplots(1, 2, figsize=(13, 5), gridspec_kw={"width_ratios": [1, 2]})
@@ -122,7 +113,7 @@ def svg(
 ) -> str:
     """A self-contained SVG of the first `max_nodes` nodes, left to right by depth (ops in `highlight`, e.g.
     those the device gate refuses, drawn red), headed by the op counts of the whole graph."""
-    model = _model(path)
+    model = load(path, weights=False)
     placed, edges = layout(model, max_nodes)
     counts = Counter(n.op_type for n in model.graph.node)
     box_w, box_h, gap_x, gap_y, top = 92, 22, 22, 10, 50

@@ -23,14 +23,15 @@ GATHER_OPS = ("Gather", "GatherND", "GatherElements")
 ModelOrPath = str | os.PathLike | onnx.ModelProto
 
 
-def load(path_or_model: ModelOrPath) -> onnx.ModelProto:
-    """The model itself, or the file at the path loaded (a clear error when there is none)."""
+def load(path_or_model: ModelOrPath, *, weights: bool = True) -> onnx.ModelProto:
+    """The model itself, or the file at the path loaded (a clear error when there is none); `weights=False`
+    leaves external weight files unread, for a reader of the graph's structure only."""
     if isinstance(path_or_model, onnx.ModelProto):
         return path_or_model
     path = Path(path_or_model)
     if not path.is_file():
         raise FileNotFoundError(f"no ONNX file at {str(path)!r}")
-    return onnx.load(str(path))
+    return onnx.load(str(path), load_external_data=weights)
 
 
 def all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
