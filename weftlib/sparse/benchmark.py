@@ -18,7 +18,7 @@ import torch
 
 from weftlib import measure
 
-from . import conv, pairs, voxels, workloads
+from . import conv, neighbours, pairs, voxels, workloads
 from .footprint import DTYPES, features_bytes, itemsize
 from .memory import measured_row
 
@@ -217,7 +217,7 @@ def spconv_seconds(
 
                 with measure.Bracket(threads) as block:
                     samples = block.timed(run, repeats=repeats, warmup=0)
-                ours = conv.submanifold_conv3d(feats, conv.kernel_map(coords) if nbr is None else nbr, weight)
+                ours = conv.submanifold_conv3d(feats, neighbours.kernel_map(coords) if nbr is None else nbr, weight)
                 diff = float((run() - ours).abs().max())
         finally:
             fx_log.setLevel(fx_level)

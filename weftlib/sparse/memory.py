@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from weftlib import measure
 
-from . import conv, voxels, workloads
+from . import conv, method_choice, neighbours, voxels, workloads
 from .footprint import features_bytes, gathered_bytes, grid_bytes, itemsize, table_bytes
 
 __all__ = ["measure_kernel_map", "measure_table", "measured_row", "model_table", "peak_model"]
@@ -45,7 +45,7 @@ def peak_model(
     scatter: output + one offset's gathered rows + their product + the compacted destination/source indices;
     compact (a rulebook given): output + the gathered rows and products of the fullest chunk's pairs
       (`chunk_pairs`, `pairs.most_chunk_pairs`; at most rows x k^3 when not given) + one chunk's summed
-      output (`conv.auto_chunk_rows` rows when no chunk is given);
+      output (`method_choice.auto_chunk_rows` rows when no chunk is given);
     dense: the two grids + the gathered output and its transposed copy (conv3d's workspace not included);
     auto: the method and chunking `conv.submanifold_conv3d` picks for these shapes, given a table or, with
       `rulebook=True`, a rulebook.
@@ -54,8 +54,8 @@ def peak_model(
         raise ValueError(f"method must be one of {(*conv.METHODS, conv.AUTO)}, got {method!r}")
     e, k3 = itemsize(dtype), kernel_size**3
     if method == conv.AUTO:
-        method = conv.choose_method(n, k3, has_rulebook=rulebook)
-        chunk_rows = chunk_rows or conv.auto_chunk_rows(method, k3, cin, e, n)
+        method = method_choice.choose_method(n, k3, has_rulebook=rulebook)
+        chunk_rows = chunk_rows or method_choice.auto_chunk_rows(method, k3, cin, e, n)
     out = features_bytes(n, cout, e)
     if method == "compact":
         rows = min(n, chunk_rows or conv.rulebook_rows(n, k3, cin, e))
@@ -192,7 +192,7 @@ def measure_kernel_map(shape: str, res: int, n: int, threads: int = 1) -> dict[s
             workloads.KERNEL_MAP_TARGET,
             {"shape": shape, "res": res, "threads": threads, "inputs_dir": str(folder)},
         )
-    table = conv.kernel_map_bytes(n)
+    table = neighbours.kernel_map_bytes(n)
     return {
         "shape": shape,
         "res": res,

@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from . import conv, pairs, voxels
+from . import conv, neighbours, pairs, voxels
 from .footprint import DTYPES, itemsize
 
 TARGET = "weftlib.sparse.workloads:conv_workload"
@@ -51,7 +51,7 @@ def kernel_map_of(shape: str, res: int) -> torch.Tensor:
     """The 3x3x3 neighbour table of `voxels.voxel_set(shape, res)`, built once per process for the eight sets
     last asked for (03's appendix asks for six; at 1024 a table is about 1 GB and slow to build on a
     few cores). Shared: do not modify."""
-    return conv.kernel_map(voxels.voxel_set(shape, res))
+    return neighbours.kernel_map(voxels.voxel_set(shape, res))
 
 
 @contextlib.contextmanager
@@ -88,7 +88,7 @@ def _voxels_and_table(
         coords_file, table_file = input_files(inputs_dir, shape, res)
         return torch.from_numpy(np.load(coords_file)), torch.from_numpy(np.load(table_file))
     coords = voxels.voxel_set(shape, res)
-    return coords, conv.kernel_map(coords, kernel_size)
+    return coords, neighbours.kernel_map(coords, kernel_size)
 
 
 def _inputs(
@@ -175,15 +175,15 @@ def most_chunk_pairs(shape: str, res: int, channels: int, dtype: str, chunk_rows
 def kernel_map_workload(
     shape: str, res: int, threads: int = 1, inputs_dir: str | None = None
 ) -> Callable[[], torch.Tensor]:
-    """Measurement target for `conv.kernel_map` itself (its table is part of what it allocates); the voxel
+    """Measurement target for `neighbours.kernel_map` itself (its table is part of what it allocates); the voxel
     set is read from `inputs_dir` when the parent saved it there."""
     _rss_tracks_tensors()
     torch.set_num_threads(threads)
-    conv.kernel_map(voxels.voxel_set("sphere", 8))
+    neighbours.kernel_map(voxels.voxel_set("sphere", 8))
     if inputs_dir is None:
         coords = voxels.voxel_set(shape, res)
     else:
         import numpy as np
 
         coords = torch.from_numpy(np.load(input_files(inputs_dir, shape, res)[0]))
-    return lambda: conv.kernel_map(coords)
+    return lambda: neighbours.kernel_map(coords)
