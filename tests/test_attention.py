@@ -253,6 +253,23 @@ def test_swap_restores_on_error_and_refuses_unsupported() -> None:
         pass
 
 
+def test_rebound_na2d_puts_every_holder_back_after_an_error() -> None:
+    module = _from_import_module()
+    original = natten.functional.na2d
+
+    def replacement(*args: object, **kwargs: object) -> None:
+        raise AssertionError("not called")
+
+    try:
+        with pytest.raises(RuntimeError, match="boom"), attention.rebound_na2d(replacement):
+            assert natten.na2d is replacement and natten.functional.na2d is replacement
+            assert module.na2d is replacement
+            raise RuntimeError("boom")
+        assert natten.na2d is original and natten.functional.na2d is original and module.na2d is original
+    finally:
+        del sys.modules[module.__name__]
+
+
 def test_swap_lowres_takes_the_low_grid_of_upsampled_kv() -> None:
     (q, _k, _v, up_k, up_v, kernel, dilation), ref = _lowres_case("lowres-d32")
     with attention.swap_natten("lowres"):

@@ -15,6 +15,7 @@ from weftlib.onnx_core import compare, runtime
 from weftlib.onnx_core import export as onnx_export
 
 from . import neighborhood as attention
+from .reference import natten_reference
 from .geometry import Geometry, method_args
 
 
@@ -35,7 +36,7 @@ def natten_call(geom: Geometry, inputs: dict[str, torch.Tensor]) -> Callable[[],
     def run() -> torch.Tensor:
         with torch.no_grad(), warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Flex warns on every uncompiled call
-            return attention.natten_reference(q, k, v, geom.kernel, geom.dilation)
+            return natten_reference(q, k, v, geom.kernel, geom.dilation)
 
     return run
 

@@ -44,6 +44,7 @@ from . import formulations, index_math
 from . import neighborhood as attention
 from .formulations import Pair
 from .geometry import make_inputs
+from .reference import natten_reference
 
 __all__ = [
     "NA2dImageShift",
@@ -263,7 +264,7 @@ def equality(
     inputs = make_inputs(geom, seed)
     images = image_inputs(geom, inputs, low)
     with torch.no_grad():
-        ref = attention.natten_reference(inputs["q"], inputs["k"], inputs["v"], geom.kernel, geom.dilation)
+        ref = natten_reference(inputs["q"], inputs["k"], inputs["v"], geom.kernel, geom.dilation)
         out = from_image(na2d_image(*images, geom.kernel, geom.dilation, heads=geom.heads, offsets=offsets), geom.heads)
     kk = geom.kernel**2
     return {

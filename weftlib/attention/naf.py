@@ -24,6 +24,8 @@ import torch
 from torch import nn
 
 from . import neighborhood as attention
+from .reference import natten_reference
+from .swap import rebound_na2d, swap_natten
 
 
 class FixedSize(nn.Module):
@@ -71,7 +73,7 @@ def _via_reference(original: Callable[..., Any]) -> Callable[..., torch.Tensor]:
             raise ValueError(f"natten reference: stride {stride!r} / is_causal {is_causal!r} are not supported")
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # Flex warns on every uncompiled call
-            return attention.natten_reference(query, key, value, kernel_size, dilation, scale)
+            return natten_reference(query, key, value, kernel_size, dilation, scale)
 
     na2d_by_flex._weftlib_original = original  # type: ignore[attr-defined]
     return na2d_by_flex
@@ -84,7 +86,7 @@ def natten_on_cpu() -> Iterator[None]:
     `na2d` from natten). The reference itself reaches the original through `_real_natten_na2d`."""
     import natten.functional
 
-    with attention.rebound_na2d(_via_reference(natten.functional.na2d)):
+    with rebound_na2d(_via_reference(natten.functional.na2d)):
         yield
 
 
@@ -101,7 +103,7 @@ def reference_output(model: nn.Module, *args: torch.Tensor, reference: str = "na
         return natten_output(model, *args)
     if reference not in attention.METHODS:
         raise ValueError(f"reference must be 'natten' or one of {attention.METHODS}, got {reference!r}")
-    with attention.swap_natten(reference), torch.no_grad():
+    with swap_natten(reference), torch.no_grad():
         return model(*args)
 
 
@@ -169,7 +171,7 @@ def find_attention_layer(model: nn.Module, *inputs: Any, method: str = "lowres")
 
     modules = list(model.modules())
     handles = [m.register_forward_pre_hook(enter) for m in modules] + [m.register_forward_hook(leave) for m in modules]
-    with attention.swap_natten(method):
+    with swap_natten(method):
         import natten.functional
 
         swapped = natten.functional.na2d
@@ -182,7 +184,7 @@ def find_attention_layer(model: nn.Module, *inputs: Any, method: str = "lowres")
 
         watched._weftlib_original = swapped  # type: ignore[attr-defined]
         try:
-            with attention.rebound_na2d(watched), torch.no_grad():
+            with rebound_na2d(watched), torch.no_grad():
                 model(*inputs)
         finally:
             for h in handles:

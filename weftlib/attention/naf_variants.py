@@ -28,7 +28,7 @@ from weftlib.onnx_core import origins
 
 from . import naf
 from . import naf_rewrites as rewrites
-from . import neighborhood as attention
+from .swap import swap_natten
 
 UPSAMPLER = "upsampler"
 LAYER = "attention layer"
@@ -106,7 +106,7 @@ def prepare(model: nn.Module, output_size: tuple[int, int], image: torch.Tensor,
     in one forward pass with natten swapped for 'lowres' (exact for NAF's call, and cheap)."""
     fixed = naf.FixedSize(model, tuple(output_size)).eval()
     layer = naf.find_attention_layer(fixed, image, features)
-    with attention.swap_natten("lowres"):
+    with swap_natten("lowres"):
         sizes = rewrites.module_inputs(fixed, (image, features), rewrites.is_rope)
     return Prepared(fixed, image, features, layer, sizes)
 
@@ -132,7 +132,7 @@ def _max_diff(a: torch.Tensor, b: torch.Tensor) -> float:
 
 
 def _run(module: nn.Module, args: Sequence[torch.Tensor], method: str) -> torch.Tensor:
-    with attention.swap_natten(method), torch.no_grad():
+    with swap_natten(method), torch.no_grad():
         return module(*args)
 
 
@@ -305,7 +305,7 @@ def _export_one(
     module = build(changes).eval()
     ran = _run(module, args, method)
     vs = _max_diff(ran, references[_reference_key(graph, reference, args)])
-    with attention.swap_natten(method):
+    with swap_natten(method):
         report = onnx_export.export(
             module,
             tuple(args),

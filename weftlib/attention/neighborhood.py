@@ -1,9 +1,9 @@
-"""natten's 2-D neighborhood attention, reformulated exactly in plain, exportable torch.
+"""natten's 2-D neighborhood attention, reformulated exactly in plain, exportable torch: the one entry.
 
 ONNX has no neighborhood-attention operator and natten has no ONNX export, so `na2d` re-expresses
 `natten.functional.na2d` (stride 1, not causal) in several ways selectable by `method`, each using only
-static-shape ops with constant indices (see `weftlib.attention.formulations`). `natten_reference` runs real natten for
-the equality proof, and `swap_natten` routes an unmodified model's natten calls to a formulation.
+static-shape ops with constant indices (see `weftlib.attention.formulations`). Real natten, the reference
+it is proven against, is in `reference`; routing an unmodified model's natten calls here is in `swap`.
 
 Argument checks mirror natten's own refusals (same exception types, the argument named) and are kept
 apart from the compute; where natten refuses, so does `na2d`.
@@ -11,18 +11,10 @@ apart from the compute; where natten refuses, so does `na2d`.
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import math
-import sys
 from collections.abc import Sequence
 from typing import Any
-from collections.abc import Iterator
 
-import torch
 from torch import Tensor, nn
-
-from weftlib.onnx_core.tracing import is_tracing
 
 from . import formulations
 from .formulations import Pair
@@ -200,179 +192,3 @@ def upsample_nearest(x: Tensor, factor: int | Sequence[int]) -> Tensor:
     ratio): the full-resolution k/v natten sees in NAF, to check 'lowres' against `natten_reference`."""
     fh, fw = _pair(factor, "factor", 1)
     return x.repeat_interleave(fh, dim=1).repeat_interleave(fw, dim=2)
-
-
-# ------------------------------------------------------------------------------------------- reference
-
-
-def _real_natten_na2d() -> Any:
-    """natten.functional.na2d as installed, even inside `swap_natten` (the swap keeps the original)."""
-    import natten.functional
-
-    fn = natten.functional.na2d
-    while hasattr(fn, "_weftlib_original"):
-        fn = fn._weftlib_original
-    return fn
-
-
-def _pad_last(x: Tensor, size: int) -> Tensor:
-    return x if x.shape[-1] == size else torch.nn.functional.pad(x, (0, size - x.shape[-1]))
-
-
-def natten_reference(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    kernel_size: int | Sequence[int],
-    dilation: int | Sequence[int] = 1,
-    scale: float | None = None,
-) -> Tensor:
-    """Real natten (its Flex backend on CPU) for any q/k and v head dims, by exact rewrites.
-
-    Flex needs equal q/k/v head dims that are powers of two in [8, 512]. Zero-padding q and k to such a dim
-    leaves every dot product unchanged (the scale is passed explicitly), and v is zero-padded and cut into
-    chunks of that dim, stacked along the batch: attention weights do not depend on v, so each chunk's
-    output is the matching slice of the full output.
-    """
-    _check_args(q, k, v, kernel_size, dilation, "shift", scale)
-    d = q.shape[-1]
-    dp = 1 << max(3, math.ceil(math.log2(d)))
-    if dp > 512:
-        raise ValueError(f"natten's Flex backend takes head dims up to 512, got query head dim {d}.")
-    scale_ = float(scale or d**-0.5)
-    dv = v.shape[-1]
-    chunks = -(-dv // dp)
-    qp, kp = _pad_last(q, dp), _pad_last(k, dp)
-    vp = _pad_last(v, chunks * dp)
-    b, h, w, heads_kv, _ = v.shape
-    v_stack = (
-        vp.reshape(b, h, w, heads_kv, chunks, dp).permute(4, 0, 1, 2, 3, 5).reshape(chunks * b, h, w, heads_kv, dp)
-    )
-    q_stack, k_stack = (t.repeat(chunks, 1, 1, 1, 1) for t in (qp, kp))
-    out = _real_natten_na2d()(q_stack, k_stack, v_stack, kernel_size=kernel_size, dilation=dilation, scale=scale_)
-    out = out.reshape(chunks, b, h, w, q.shape[3], dp).permute(1, 2, 3, 4, 0, 5)
-    return out.reshape(b, h, w, q.shape[3], chunks * dp)[..., :dv]
-
-
-# ------------------------------------------------------------------------------------------------ swap
-
-
-def _check_swap_extras(stride: Any, is_causal: Any, additional_keys: Any, return_lse: Any) -> None:
-    """What natten's na2d can do and these formulations do not: refused, never silently ignored."""
-    if stride is not None and _pair(stride, "stride", 1) != (1, 1):
-        raise ValueError(f"swap_natten: `stride` must be 1 (the formulations are stride-1 only), got {stride!r}.")
-    causal = is_causal if isinstance(is_causal, Sequence) else (is_causal,)
-    if any(c is not None and c is not False for c in causal):
-        raise ValueError(
-            f"swap_natten: `is_causal` must be False (the formulations are not causal), got {is_causal!r}."
-        )
-    if additional_keys is not None:
-        raise ValueError("swap_natten: `additional_keys`/`additional_values` are not supported.")
-    if return_lse:
-        raise ValueError("swap_natten: `return_lse=True` is not supported (the formulations return the output only).")
-
-
-def lowres_from_full(x: Tensor, dilation: int | Sequence[int], *, verify: bool = True) -> Tensor:
-    """The low-res grid of a nearest-upsampled k/v: every `dilation`-th token (strided Slice).
-
-    With `verify` (skipped while tracing), refuse when `x` is not exactly the nearest upsampling of that
-    grid, because then 'lowres' would not equal natten.
-    """
-    dh, dw = _pair(dilation, "dilation", 1)
-    if x.shape[1] % dh or x.shape[2] % dw:
-        raise ValueError(
-            f"method='lowres' needs the k/v grid {tuple(x.shape[1:3])} to be a multiple of `dilation` {(dh, dw)}."
-        )
-    low = x[:, ::dh, ::dw]
-    if verify and not is_tracing(x) and not torch.equal(upsample_nearest(low, (dh, dw)), x):
-        raise ValueError(
-            "method='lowres' needs k and v to be nearest-upsampled by `dilation` (constant on each "
-            "dilation x dilation cell); these are not, so 'lowres' would differ from natten."
-        )
-    return low
-
-
-def _swapped_na2d(method: str, original: Any) -> Any:
-    """A drop-in for natten's na2d signature that routes to `na2d(..., method=method)`."""
-
-    def na2d_swapped(
-        query: Tensor,
-        key: Tensor,
-        value: Tensor,
-        kernel_size: Any,
-        stride: Any = 1,
-        dilation: Any = 1,
-        is_causal: Any = False,
-        scale: float | None = None,
-        additional_keys: Tensor | None = None,
-        additional_values: Tensor | None = None,
-        attention_kwargs: dict | None = None,
-        backend: str | None = None,
-        q_tile_shape: Any = None,
-        kv_tile_shape: Any = None,
-        backward_q_tile_shape: Any = None,
-        backward_kv_tile_shape: Any = None,
-        backward_kv_splits: Any = None,
-        backward_use_pt_reduction: bool = False,
-        run_persistent_kernel: bool = True,
-        kernel_schedule: Any = None,
-        torch_compile: bool = False,
-        return_lse: bool = False,
-    ) -> Tensor:
-        _check_swap_extras(
-            stride, is_causal, additional_keys if additional_keys is not None else additional_values, return_lse
-        )
-        if method == "lowres":
-            key, value = (lowres_from_full(t, dilation if dilation is not None else 1) for t in (key, value))
-        return na2d(query, key, value, kernel_size, dilation, method=method, scale=scale)
-
-    functools.update_wrapper(na2d_swapped, original, assigned=("__name__", "__qualname__", "__doc__"))
-    na2d_swapped._weftlib_original = original  # type: ignore[attr-defined]
-    na2d_swapped._weftlib_method = method  # type: ignore[attr-defined]
-    return na2d_swapped
-
-
-def _holders(target: Any) -> list[tuple[Any, str]]:
-    """Every (module, attribute) in sys.modules bound to `target`, e.g. after `from natten import na2d`."""
-    found: list[tuple[Any, str]] = []
-    for module in list(sys.modules.values()):
-        try:
-            names = [name for name, value in vars(module).items() if value is target]
-        except TypeError:  # objects without a __dict__ that sit in sys.modules
-            continue
-        found.extend((module, name) for name in names)
-    return found
-
-
-@contextlib.contextmanager
-def swap_natten(method: str = "shift") -> Iterator[None]:
-    """Inside the block, every call to natten's `na2d` runs `na2d(..., method=method)` instead.
-
-    Rebinds natten.na2d, natten.functional.na2d and every module attribute that holds the same function
-    (modules that did `from natten import na2d` before the swap, natten.modules included); all are
-    restored on exit, also on error. natten's performance knobs (backend, tile shapes, torch_compile) are
-    accepted and ignored; stride != 1, causal masks, additional keys and return_lse are refused.
-    """
-    _check_method(method)
-    import natten.functional
-
-    original = natten.functional.na2d
-    with rebound_na2d(_swapped_na2d(method, original)):
-        yield
-
-
-@contextlib.contextmanager
-def rebound_na2d(replacement: Any) -> Iterator[None]:
-    """Every module attribute holding natten's na2d as it stands now (natten.na2d, natten.functional.na2d,
-    a model file's `from natten import na2d`) rebound to `replacement`; restored on exit, also on error."""
-    import natten.functional
-
-    current = natten.functional.na2d
-    holders = _holders(current)
-    try:
-        for module, name in holders:
-            setattr(module, name, replacement)
-        yield
-    finally:
-        for module, name in holders:
-            setattr(module, name, current)
