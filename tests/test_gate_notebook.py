@@ -15,7 +15,10 @@ import pytest
 from tests.test_gate_device import dit_inputs
 from tests.test_gate_graphs import attention, save, topk_head
 from tests.test_gate_probes import install_dfc
+from weftlib.console import HEADLESS_ENV
 from weftlib.suite import params, runner
+from weftlib.suite.kernel import ensure_kernel
+from weftlib.suite.runfolder import NotebookResult
 from weftlib.gate import run_dfc
 from weftlib.suite.record import load_metrics
 
@@ -39,10 +42,10 @@ def fake_run(root: Path) -> Path:
     return run
 
 
-def execute(run: Path, **parameters) -> runner.NotebookResult:
-    runner.ensure_kernel()
+def execute(run: Path, **parameters) -> NotebookResult:
+    ensure_kernel()
     plan = params.NotebookPlan("05_gate_pairing", NB, parameters)
-    with mock.patch.dict(os.environ, {runner.HEADLESS_ENV: "1"}):
+    with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):
         return runner.execute_one(plan, run, 600, False)
 
 
