@@ -10,8 +10,9 @@ import torch
 
 from weftlib import attention, sparse
 from weftlib.attention import device_layout as attention_layout
-from weftlib.sparse import device_layout as sparse_layout, voxels
 from weftlib.gate import device_gate, load_device_ops
+from weftlib.sparse import device_layout as sparse_layout
+from weftlib.sparse import voxels
 
 
 @pytest.fixture(scope="module")

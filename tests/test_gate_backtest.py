@@ -14,8 +14,8 @@ import pytest
 import yaml
 
 from weftlib.gate import load_device_ops, parse_device_ops
-from weftlib.gate import record_backtest as B
 from weftlib.gate import public_record as P
+from weftlib.gate import record_backtest as B
 from weftlib.gate.allowlist import DEFAULT_PATH
 from weftlib.gate.proving import run_once
 

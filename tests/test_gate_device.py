@@ -203,8 +203,8 @@ def test_numeric_check_beside_the_file_decides_too(tmp_path):
 
     import torch
 
-    from weftlib.onnx_core import export as onnx_export
     from weftlib.gate import device_gate
+    from weftlib.onnx_core import export as onnx_export
 
     rep = onnx_export.export(
         torch.nn.Conv2d(4, 3, 1),

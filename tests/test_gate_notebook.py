@@ -16,11 +16,11 @@ from tests.test_gate_device import dit_inputs
 from tests.test_gate_graphs import attention, save, topk_head
 from tests.test_gate_probes import install_dfc
 from weftlib.console import HEADLESS_ENV
+from weftlib.gate import run_dfc
 from weftlib.suite import params, runner
 from weftlib.suite.kernel import ensure_kernel
-from weftlib.suite.runfolder import NotebookResult
-from weftlib.gate import run_dfc
 from weftlib.suite.record import load_metrics
+from weftlib.suite.runfolder import NotebookResult
 
 pytestmark = pytest.mark.notebook
 NB = params.NOTEBOOK_DIR / "05_gate_pairing.ipynb"

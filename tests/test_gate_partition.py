@@ -12,8 +12,8 @@ import pytest
 
 from weftlib.gate import load_device_ops
 from weftlib.gate.__main__ import main
-from weftlib.gate.graphs import Builder
 from weftlib.gate.cut_proof import prove, random_feeds, run_chain
+from weftlib.gate.graphs import Builder
 from weftlib.gate.partition import PartitionError, partition
 from weftlib.gate.segments import DEVICE, HOST
 
@@ -203,9 +203,10 @@ def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(o
 
 
 def test_the_picture_and_the_node_data_cover_every_node(ops, tmp_path):
-    from weftlib.gate.predict import predict
     from matplotlib.colors import to_rgb
+
     from weftlib.gate.cut_plots import SIDE_COLOURS, node_data, node_sides, plot_partition
+    from weftlib.gate.predict import predict
     from weftlib.onnx_core.walk import index_model
 
     model = chain("pic", ["conv", "hardswish", "conv", "sin", "conv"])

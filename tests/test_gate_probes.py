@@ -17,9 +17,9 @@ from tests.test_gate_graphs import attention, save
 from tests.test_gate_runner import ParsingWithRecommendationException
 from weftlib.gate import load_device_ops, run_dfc
 from weftlib.gate.__main__ import main
-from weftlib.gate.dfc_runner import image, target
 from weftlib.gate.allowlist import DEFAULT_PATH, parse_device_ops
 from weftlib.gate.dfc_pack import MANIFEST, SCRIPT, read_pack, write_dfc_pack
+from weftlib.gate.dfc_runner import image, target
 from weftlib.gate.probe_evidence import evidence_diff
 from weftlib.gate.probe_graphs import OP_PROBES, op_probe
 from weftlib.gate.probes import to_probe, write_probes

@@ -10,9 +10,8 @@ import pytest
 import torch
 from onnx import TensorProto, helper, numpy_helper
 
-from weftlib.onnx_core import compare
+from weftlib.onnx_core import compare, inventory
 from weftlib.onnx_core import export as onnx_export
-from weftlib.onnx_core import inventory
 
 
 class ShapeHeavy(torch.nn.Module):

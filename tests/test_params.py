@@ -6,8 +6,8 @@ import time
 import pytest
 import yaml
 
-from weftlib.suite import params
 from weftlib.__main__ import main
+from weftlib.suite import params
 
 
 def plan(tiny_suite, text):

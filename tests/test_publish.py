@@ -13,8 +13,8 @@ import pytest
 from markdown_it import MarkdownIt
 
 from tests.conftest import write_notebook
-from weftlib.suite import params, runner
 from weftlib.__main__ import main
+from weftlib.suite import params, runner
 from weftlib.suite.publish import PublishError, looks_like_path, publish_rfd
 
 ANSWER = """rec = record.Recorder("10_answer", run_dir)

@@ -6,8 +6,8 @@ from __future__ import annotations
 import nbformat
 
 from tests.conftest import write_notebook
-from weftlib.suite import answers, index_page, notebook_html, pages, publish, record
 from weftlib.formatting import NO_COMMIT
+from weftlib.suite import answers, index_page, notebook_html, pages, publish, record
 from weftlib.suite.runfolder import NotebookResult, RunSummary
 
 ENV = {

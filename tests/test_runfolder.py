@@ -4,13 +4,13 @@ still read, and a foreign file is refused in one line."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 import pytest
 
 from tests.conftest import write_notebook
-from weftlib.suite import index_page, params, record
 from weftlib.formatting import NO_COMMIT
+from weftlib.suite import index_page, params, record
 from weftlib.suite.runfolder import (
     NotebookResult,
     RunSummary,

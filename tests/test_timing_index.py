@@ -4,7 +4,7 @@ durations."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 
 from tests.conftest import write_notebook
 from weftlib.suite import index_page, params, publish, record

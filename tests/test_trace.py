@@ -13,8 +13,8 @@ import pytest
 import torch
 
 from weftlib import trace
-from weftlib.trace import cost as trace_cost
 from weftlib.trace import calls
+from weftlib.trace import cost as trace_cost
 
 CORE = """\
 def outer(x):

@@ -14,8 +14,8 @@ from __future__ import annotations
 import os
 import sys
 import traceback
-from typing import Any, TypeVar
 from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")

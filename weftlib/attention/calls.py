@@ -15,8 +15,8 @@ from weftlib.onnx_core import compare, runtime
 from weftlib.onnx_core import export as onnx_export
 
 from . import neighborhood as attention
-from .reference import natten_reference
 from .geometry import Geometry, method_args
+from .reference import natten_reference
 
 
 def torch_call(geom: Geometry, method: str, inputs: dict[str, torch.Tensor]) -> Callable[[], torch.Tensor]:

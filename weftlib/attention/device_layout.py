@@ -11,8 +11,8 @@ never splits the heads; `NA2dImage` stays as the layout the record refuses (the 
 from __future__ import annotations
 
 import os
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import torch
 from torch import Tensor, nn

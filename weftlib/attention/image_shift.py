@@ -27,10 +27,10 @@ underflow to 0 when the heads' scores lie far apart.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterator, Sequence
 
 import numpy as np
 import torch

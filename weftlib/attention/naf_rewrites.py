@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import contextlib
 import copy
-from typing import Any
 from collections.abc import Callable, Iterator, Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -12,19 +12,18 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Sequence
 
 import torch
 from torch import nn
 
 from weftlib import console
-from weftlib.workers import map_forked
-from weftlib.onnx_core import compare
+from weftlib.onnx_core import compare, origins
 from weftlib.onnx_core import export as onnx_export
-from weftlib.onnx_core import origins
+from weftlib.workers import map_forked
 
 from . import naf
 from . import naf_rewrites as rewrites

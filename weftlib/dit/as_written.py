@@ -5,9 +5,9 @@ kept as data (its first error line, of the innermost cause), never raised.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-from collections.abc import Sequence
 
 from torch import nn
 

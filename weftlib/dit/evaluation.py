@@ -5,10 +5,10 @@ building the variants (`variants`) so that one call answers "what does each grap
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 import torch
 

@@ -14,8 +14,8 @@ goes through the host timestep, and the output leaves as tokens [B, R^3, C_out].
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 import torch
 import torch.nn.functional as F

@@ -21,11 +21,11 @@ import io
 import json
 import math
 import sys
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
 from typing import Any
-from collections.abc import Callable, Sequence
 
 import torch
 from torch import nn

@@ -7,9 +7,9 @@ backend switch. ONNX has no complex type, so the model's complex RoPE product ca
 from __future__ import annotations
 
 import contextlib
-from unittest import mock
-from typing import Any
 from collections.abc import Iterator, Sequence
+from typing import Any
+from unittest import mock
 
 import torch
 from torch import nn

@@ -32,8 +32,8 @@ that cannot fail is caught.
 from __future__ import annotations
 
 import contextlib
-from functools import lru_cache
 from collections.abc import Callable, Iterator
+from functools import lru_cache
 
 import numpy as np
 import torch

@@ -4,8 +4,8 @@ building, exporting and evaluating the variants (`variants`, `evaluation`) so th
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, TypedDict
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from .evaluation import VariantResult
 from .graph_reading import head_splits, op_origins

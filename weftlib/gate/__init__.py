@@ -9,17 +9,17 @@ one DFC session into evidence for `params/device_ops.yaml`.
 
 from .allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
 from .device import EXIT_CODES, GateResult, OpUse, device_gate
-from .predict import Finding, Prediction, predict
 from .dfc_log import DfcError, DfcResult, load_dfc_result, read_dfc_log
+from .dfc_pack import DfcPack, write_dfc_pack
+from .dfc_results import collect_dfc
 from .dfc_runner import DfcUnavailable, check_arch, cli_docker_command, dfc_available, docker_command, run_dfc
 from .evidence import contradictions, evidence_table, unjudged
+from .explain import blocking, prediction_rows, prediction_sentence, reasons
 from .pairing import PAIR_VERDICTS, Edit, Pairing, pair
-from .dfc_pack import DfcPack, write_dfc_pack
+from .predict import Finding, Prediction, predict
 from .probe_evidence import evidence_diff
 from .probes import ProbePack, write_probes
 from .record_backtest import backtest, held
-from .dfc_results import collect_dfc
-from .explain import blocking, prediction_rows, prediction_sentence, reasons
 from .run_graphs import find_models, missing_outputs, notebook_folders
 from .summary import (
     backtest_counts,

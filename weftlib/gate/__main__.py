@@ -21,8 +21,8 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from . import (
     EXIT_CODES,

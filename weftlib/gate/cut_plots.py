@@ -4,7 +4,6 @@ there), the segments and the tensors handed across, and the same colours as grap
 
 from __future__ import annotations
 
-
 SIDE_COLOURS = {"device": "#4caf50", "host (refused)": "#e53935", "host (unjudged)": "#ffb300", "host": "#9e9e9e"}
 
 

@@ -10,17 +10,17 @@ any operator, or an inconclusive one, moves nothing and leaves the segment unjud
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING
 
 import onnx
 
 from ..onnx_core.walk import index_model
 from .allowlist import DeviceOps
-from .dfc_log import DfcResult, failure_cause
 from .cut_proof import prove
+from .dfc_log import DfcResult, failure_cause
 from .partition import partition
 from .segments import Partition
 

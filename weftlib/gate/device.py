@@ -11,9 +11,9 @@ from __future__ import annotations
 import json
 import os
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from collections.abc import Iterable
 
 from ..onnx_core.walk import STANDARD_DOMAINS, Graph, graph_inputs, read_graph
 from .allowlist import DeviceOps, DeviceOpsError

@@ -12,10 +12,10 @@ import json
 import os
 import shlex
 import shutil
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
-from collections.abc import Iterable, Sequence
 
 from .dfc_log import DfcResult, load_dfc_result
 from .dfc_runner import check_arch, default_arch, image

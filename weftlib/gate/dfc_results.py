@@ -4,9 +4,9 @@ from the parser when it is installed here, else none, saying which.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from pathlib import Path
-import os
 
 from .dfc_log import DfcResult, load_dfc_result
 from .dfc_runner import dfc_available, run_dfc

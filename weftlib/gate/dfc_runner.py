@@ -11,11 +11,11 @@ from __future__ import annotations
 import importlib
 import os
 import shlex
+from collections.abc import Sequence
 from dataclasses import replace
 from functools import lru_cache
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Sequence
 
 from .dfc_log import DfcError, DfcResult, read_dfc_log
 

@@ -8,8 +8,8 @@ refusals when they are not (weftspun/rf-detr-cpp scripts/gen_op_tests.py).
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import onnx

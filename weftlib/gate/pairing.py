@@ -25,9 +25,9 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+from ..onnx_core.walk import read_graph
 from .device import GateResult
 from .dfc_log import DfcResult, failure_cause
-from ..onnx_core.walk import read_graph
 
 HELD = "allowlist held"
 TOO_GENEROUS = "DEVICE_OPS too generous"

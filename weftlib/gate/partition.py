@@ -26,9 +26,9 @@ import onnx
 
 from ..onnx_core.walk import Graph, graph_inputs, index_model
 from .allowlist import DeviceOps
-from .predict import Prediction, predict
 from .coverage import coverage, largest_layer, static_dims
 from .cut_proof import prove
+from .predict import Prediction, predict
 from .segments import DEVICE, HOST, TOLERANCE, Partition, Segment
 from .standing import PARSE
 

@@ -10,9 +10,9 @@ import difflib
 import io
 import json
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 from ..onnx_core.walk import read_graph
 from .allowlist import DEFAULT_PATH, load_device_ops

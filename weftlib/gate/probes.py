@@ -9,9 +9,9 @@ DFC (`dfc_pack`); `evidence_diff` (`probe_evidence`) turns the DFC's results on 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from collections.abc import Iterable
 
 import onnx
 

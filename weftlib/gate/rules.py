@@ -12,8 +12,8 @@ prediction has worked out so far.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import SupportsInt
 
 import numpy as np

@@ -7,9 +7,9 @@ input axis onto several output axes is a split, the reverse a merge, one onto on
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from math import prod
-from collections.abc import Sequence
 
 Shape = tuple[int, ...]
 

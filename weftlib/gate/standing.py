@@ -15,9 +15,9 @@ retracted it, is shown and not weighed.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
-from collections.abc import Iterable
 
 from .allowlist import OBSERVED, Evidence
 

@@ -8,9 +8,9 @@ DFC's results are collected in `dfc_results`, the words for a graph's prediction
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Sequence
 
 from .allowlist import DeviceOps
 from .device import GateResult, device_gate
@@ -30,9 +30,8 @@ STATUS_COLOURS = {"parse": "#4caf50", "unjudged": "#ffb300", "refused": "#e53935
 
 def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
     """The device gate over each model (a progress bar when someone is watching)."""
-    from ..console import progress as tqdm
-
     from ..console import headless
+    from ..console import progress as tqdm
 
     return {m: device_gate(m, ops) for m in tqdm(models, desc="device gate", disable=headless() or len(models) < 4)}
 

@@ -4,8 +4,8 @@ Free of torch, so the gate can use it; a CPU tensor is read as the array it hold
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 import numpy as np
 

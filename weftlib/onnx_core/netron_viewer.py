@@ -15,7 +15,7 @@ import os
 import re
 import shutil
 import uuid
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 
 import jinja2

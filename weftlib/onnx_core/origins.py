@@ -11,8 +11,8 @@ from __future__ import annotations
 import ast
 import os
 import re
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 import onnx
 

@@ -44,6 +44,7 @@ def time_methods(
     'auto' and 'compact' are handed the rulebook (column `given`), built once before the sweep; its build
     time is `df.attrs["rulebook_seconds"]` (median of `repeats`), paid once per voxel set, not per layer."""
     import pandas as pd
+
     from weftlib.console import progress as tqdm
 
     methods = list(methods)

@@ -165,6 +165,7 @@ def measure_table(
 ) -> pd.DataFrame:
     """Model versus measured peak for each (shape, res, method) case, one fresh process per case."""
     import pandas as pd
+
     from weftlib.console import progress as tqdm
 
     cases = list(cases)

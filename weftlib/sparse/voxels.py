@@ -16,14 +16,14 @@ deterministic and `kernel_map` can search them directly.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
-from collections.abc import Callable
 
 import numpy as np
 import torch
-import itertools
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -323,6 +323,7 @@ def fit_exponent(res: list[int] | np.ndarray, counts: list[int] | np.ndarray) ->
 def count_table(shapes: list[str], resolutions: list[int], progress: bool = True) -> pd.DataFrame:
     """N(res) per shape with the occupied fraction of the grid (the sets stay built for later cells, `voxel_set`)."""
     import pandas as pd
+
     from weftlib.console import progress as tqdm
 
     for shape in shapes:

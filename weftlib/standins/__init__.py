@@ -16,9 +16,9 @@ from __future__ import annotations
 import contextlib
 import importlib
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
-from collections.abc import Iterator
 
 STANDINS_DIR = Path(__file__).resolve().parent
 NAF_HUB_DIR = STANDINS_DIR / "naf_hub"

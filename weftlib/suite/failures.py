@@ -8,7 +8,6 @@ import re
 from pathlib import Path
 from typing import Any
 
-
 _ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")
 
 

@@ -12,8 +12,8 @@ import contextlib
 import fcntl
 import os
 import tempfile
-from pathlib import Path
 from collections.abc import Iterator
+from pathlib import Path
 
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: the mode a plain `open(..., "w")` would have given the file

@@ -4,7 +4,7 @@ then each notebook's status, duration, timing quality, parameters and figures, a
 
 from __future__ import annotations
 
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 

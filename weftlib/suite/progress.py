@@ -8,9 +8,9 @@ executed notebooks' metadata (`cell_durations`) and travel to the next run in it
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Callable, Sequence
 
 from ..formatting import format_duration as _duration
 from .runfolder import SUMMARY_FILE, NotebookResult, SummaryError, read_summary

@@ -10,9 +10,9 @@ import importlib.metadata
 import os
 import platform
 import subprocess
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from collections.abc import Sequence
 
 from ..formatting import NO_COMMIT, commit_text
 from ..paths import REPO_ROOT

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
 from ..formatting import format_value
 from .answers import OVERVIEW_ROLE, question_of

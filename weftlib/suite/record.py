@@ -11,13 +11,13 @@ import dataclasses
 import json
 import math
 import os
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
 
+from ..formatting import format_value
 from ..paths import SCRATCH
 from ..workers import map_forked
-from ..formatting import format_value
 from .files import write_atomic
 
 

@@ -16,7 +16,7 @@ import json
 import os
 import socket
 from dataclasses import dataclass, field
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, Unpack, get_args
 

@@ -15,26 +15,26 @@ import signal
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, UTC
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Unpack
-from collections.abc import Callable
 from unittest import mock
 
-from . import params as params_mod
-from .appendix import check_target, publish_appendix
-from .index_page import write_index
-from .notebook_html import render_html
 from ..console import HEADLESS_ENV
 from ..measure import ALLOCATOR_ENV
 from ..paths import REPO_ROOT
+from . import params as params_mod
+from .appendix import check_target, publish_appendix
+from .failures import error_of, interruption, running_cell
+from .index_page import write_index
+from .kernel import KERNEL_NAME, ensure_kernel, ipc_kernel_manager
+from .notebook_html import render_html
+from .progress import Progress, cell_durations, last_durations, long_steps, watched_engine
 from .provenance import describe_code, outside_code
 from .record import headlines, load_metrics
-from .progress import Progress, cell_durations, last_durations, long_steps, watched_engine
 from .runfolder import NotebookResult, RunResult, StateDetail, write_state
-from .failures import error_of, interruption, running_cell
-from .kernel import KERNEL_NAME, ensure_kernel, ipc_kernel_manager
 
 RUNS_DIR = REPO_ROOT / "outputs" / "runs"
 APPENDIX_DIR = REPO_ROOT / "outputs" / "appendix"

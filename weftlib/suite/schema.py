@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import ast
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
-from collections.abc import Callable
 
 from pydantic import AfterValidator, ConfigDict, Field, TypeAdapter, ValidationError
 

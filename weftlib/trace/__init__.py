@@ -9,21 +9,21 @@
   be switched off (its weights' shapes); `findings`: the config rows and the answer notebook 01 shows.
 """
 
-from .scan import ScanHit, normalize, requirement_name, static_scan, find_assignments, declared_dependencies
+from .backends import Verdict, verdicts
 from .calls import (
-    Frame,
     CallChain,
-    TensorSpec,
-    TargetEntry,
-    ImportEvent,
     CallTrace,
+    Frame,
+    ImportEvent,
+    TargetEntry,
+    TensorSpec,
     trace_calls,
 )
 from .cost import tracing_cost, tracing_overhead
 from .dependencies import AuditRow, audit
-from .backends import Verdict, verdicts
 from .drawing import chain_tree, draw_chains, plot_call_chains
 from .findings import config_rows, natten_answer
+from .scan import ScanHit, declared_dependencies, find_assignments, normalize, requirement_name, static_scan
 
 __all__ = [
     "AuditRow",

@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from types import FrameType, TracebackType
 from typing import Any, Literal
 
-
 ProfileEvent = Literal["call", "return", "c_call", "c_return", "c_exception"]  # what sys.setprofile reports
 
 MAX_ENTRIES = 64

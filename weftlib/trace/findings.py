@@ -3,8 +3,8 @@ the `proj_channels` rule gives each) and the answer sentence, so the notebook on
 
 from __future__ import annotations
 
-from typing import Any
 from collections.abc import Mapping
+from typing import Any
 
 from .checkpoint import FlagResult
 

@@ -18,7 +18,6 @@ from typing import Any
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-
 SKIP_DIRS = {".git", "__pycache__", ".venv", "venv", "node_modules", ".tox", "build", "dist", ".ipynb_checkpoints"}
 MAX_FILE_BYTES = 2_000_000
 REQUIREMENT_FILE = re.compile(r"(requirements|constraints)[^/]*\.(txt|in)$", re.IGNORECASE)
