@@ -95,8 +95,8 @@ def _check(
         )
     if k.shape[2:] != v.shape[2:]:
         raise ValueError(f"key and value must share a grid, got {tuple(k.shape[2:])} and {tuple(v.shape[2:])}.")
-    kernel = attention._pair(kernel_size, "kernel_size", 2)
-    dil = attention._pair(dilation, "dilation", 1)
+    kernel = attention.as_pair(kernel_size, "kernel_size", 2)
+    dil = attention.as_pair(dilation, "dilation", 1)
     attention._check_scale(scale)
     size, grid = tuple(q.shape[2:]), tuple(k.shape[2:])
     if any(kk * d > s for kk, d, s in zip(kernel, dil, size)):
@@ -222,8 +222,8 @@ class NA2dImageShift(nn.Module):
         offsets: Sequence[int] | None = None,
     ) -> None:
         super().__init__()
-        attention._pair(kernel_size, "kernel_size", 2)
-        attention._pair(dilation, "dilation", 1)
+        attention.as_pair(kernel_size, "kernel_size", 2)
+        attention.as_pair(dilation, "dilation", 1)
         attention._check_scale(scale)
         if isinstance(heads, bool) or not isinstance(heads, int) or heads < 1:
             raise ValueError(f"heads: expected a positive int, got {heads!r}")

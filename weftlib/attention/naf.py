@@ -131,11 +131,11 @@ class AttentionLayer:
 
     @property
     def kernel_size(self) -> tuple[int, int]:
-        return attention._pair(self.call["kernel_size"], "kernel_size", 2)
+        return attention.as_pair(self.call["kernel_size"], "kernel_size", 2)
 
     @property
     def dilation(self) -> tuple[int, int]:
-        return attention._pair(self.call.get("dilation", 1), "dilation", 1)
+        return attention.as_pair(self.call.get("dilation", 1), "dilation", 1)
 
     @property
     def heads(self) -> int:

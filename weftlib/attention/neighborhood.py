@@ -25,7 +25,7 @@ METHODS = ("masked", "gather", "matmul", "shift", "lowres")
 # ---------------------------------------------------------------------------------------------- checks
 
 
-def _pair(value: Any, name: str, minimum: int) -> Pair:
+def as_pair(value: Any, name: str, minimum: int) -> Pair:
     """natten's int-or-per-axis rule: an int >= minimum, or a sequence of two such ints."""
     if value is None and name == "dilation":
         return (1, 1)
@@ -44,7 +44,7 @@ def _pair(value: Any, name: str, minimum: int) -> Pair:
     )
 
 
-def _check_method(method: Any) -> str:
+def check_method(method: Any) -> str:
     if method not in METHODS:
         raise ValueError(f"Invalid value for `method`; expected one of {METHODS}, got {method!r}.")
     return method
@@ -117,14 +117,14 @@ def _check_scale(scale: Any) -> None:
         raise ValueError(f"Invalid value for `scale`; expected a number or None, got {scale!r}.")
 
 
-def _check_args(
+def check_args(
     q: Any, k: Any, v: Any, kernel_size: Any, dilation: Any, method: Any, scale: Any
 ) -> tuple[Pair, Pair, float]:
     """Every refusal before any compute; returns normalised (kernel, dilation, scale)."""
-    _check_method(method)
+    check_method(method)
     _check_tensors(q, k, v, method)
-    kernel = _pair(kernel_size, "kernel_size", 2)
-    dil = _pair(dilation, "dilation", 1)
+    kernel = as_pair(kernel_size, "kernel_size", 2)
+    dil = as_pair(dilation, "dilation", 1)
     _check_scale(scale)
     _check_sizes(q, k, kernel, dil, method)
     # natten: `scale or head_dim ** -0.5` (a zero scale also means the default)
@@ -158,7 +158,7 @@ def na2d(
     q `[B, H, W, heads, D]`, k likewise (`[B, h, w, heads_kv, D]` for 'lowres', with `H = h * dilation`),
     v likewise with its own head dim. Returns `[B, H, W, heads, Dv]`. Default scale `D ** -0.5`.
     """
-    kernel, dil, scale_ = _check_args(q, k, v, kernel_size, dilation, method, scale)
+    kernel, dil, scale_ = check_args(q, k, v, kernel_size, dilation, method, scale)
     heads = q.shape[3]
     return formulations.FORMULATIONS[method](q, _expand_heads(k, heads), _expand_heads(v, heads), kernel, dil, scale_)
 
@@ -174,9 +174,9 @@ class NA2d(nn.Module):
         scale: float | None = None,
     ) -> None:
         super().__init__()
-        _pair(kernel_size, "kernel_size", 2)
-        _pair(dilation, "dilation", 1)
-        _check_method(method)
+        as_pair(kernel_size, "kernel_size", 2)
+        as_pair(dilation, "dilation", 1)
+        check_method(method)
         _check_scale(scale)
         self.kernel_size, self.dilation, self.method, self.scale = kernel_size, dilation, method, scale
 
@@ -190,5 +190,5 @@ class NA2d(nn.Module):
 def upsample_nearest(x: Tensor, factor: int | Sequence[int]) -> Tensor:
     """`[B, h, w, heads, D]` -> `[B, h*fh, w*fw, heads, D]`, nearest (what F.interpolate does for an integer
     ratio): the full-resolution k/v natten sees in NAF, to check 'lowres' against `natten_reference`."""
-    fh, fw = _pair(factor, "factor", 1)
+    fh, fw = as_pair(factor, "factor", 1)
     return x.repeat_interleave(fh, dim=1).repeat_interleave(fw, dim=2)

@@ -15,7 +15,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from .neighborhood import _check_args
+from .neighborhood import check_args
 
 
 def _real_natten_na2d() -> Any:
@@ -47,7 +47,7 @@ def natten_reference(
     chunks of that dim, stacked along the batch: attention weights do not depend on v, so each chunk's
     output is the matching slice of the full output.
     """
-    _check_args(q, k, v, kernel_size, dilation, "shift", scale)
+    check_args(q, k, v, kernel_size, dilation, "shift", scale)
     d = q.shape[-1]
     dp = 1 << max(3, math.ceil(math.log2(d)))
     if dp > 512:

@@ -21,12 +21,12 @@ from torch import Tensor
 
 from weftlib.onnx_core.tracing import is_tracing
 
-from .neighborhood import _check_method, _pair, na2d, upsample_nearest
+from .neighborhood import as_pair, check_method, na2d, upsample_nearest
 
 
 def _check_swap_extras(stride: Any, is_causal: Any, additional_keys: Any, return_lse: Any) -> None:
     """What natten's na2d can do and these formulations do not: refused, never silently ignored."""
-    if stride is not None and _pair(stride, "stride", 1) != (1, 1):
+    if stride is not None and as_pair(stride, "stride", 1) != (1, 1):
         raise ValueError(f"swap_natten: `stride` must be 1 (the formulations are stride-1 only), got {stride!r}.")
     causal = is_causal if isinstance(is_causal, Sequence) else (is_causal,)
     if any(c is not None and c is not False for c in causal):
@@ -45,7 +45,7 @@ def lowres_from_full(x: Tensor, dilation: int | Sequence[int], *, verify: bool =
     With `verify` (skipped while tracing), refuse when `x` is not exactly the nearest upsampling of that
     grid, because then 'lowres' would not equal natten.
     """
-    dh, dw = _pair(dilation, "dilation", 1)
+    dh, dw = as_pair(dilation, "dilation", 1)
     if x.shape[1] % dh or x.shape[2] % dw:
         raise ValueError(
             f"method='lowres' needs the k/v grid {tuple(x.shape[1:3])} to be a multiple of `dilation` {(dh, dw)}."
@@ -120,7 +120,7 @@ def swap_natten(method: str = "shift") -> Iterator[None]:
     restored on exit, also on error. natten's performance knobs (backend, tile shapes, torch_compile) are
     accepted and ignored; stride != 1, causal masks, additional keys and return_lse are refused.
     """
-    _check_method(method)
+    check_method(method)
     import natten.functional
 
     original = natten.functional.na2d

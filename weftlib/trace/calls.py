@@ -194,7 +194,7 @@ class _Tracer:
 
     def __init__(self, target: str) -> None:
         self.target = target
-        self.prefix = _target_prefix(target)
+        self.prefix = target_prefix(target)
         self.trace = CallTrace(target=target)
         self.index: dict[tuple[str, ...], int] = {}
         self.boundary: FrameType | None = None
@@ -270,7 +270,7 @@ class _Tracer:
         self.trace.imports.append(ImportEvent(name, where, name not in sys.modules, self.chain(caller)))
 
 
-def _target_prefix(target: str) -> str:
+def target_prefix(target: str) -> str:
     """The directory of the target package (found without importing it), with a trailing separator."""
     if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", target or ""):
         raise ValueError(f"target: {target!r} is not a top-level package name")

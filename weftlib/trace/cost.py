@@ -12,7 +12,7 @@ from typing import Any
 
 from weftlib import measure
 
-from .calls import ProfileEvent, _target_prefix, trace_calls
+from .calls import ProfileEvent, target_prefix, trace_calls
 
 
 def _empty_hook(frame: FrameType, event: ProfileEvent, arg: Any) -> None:
@@ -100,7 +100,7 @@ def tracing_cost(
         raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
     if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds > 0:
         raise ValueError(f"min_seconds: expected a positive number of seconds, got {min_seconds!r}")
-    _target_prefix(target)  # a bad target fails here, before anything is timed
+    target_prefix(target)  # a bad target fails here, before anything is timed
     start = time.perf_counter()
     _call_kept(fn, args)  # warm-up, and the length of one call
     one = max(time.perf_counter() - start, 1e-7)
