@@ -27,7 +27,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import torch
@@ -398,7 +398,7 @@ def with_bounds(rows: list[dict[str, Any]], geometries: Iterable[Geometry]) -> l
         if geom is not None and seconds is not None and not math.isnan(seconds):
             if r.get("sgemm_gflops") is None or r.get("copy_gbps") is None:
                 raise ValueError(f"{r['geometry']} {r['method']} {r['backend']}: a timed row without its rates")
-            limits = cast("measure.MachineLimits", {"sgemm_gflops": r["sgemm_gflops"], "copy_gbps": r["copy_gbps"]})
+            limits: measure.Rates = {"sgemm_gflops": r["sgemm_gflops"], "copy_gbps": r["copy_gbps"]}
             flops, nbytes = geom.attention_flops(), geom.compulsory_bytes(r["method"])
             bound["bound_seconds"], bound["bound_by"] = measure.bound_of(flops, nbytes, limits)
             what = f"{r['geometry']} {r['method']} ({r['backend']})"

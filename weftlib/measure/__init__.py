@@ -15,6 +15,7 @@ from .bracket import CONTENDED, Bracket
 from .limits import (
     BoundBeaten,
     MachineLimits,
+    Rates,
     bound_of,
     check_bound,
     copy_gbps,
@@ -33,6 +34,7 @@ __all__ = [
     "BoundBeaten",
     "Bracket",
     "MachineLimits",
+    "Rates",
     "bound_of",
     "check_bound",
     "copy_gbps",

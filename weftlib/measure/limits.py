@@ -43,11 +43,16 @@ def copy_gbps(threads: int | None = None, nbytes: int = 64 << 20, repeats: int =
     return 2 * nbytes / seconds / 1e9
 
 
-class MachineLimits(TypedDict):
-    """The machine's rates as `machine_limits` measures them, with the thread count they were taken at."""
+class Rates(TypedDict):
+    """The two rates a time is bounded with: fp32 GEMM GFLOP/s and copy GB/s (read plus written)."""
 
     sgemm_gflops: float
     copy_gbps: float
+
+
+class MachineLimits(Rates):
+    """The machine's rates as `machine_limits` measures them, with the load and thread count they were taken at."""
+
     load_average: float
     threads: int | None
 
@@ -63,7 +68,7 @@ def machine_limits(threads: int | None = None, repeats: int = 5) -> MachineLimit
     }
 
 
-def limit_seconds(flops: float, nbytes: float, limits: MachineLimits) -> float:
+def limit_seconds(flops: float, nbytes: float, limits: Rates) -> float:
     """The least time the work can take on this machine: its FLOPs at the sgemm rate or its compulsory bytes
     (each input read once, each output written once) at the copy rate, whichever is longer; the two rates
     measured in the same run. Only a count of compulsory bytes makes this a lower bound: traffic a formulation
@@ -73,7 +78,7 @@ def limit_seconds(flops: float, nbytes: float, limits: MachineLimits) -> float:
     return max(flops / (limits["sgemm_gflops"] * 1e9), nbytes / (limits["copy_gbps"] * 1e9))
 
 
-def bound_of(flops: float, nbytes: float, limits: MachineLimits) -> tuple[float, str]:
+def bound_of(flops: float, nbytes: float, limits: Rates) -> tuple[float, str]:
     """`limit_seconds` and which side sets it: "flops" (the sgemm rate) or "bytes" (the copy rate)."""
     seconds = limit_seconds(flops, nbytes, limits)
     return seconds, "flops" if flops / (limits["sgemm_gflops"] * 1e9) >= nbytes / (
