@@ -67,3 +67,10 @@ def test_worst_takes_the_strongest_objection():
     assert worst([PARSE, UNJUDGED, PARSE]) == UNJUDGED
     assert worst([UNJUDGED, REFUSED]) == REFUSED
     assert worst([]) == PARSE
+
+
+def test_an_op_key_reads_back_as_the_op_and_a_rule_name_as_the_rule():
+    from weftlib.gate.standing import op_key, read_key
+
+    assert op_key("Gather") == "op:Gather" and read_key(op_key("Gather")) == ("op", "Gather")
+    assert read_key("softmax_untracked") == ("rule", "softmax_untracked")

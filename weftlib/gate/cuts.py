@@ -13,7 +13,6 @@ import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import onnx
 
@@ -23,9 +22,6 @@ from .cut_proof import prove
 from .dfc_log import DfcResult, failure_cause
 from .partition import partition
 from .segments import Partition
-
-if TYPE_CHECKING:
-    pass
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
 

@@ -8,7 +8,7 @@ entry is one a probe (`weftlib.gate.probes`) can turn into an observation.
 from __future__ import annotations
 
 from .allowlist import DeviceOps, Evidence
-from .standing import PARSE, REFUSED, UNJUDGED, Standing, op_standing, reach, rule_standing
+from .standing import PARSE, REFUSED, UNJUDGED, Standing, op_key, op_standing, reach, rule_standing
 
 
 def _row(kind: str, name: str, listed: str, standing: Standing, items: tuple[Evidence, ...], ops: DeviceOps) -> dict:
@@ -63,6 +63,6 @@ def unjudged(ops: DeviceOps) -> dict[str, str]:
     out: dict[str, str] = {}
     for row in evidence_table(ops):
         if row["prediction"] == UNJUDGED or row["inferred"]:
-            key = str(row["name"]) if row["kind"] == "rule" else f"op:{row['name']}"
+            key = str(row["name"]) if row["kind"] == "rule" else op_key(str(row["name"]))
             out[key] = f"{row['prediction']}: {row['basis']}" + (" (inferred)" if row["inferred"] else "")
     return dict(sorted(out.items()))

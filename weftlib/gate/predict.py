@@ -17,7 +17,7 @@ from ..onnx_core.walk import Graph, graph_inputs
 from . import formats as F
 from . import rules as R
 from .allowlist import DeviceOps
-from .standing import PARSE, REFUSED, UNJUDGED, Standing, op_standing, rule_standing, worst
+from .standing import PARSE, REFUSED, UNJUDGED, Standing, op_key, op_standing, rule_standing, worst
 
 PASS, FAIL = "pass", "fail"
 GRAPH_VERDICTS = (PASS, FAIL, UNJUDGED)
@@ -46,7 +46,7 @@ class Finding:
     @property
     def key(self) -> str:
         """The same subject as an edit to the listing and the gate's per-rule counts key it: "op:<type>"."""
-        return self.rule if self.rule != "op" else f"op:{self.op}"
+        return self.rule if self.rule != "op" else op_key(self.op)
 
     def as_json(self) -> dict[str, object]:
         return {

@@ -21,7 +21,7 @@ from .evidence import unjudged
 from .folder_swap import building
 from .probe_graphs import OP_PROBES, Probe, op_probe, op_probe_nodes, rule_probe
 from .proving import prove
-from .standing import UNJUDGED, op_standing
+from .standing import UNJUDGED, op_key, op_standing, read_key
 
 
 @dataclass(frozen=True)
@@ -43,7 +43,7 @@ class ProbePack:
 
 def to_probe(ops: DeviceOps, extra: Iterable[str] = ()) -> dict[str, str]:
     """subject -> why: every op entry and rule the record leaves unjudged (or rests on an inference), and
-    every op in `extra` (ops an export uses) that is unjudged. Op subjects read "op:<type>"."""
+    every op in `extra` (ops an export uses) that is unjudged. Op subjects read as `standing.op_key` writes them."""
     why = unjudged(ops)
     for op in extra:
         entry = ops.entries.get(op)
@@ -51,7 +51,7 @@ def to_probe(ops: DeviceOps, extra: Iterable[str] = ()) -> dict[str, str]:
             continue  # its nodes are judged by rules, and the unjudged rules are probed
         standing = op_standing(op, ops)
         if standing.prediction == UNJUDGED:
-            why.setdefault(f"op:{op}", f"used by an export; {standing.prediction}: {standing.basis}")
+            why.setdefault(op_key(op), f"used by an export; {standing.prediction}: {standing.basis}")
     return dict(sorted(why.items()))
 
 
@@ -91,7 +91,7 @@ def _check_target(target: Path) -> None:
 def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch: str | None) -> ProbePack:
     probes, unbuilt = [], {}
     for subject, why in to_probe(ops, extra).items():
-        kind, name = ("op", subject[3:]) if subject.startswith("op:") else ("rule", subject)
+        kind, name = read_key(subject)
         file = f"probe_{name}.onnx" if kind == "op" else f"probe_rule_{name}.onnx"
         try:
             if kind == "op":

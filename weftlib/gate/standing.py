@@ -25,6 +25,20 @@ if TYPE_CHECKING:
     from .allowlist import DeviceOps
 
 PARSE, REFUSED, UNJUDGED = "parse", "refused", "unjudged"
+_OP_KEY = "op:"
+
+
+def op_key(op: str) -> str:
+    """How an edit to the listing, a probe and the gate's counts key an op's own standing: "op:<type>" (a
+    graph rule is keyed by its name)."""
+    return _OP_KEY + op
+
+
+def read_key(key: str) -> tuple[str, str]:
+    """("op", type) for an `op_key`, else ("rule", name)."""
+    return ("op", key[len(_OP_KEY) :]) if key.startswith(_OP_KEY) else ("rule", key)
+
+
 PREDICTIONS = (PARSE, REFUSED, UNJUDGED)
 _RANK = {PARSE: 0, UNJUDGED: 1, REFUSED: 2}
 

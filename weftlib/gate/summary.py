@@ -18,6 +18,7 @@ from .dfc_log import DfcResult
 from .dfc_runner import image
 from .pairing import Pairing
 from .run_graphs import graph_label
+from .standing import read_key
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -376,7 +377,7 @@ def probe_table(probes: ProbePack) -> pd.DataFrame:
 
 def unprobed_rules(probes: ProbePack) -> list[str]:
     """The unjudged graph rules left without a proven probe (an op without a builder is named, not a rule)."""
-    return [subject for subject in probes.unbuilt if not subject.startswith("op:")]
+    return [subject for subject in probes.unbuilt if read_key(subject)[0] == "rule"]
 
 
 def probe_evidence(results_dir: str, ops_path: str | os.PathLike | None) -> tuple[str, list[dict]]:
