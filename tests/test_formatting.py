@@ -38,3 +38,12 @@ def test_a_commit_is_quoted_by_its_digits_its_dirtiness_or_as_no_checkout():
     assert formatting.commit_text(commit, True) == "0123456789ab (dirty tree)"
     assert formatting.commit_text(commit, None, digits=None) == commit
     assert formatting.commit_text(None, None) == formatting.commit_text("", True) == formatting.NO_COMMIT
+
+
+def test_a_place_in_a_yaml_file_is_named_as_its_reader_would():
+    assert formatting.place(("notebooks", 2, "parameters"), "top level") == "notebooks[2].parameters"
+    assert (
+        formatting.place(("device_ops", "Gather", "evidence", 0, "seen"), "file")
+        == "device_ops.Gather.evidence[0].seen"
+    )
+    assert formatting.place((), "file") == "file"

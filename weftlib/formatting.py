@@ -1,4 +1,5 @@
-"""Numbers as a person reads them: rounded to significant digits, with their unit, durations to the second.
+"""Values as a person reads them: numbers rounded to significant digits with their unit, durations to the
+second, a commit as pages quote it, a place in a YAML file as its reader names it.
 
 A basics module: the suite's recorder, the run index and the question packages' tables and sentences all
 spell values the same way through it.
@@ -7,6 +8,7 @@ spell values the same way through it.
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from typing import Any
 
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
@@ -91,3 +93,10 @@ def commit_text(commit: str | None, dirty: bool | None, digits: int | None = 12)
     if not commit:
         return NO_COMMIT
     return commit[:digits] + (" (dirty tree)" if dirty else "")
+
+
+def place(loc: Sequence[int | str], whole: str) -> str:
+    """Where in a YAML file a value stands, as its reader names it: `notebooks[2].parameters`,
+    `device_ops.Gather.evidence[0].seen`, or `whole` for the file itself (a location as pydantic gives it)."""
+    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).removeprefix(".")
+    return text or whole

@@ -29,6 +29,8 @@ from pydantic import (
 )
 from pydantic_core import ErrorDetails, PydanticCustomError
 
+from ..formatting import place
+
 # parsed / rejected: the DFC was seen to do so (a crash in the parser counts as rejected); miscompiled: it
 # parsed but did not compute the op (counted against); documented: a vendor table lists it as supported.
 Seen = Literal["parsed", "rejected", "miscompiled", "documented"]
@@ -215,14 +217,7 @@ def _problems(errors: list[ErrorDetails]) -> list[tuple[str, str]]:
             problems[kind, loc] = f"missing key(s) {sorted(names)}"
         else:
             problems[kind, loc] = f"unknown key(s) {sorted(names)}; valid keys: {sorted(_fields_at(loc))}"
-    return [(_place(loc), problem) for (_, loc), problem in problems.items()]
-
-
-def _place(loc: tuple[int | str, ...]) -> str:
-    if not loc:
-        return "file"
-    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc)
-    return text.removeprefix(".")
+    return [(place(loc, "file"), problem) for (_, loc), problem in problems.items()]
 
 
 # pydantic's error types, said in the file's words (pydantic's own message for any other)

@@ -30,6 +30,7 @@ from pydantic import (
     model_validator,
 )
 
+from ..formatting import place
 from ..paths import REPO_ROOT
 from . import schema
 
@@ -172,12 +173,6 @@ class _PlanFile(_Shape):
         return entries
 
 
-def _place(loc: tuple[int | str, ...]) -> str:
-    """A pydantic location as the file's reader names it: `notebooks[2].parameters`, or `top level`."""
-    text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).lstrip(".")
-    return text or "top level"
-
-
 def _expected(loc: tuple[int | str, ...]) -> str:
     """What the plan file must hold at `loc`: a part's EXPECTED, or its field's description (a file has two
     levels of parts: the top, and each `notebooks[i]`)."""
@@ -190,6 +185,7 @@ def _expected(loc: tuple[int | str, ...]) -> str:
     return (field_.description if field_ else None) or str(key)
 
 
+WHOLE = "top level"  # how a refusal names the plan file as a whole
 _UNKNOWN = ("extra_forbidden", "invalid_key")  # a key no field has (invalid_key: not even a string)
 
 
@@ -201,14 +197,14 @@ def _refusal(source: Path, exc: ValidationError) -> ParamsError:
     loc, got = tuple(err["loc"]), err["input"]
     if err["type"] in _UNKNOWN:
         valid = ", ".join(sorted(_Entry.model_fields if len(loc) > 1 else _PlanFile.model_fields))
-        return _fail(source, _place(loc[:-1]), f"unknown key {loc[-1]!r}; valid keys: {valid}")
+        return _fail(source, place(loc[:-1], WHOLE), f"unknown key {loc[-1]!r}; valid keys: {valid}")
     if loc[-1:] == ("[key]",):  # a key of `parameters` that is no string
-        return _fail(source, _place(loc[:-2]), f"key {got!r} is not a parameter name")
+        return _fail(source, place(loc[:-2], WHOLE), f"key {got!r} is not a parameter name")
     if err["type"] == "value_error":
-        return _fail(source, _place(loc), err["msg"].removeprefix("Value error, "))
+        return _fail(source, place(loc, WHOLE), err["msg"].removeprefix("Value error, "))
     scalar = isinstance(got, (str, int, float, bool)) or got is None
     shown = f", got {got!r}" if scalar and err["type"] != "missing" else ""
-    return _fail(source, _place(loc), f"expected {_expected(loc)}{shown}")
+    return _fail(source, place(loc, WHOLE), f"expected {_expected(loc)}{shown}")
 
 
 def load_plan(source: str | Path, only: list[str] | None = None, notebook_dir: Path = NOTEBOOK_DIR) -> SuitePlan:
