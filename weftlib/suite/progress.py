@@ -47,7 +47,7 @@ def last_durations(plan: SuitePlan, folders: Sequence[Path]) -> dict[str, Any]:
     """Per-notebook and per-cell seconds from the newest earlier run of the same parameter file (by name and
     hash) that recorded them, searched in `folders` (each a run folder or a folder of run folders):
     {"from": run folder, "notebooks": {name: {"seconds", "cells"}}}; empty if none."""
-    candidates = []
+    candidates, digest = [], plan.digest()
     for folder in folders:
         if not folder.is_dir():
             continue
@@ -56,7 +56,7 @@ def last_durations(plan: SuitePlan, folders: Sequence[Path]) -> dict[str, Any]:
                 summary = read_summary(path)
             except (OSError, SummaryError):
                 continue
-            if summary.params_hash == plan.digest() and summary.finished:
+            if summary.params_hash == digest and summary.finished:
                 candidates.append((summary.finished, path.parent, summary))
     if not candidates:
         return {}
