@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 import onnx
 
-from .walk import constant_index, default_opset, fully_shaped, index_model
+from .walk import constant_index, default_opset, fully_shaped, index_model, walk_nodes
 
 SHAPE_PLUMBING = ("Shape", "Size", "Range", "ConstantOfShape")
 GATHER_OPS = ("Gather", "GatherND", "GatherElements")
@@ -35,8 +35,9 @@ def load(path_or_model: ModelOrPath, *, weights: bool = True) -> onnx.ModelProto
 
 
 def all_nodes(model: onnx.ModelProto) -> list[onnx.NodeProto]:
-    """Every node, Loop/If/Scan bodies included, so nothing hides from the inventory (the gate's walk)."""
-    return index_model(model).nodes
+    """Every node, Loop/If/Scan bodies included, so nothing hides from the inventory (the gate's walk, without
+    the shapes and producers `index_model` also works out)."""
+    return list(walk_nodes(model.graph))
 
 
 def opset_of(model: onnx.ModelProto) -> int:

@@ -77,20 +77,21 @@ def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
     return index_model(model), complaint
 
 
-def _walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
+    """Every node of `graph` in order, each Loop/If/Scan body's nodes after the node that holds it."""
     for node in graph.node:
         yield node
         for attr in node.attribute:
             if attr.type == AttributeProto.GRAPH:
-                yield from _walk(attr.g)
+                yield from walk_nodes(attr.g)
             elif attr.type == AttributeProto.GRAPHS:
                 for sub in attr.graphs:
-                    yield from _walk(sub)
+                    yield from walk_nodes(sub)
 
 
 def index_model(model: onnx.ModelProto) -> Graph:
     """Every node (subgraphs included), producers, consumers and constant names of an in-memory model."""
-    g = Graph(model=model, nodes=list(_walk(model.graph)))
+    g = Graph(model=model, nodes=list(walk_nodes(model.graph)))
     g.constants = {t.name for t in model.graph.initializer}
     g.constants |= {t.values.name for t in model.graph.sparse_initializer}
     for node in g.nodes:
