@@ -11,11 +11,12 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 from ..formatting import format_value
+from ..measure import Claim
 from ..paths import SCRATCH
 from ..workers import map_forked
 from .files import write_atomic
@@ -116,6 +117,16 @@ class Recorder:
             self.headline.remove(key)
         self.display.setdefault(key, {})["not_headline"] = reason
         self._write()
+
+    def claims(self, claims: Iterable[Claim]) -> list[Claim]:
+        """Record how claims about time or memory were judged (`measure.claims`) under `claims`, by name (a
+        claim judged again replaces its record), and return them: the run index says which claims were
+        judged and which were not. The notebook still asserts them (`measure.failed`)."""
+        claims = list(claims)
+        names = {c.name for c in claims}
+        kept = [c for c in self.metrics.get("claims", []) if c.get("name") not in names]
+        self.record("claims", [*kept, *(c.as_record() for c in claims)])
+        return claims
 
     def conclude(self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = ()) -> dict[str, Any]:
         """Record the notebook's answer to its RFD question, in one sentence, for the run's answer table.
@@ -233,13 +244,29 @@ def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
         text = f"CONTENDED: {contended} of {timed} timed rows ({where})"
     else:
         text = f"quiet: {timed} timed rows"
+    claims = claim_counts(recorded)
+    if claims["text"]:
+        text = f"{text}; {claims['text']}"
     return {
         "timed_rows": timed,
         "contended_rows": contended,
         "contended": contended > 0,
         "by_record": by_key,
+        "claims": claims,
         "text": text,
     }
+
+
+def claim_counts(recorded: dict[str, Any]) -> dict[str, Any]:
+    """How a notebook's claims about time and memory were judged (`Recorder.claim`): the names of those judged
+    and of those not judged with the reason, and `text` in words for the index ("" when it made none)."""
+    claims = [c for c in recorded.get("metrics", {}).get("claims", []) if isinstance(c, dict)]
+    judged = sorted(c["name"] for c in claims if c.get("judged"))
+    unjudged = {c["name"]: c.get("status", "") for c in claims if not c.get("judged")}
+    text = f"claims judged {len(judged)} of {len(claims)}" if claims else ""
+    if unjudged:
+        text += " (" + ", ".join(f"{name} {why}" for name, why in sorted(unjudged.items())) + ")"
+    return {"judged": judged, "not_judged": unjudged, "text": text}
 
 
 def label_of(key: str) -> str:
