@@ -4,7 +4,9 @@
 import importlib.util
 from pathlib import Path
 
-_spec = importlib.util.spec_from_file_location("nbstrip", Path(__file__).resolve().parent.parent / "scripts" / "nbstrip.py")
+_spec = importlib.util.spec_from_file_location(
+    "nbstrip", Path(__file__).resolve().parent.parent / "scripts" / "nbstrip.py"
+)
 _nbstrip = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(_nbstrip)
 
