@@ -17,7 +17,7 @@ from .device import GateResult, device_gate
 from .dfc_log import DfcResult
 from .dfc_runner import image
 from .pairing import Pairing
-from .run_graphs import graph_label
+from .run_graphs import graph_label, graph_sources, notebook_folders
 from .standing import read_key
 
 if TYPE_CHECKING:
@@ -420,7 +420,8 @@ def conclusion(
 
     With `run_dir`, the DFC script is named relative to it: the run folder is copied to the published
     appendix, so the command stays right there and names no machine's path. `notebooks` are the notebooks
-    whose graphs were gated: the geometry the answer rests on is theirs."""
+    whose graphs were gated: the geometry and the sources the answer rests on are theirs (the sources read from
+    what each recorded in `run_dir`, `run_graphs.graph_sources`)."""
     judged = [p for p in pairings.values() if p.judged]
     unjudged = len(pairings) - len(judged)
     verdicts = [r.verdict for r in results.values()]
@@ -436,7 +437,7 @@ def conclusion(
     )
     rests_on = {
         "dfc": "run" if dfc_source != "not run" and judged else "not run",
-        "sources": "stand-in",
+        "sources": graph_sources(notebook_folders(run_dir, notebooks)) if run_dir and notebooks else "unknown",
         "geometry": f"the graphs {', '.join(n[:2] for n in notebooks)} exported in this run, at their geometries",
     }
     unmet = []
