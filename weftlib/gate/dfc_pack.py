@@ -64,9 +64,9 @@ def write_dfc_pack(
     "start_node_names", "end_node_names", "net_input_shapes"} as `translate_onnx_model` takes them); each
     cut's result lands as `<result stem>.dfc.json`.
     """
-    models = [Path(m) for m in models]
-    with building(folder, PACK, inputs=models, vet=stale_results) as build:
-        pack = pack_into(models, build, arch, extra=extra, cuts=cuts)
+    paths = [Path(m) for m in models]
+    with building(folder, PACK, inputs=paths, vet=stale_results) as build:
+        pack = pack_into(paths, build, arch, extra=extra, cuts=cuts)
     folder = Path(folder)
     return DfcPack(
         folder=folder, script=folder / SCRIPT, manifest=folder / MANIFEST, graphs=pack.graphs, arch=pack.arch

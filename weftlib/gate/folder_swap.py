@@ -230,7 +230,8 @@ class _Signals:
         self.deferring = False
         if threading.current_thread() is threading.main_thread():
             for sig in self.SIGNALS:
-                self.saved[sig] = signal.signal(sig, self._handle)
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # a process told to ignore one still does
+                    self.saved[sig] = signal.signal(sig, self._handle)
         return self
 
     def _handle(self, signum: int, frame: Any) -> None:
