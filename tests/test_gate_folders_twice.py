@@ -195,3 +195,17 @@ def test_notebook_05_and_06_packs_keep_their_results_when_written_again(ops, tmp
         pack_cuts(partitions, cuts, default_arch())
     cut_all([path], ops, tmp_path / "segments")  # 06's segments are written by the same rule, again
     assert (tmp_path / "segments" / "m" / "partition.json").is_file() and hidden(tmp_path / "segments") == []
+
+
+def test_a_device_segment_the_gate_would_fail_refuses_the_cut(ops, tmp_path, monkeypatch):
+    """The guard behind that promise: were the file's own objections not sent to the host first, the cut
+    would be refused, never written."""
+    from weftlib.gate import partition as partition_module
+
+    monkeypatch.setattr(partition_module, "file_problems", lambda *args: [])
+    path = save(model([conv("x", "c", "/C"), relu("c", "y", "/R")], ir=12), tmp_path / "m.onnx")
+    with pytest.raises(
+        ValueError, match=r"device segment m\.00\.device\.onnx is a graph the gate fails: IR version 12"
+    ):
+        write_partition(path, ops, tmp_path / "out")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]

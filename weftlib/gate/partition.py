@@ -210,7 +210,7 @@ def partition(
     A malformed graph, or one no cut can run, is refused before any work (`graph_checks`). A file the gate
     fails as a whole (`device.file_problems`: IR version, opset, domains, the checker, the export check) is
     cut with every node on the host, the reason recorded for each: no device segment is a graph the gate fails."""
-    model = _checked_model(Path(path))
+    model, complaint = _checked_model(Path(path))
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError) as exc:
@@ -221,7 +221,7 @@ def partition(
     graph = index_model(inferred)
     extractor = onnx.utils.Extractor(inferred)
     prediction = predict(graph, ops)
-    whole = file_problems(graph, ops, path, checker_complaint(model))
+    whole = file_problems(graph, ops, path, complaint)
     segments, moved = cut(inferred, ops, prediction, host=_all_nodes(inferred) if whole else host, extractor=extractor)
     if whole:
         moved = {name: WHOLE_FILE + "; ".join(whole) for name in moved}
@@ -232,9 +232,9 @@ def partition(
         file = f"{stem}.{s.index:02d}.{s.runs_on}.onnx"
         sub = extractor.extract_model(list(s.inputs), list(s.outputs))
         sub.graph.name = f"{stem}_{s.index:02d}_{s.runs_on}"
-        if s.runs_on == DEVICE:
-            _check_device_segment(sub, ops, file)
         onnx.save(sub, str(folder / file))
+        if s.runs_on == DEVICE:
+            _check_device_segment(folder / file, sub, ops)
         extra: dict[str, Any] = {"file": file}
         if s.runs_on == DEVICE:
             args = translate_args(s, graph)
@@ -256,9 +256,10 @@ def partition(
     )
 
 
-def _checked_model(path: Path) -> onnx.ModelProto:
-    """The model at `path`, its external data loaded once `graph_checks` found nothing malformed in it and
-    nothing that keeps a cut from running (its weights unread until then); a PartitionError naming the problem."""
+def _checked_model(path: Path) -> tuple[onnx.ModelProto, str | None]:
+    """The model at `path` and the ONNX checker's complaint about it (taken before its external data is
+    loaded, as the gate takes it); refused with the problem named when `graph_checks` finds it malformed or
+    finds what keeps a cut from running, before its weights are read."""
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # DecodeError, OSError ...: not a model
@@ -266,20 +267,22 @@ def _checked_model(path: Path) -> onnx.ModelProto:
     problem = graph_checks.structure_problem(model, path.parent) or graph_checks.cut_problem(model)
     if problem:
         raise PartitionError(f"{path}: {problem}")
+    complaint = checker_complaint(model)
     onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
-    return model
+    return model, complaint
 
 
 def _all_nodes(model: onnx.ModelProto) -> frozenset[str]:
     return frozenset(n.name for n in model.graph.node)
 
 
-def _check_device_segment(sub: onnx.ModelProto, ops: DeviceOps, file: str) -> None:
+def _check_device_segment(file: Path, sub: onnx.ModelProto, ops: DeviceOps) -> None:
     """Refuse the cut if the gate would fail a device segment's own file (the guard behind `partition`'s
     promise: the file-level objections were all sent to the host before the cut)."""
-    problems = [p for p in (checker_complaint(sub), *graph_limits(Graph(sub, list(walk_nodes(sub.graph))), ops)) if p]
-    if problems:
-        raise PartitionError(f"the cut is refused: its device segment {file} is a graph the gate fails: {problems[0]}")
+    limits = graph_limits(Graph(sub, list(walk_nodes(sub.graph))), ops)
+    problem = checker_complaint(str(file)) or (limits[0] if limits else None)
+    if problem:
+        raise PartitionError(f"the cut is refused: its device segment {file.name} is a graph the gate fails: {problem}")
 
 
 def write_partition(

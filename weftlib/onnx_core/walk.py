@@ -72,8 +72,9 @@ def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
     return index_model(model), checker_complaint(model)
 
 
-def checker_complaint(model: onnx.ModelProto) -> str | None:
-    """What the ONNX checker holds against `model`, in one line; None when it is clean."""
+def checker_complaint(model: onnx.ModelProto | str | os.PathLike) -> str | None:
+    """What the ONNX checker holds against `model` (or the file at that path: read there, any size), in one
+    line; None when it is clean."""
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
