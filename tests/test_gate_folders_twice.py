@@ -209,3 +209,15 @@ def test_a_device_segment_the_gate_would_fail_refuses_the_cut(ops, tmp_path, mon
     ):
         write_partition(path, ops, tmp_path / "out")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.onnx"]
+
+
+@pytest.mark.parametrize("hard_links", [True, False])
+def test_a_model_packed_from_the_pack_folder_itself_stays_there(tmp_path, monkeypatch, hard_links):
+    pack = tmp_path / "pack"
+    write_dfc_pack([save(chain("a", ["conv"]), tmp_path / "a.onnx")], pack)
+    mine = save(chain("mine", ["conv", "sin"]), pack / "mine.onnx")  # a user's graph, put into the pack
+    before = mine.read_bytes()
+    if not hard_links:  # a file system without them: the pack copies the graph
+        monkeypatch.setattr("os.link", lambda *args: (_ for _ in ()).throw(OSError("no hard links here")))
+    write_dfc_pack([mine], pack)
+    assert mine.read_bytes() == before and not (pack / "a.onnx").exists() and hidden(tmp_path) == []

@@ -11,8 +11,9 @@ evidence DIR                                   the device_ops.yaml edit the prob
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
                                                computes the graph, 1 when it does not
 
-Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed result or pack,
-an unwritable --out), never a traceback.
+Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
+pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted.
+Every --out folder is written whole and keeps what the suite did not write there (weftlib.gate.folder_swap).
 """
 
 from __future__ import annotations

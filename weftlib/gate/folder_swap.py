@@ -125,8 +125,8 @@ def _kept(target: Path, owned: set[str], build: Path, inputs: set[Path]) -> list
         old, new = target / rel, build / rel
         if rel == MARKER or (rel in owned and old.resolve() not in inputs):
             continue
-        if new.exists() and old.exists() and os.path.samefile(old, new):
-            continue  # the new folder holds this very file (a hard link): nothing to carry
+        if new.exists() and old.exists() and (os.path.samefile(old, new) or old.resolve() in inputs):
+            continue  # the new folder holds this very file (a hard link) or the input's copy: nothing to carry
         if new.exists() or new.is_symlink() or any((build / p).is_file() for p in Path(rel).parents):
             clash.append(rel)
         kept.append(rel)
