@@ -212,3 +212,11 @@ def test_a_swap_killed_half_way_is_finished_or_undone_by_the_next_write(tmp_path
     os.rename(out, tmp_path / f".out.old-{pid}-abc")  # killed between the two renames of the swap
     write(out, {"a.txt": "4"})
     assert tree(out) == {"a.txt": "4", "a.dfc.json": "a result"} and hidden(tmp_path) == []
+
+
+def test_the_new_folder_has_the_mode_a_plain_folder_would(tmp_path):
+    out = tmp_path / "out"
+    write(out, {"a.txt": "1"})
+    plain = tmp_path / "plain"
+    plain.mkdir()
+    assert out.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777

@@ -29,6 +29,8 @@ from pathlib import Path
 from typing import Any
 
 MARKER = ".weftlib-folder.json"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: the new folder gets the mode a plain mkdir would (mkdtemp's is 0o700)
 Vet = Callable[[Path, Path, list[str]], None]  # (old folder, new folder, the files kept) -> raise to refuse
 
 
@@ -52,6 +54,7 @@ def building(
     with _Signals() as signals:
         build = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-{os.getpid()}-", dir=target.parent))
         try:
+            build.chmod(0o777 & ~_UMASK)  # a pack is run in a container that writes its results into it
             yield build
             (build / MARKER).write_text(json.dumps({"kind": kind, "files": _files(build)}, indent=1))
             kept = _kept(target, owned, build, {Path(p).resolve() for p in inputs})
