@@ -131,3 +131,10 @@ def test_a_binary_allowlist_is_named(tmp_path, capsys):
     path = save(model([conv("x", "y", "/C")]), tmp_path / "m.onnx")
     assert main(["device", str(path), "--ops", str(ops)]) == 2
     assert str(ops) in one_line(capsys.readouterr().err)
+
+
+def test_an_empty_file_is_not_a_graph_without_nodes(tmp_path, capsys):
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    assert main(["partition", str(empty), "--out", str(tmp_path / "out")]) == 2
+    assert "not an ONNX model" in one_line(capsys.readouterr().err) and not (tmp_path / "out").exists()

@@ -264,6 +264,8 @@ def _checked_model(path: Path) -> tuple[onnx.ModelProto, str | None]:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # DecodeError, OSError ...: not a model
         raise PartitionError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
+    if model.ir_version == 0 or not model.HasField("graph"):  # what an empty or foreign file reads as
+        raise PartitionError(f"{path}: not an ONNX model (no IR version or no graph)")
     problem = graph_checks.structure_problem(model, path.parent) or graph_checks.cut_problem(model)
     if problem:
         raise PartitionError(f"{path}: {problem}")
