@@ -11,8 +11,9 @@ evidence DIR                                   the device_ops.yaml edit the prob
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
                                                computes the graph, 1 when it does not
 
-Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed result or pack,
-an unwritable --out), never a traceback.
+Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
+pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted.
+Every --out folder is written whole and keeps what the suite did not write there (weftlib.gate.folder_swap).
 """
 
 from __future__ import annotations
@@ -202,14 +203,11 @@ def _evidence(args: argparse.Namespace) -> int:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .partition import PartitionError, write_partition
+    from .partition import WHOLE_FILE, PartitionError, write_partition
     from .segments import TOLERANCE
 
     _existing_file(args.model, "MODEL")
     ops = load_device_ops(args.ops)
-    gate = device_gate(args.model, ops)
-    if not gate.read:
-        raise BadInput(f"MODEL: {'; '.join(gate.problems)}")
     tolerance = TOLERANCE if args.tolerance is None else args.tolerance
     if not (tolerance >= 0 and tolerance != float("inf")):
         raise BadInput(f"--tolerance: expected a finite number >= 0, got {args.tolerance}")
@@ -228,6 +226,8 @@ def _partition(args: argparse.Namespace) -> int:
         if s.runs_on == "device":
             what += f", start {list(s.start_node_names)}, end {list(s.end_node_names)}"
         print(what)
+    for why in sorted({w for w in part.moved_to_host.values() if w.startswith(WHOLE_FILE)}):
+        print(f"  no device segment: {why}")
     print(
         f"chain vs graph: max |diff| {part.max_abs_diff:.3g} (tolerance {part.tolerance:g}): {'proven' if part.proven else 'NOT equal'}"
     )
@@ -251,6 +251,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DeviceOpsError, BadInput, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP while a folder is built (`folder_swap`)
+        print(f"interrupted ({exc or 'SIGINT'})", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

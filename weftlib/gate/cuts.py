@@ -18,9 +18,8 @@ import onnx
 
 from ..onnx_core.walk import index_model
 from .allowlist import DeviceOps
-from .cut_proof import prove
 from .dfc_log import DfcResult, failure_cause
-from .partition import partition
+from .partition import write_partition
 from .segments import Partition
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
@@ -38,15 +37,14 @@ class CutVerdict:
 
 
 def cut_all(models: Sequence[Path], ops: DeviceOps, folder: str | os.PathLike) -> dict[Path, Partition]:
-    """Cut every model (its segments under `folder/<stem>/`) and prove each chain."""
+    """Cut every model (its segments and partition.json under `folder/<stem>/`, each written by the folder
+    rule: `partition.write_partition`) and prove each chain."""
     from ..console import headless
     from ..console import progress as tqdm
 
     out = {}
     for model in tqdm(list(models), desc="cut", disable=headless() or len(models) < 4):
-        target = Path(folder) / model.stem
-        target.mkdir(parents=True, exist_ok=True)
-        out[model] = prove(partition(model, ops, target), model, target)
+        out[model] = write_partition(model, ops, Path(folder) / model.stem)
     return out
 
 
@@ -98,9 +96,7 @@ def read_back(
             forced |= set(moved)
             verdicts.append(CutVerdict(part.model, s.index, "rejected", moved, "; ".join(e.cls for e in result.errors)))
         if forced:
-            target = Path(folder) / model.stem
-            target.mkdir(parents=True, exist_ok=True)
-            again[model] = prove(partition(model, ops, target, host=forced), model, target)
+            again[model] = write_partition(model, ops, Path(folder) / model.stem, host=forced)
         else:
             again[model] = part
     return again, verdicts

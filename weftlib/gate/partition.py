@@ -24,15 +24,21 @@ from typing import Any
 
 import onnx
 
-from ..onnx_core.walk import Graph, graph_inputs, index_model
+from ..onnx_core.walk import Graph, checker_complaint, graph_inputs, index_model, walk_nodes
+from . import graph_checks
 from .allowlist import DeviceOps
 from .coverage import coverage, largest_layer, static_dims
 from .cut_proof import prove
+from .device import file_problems, graph_limits
+from .folder_swap import building
 from .predict import Prediction, predict
 from .segments import DEVICE, HOST, TOLERANCE, Partition, Segment
 from .standing import PARSE
 
 SHUFFLES_ABSORBED = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
+PARTITION = "partition"  # the folder kind its marker names (`folder_swap`)
+PARTITION_FILE = "partition.json"
+WHOLE_FILE = "the gate fails the whole file: "  # why every node of such a file stays on the host
 
 
 class PartitionError(ValueError):
@@ -199,17 +205,26 @@ def partition(
     path: str | os.PathLike, ops: DeviceOps, folder: str | os.PathLike, host: frozenset[str] | set[str] = frozenset()
 ) -> Partition:
     """Cut the graph at `path`, write each segment as its own ONNX file into `folder`, and describe the cut
-    (`host`: nodes kept on the host whatever their prediction). `prove` then runs it."""
-    model = onnx.load(str(path))
-    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    (`host`: nodes kept on the host whatever their prediction). `prove` then runs it.
+
+    A malformed graph, or one no cut can run, is refused before any work (`graph_checks`). A file the gate
+    fails as a whole (`device.file_problems`: IR version, opset, domains, the checker, the export check) is
+    cut with every node on the host, the reason recorded for each: no device segment is a graph the gate fails."""
+    model, complaint = _checked_model(Path(path))
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError) as exc:
+        raise PartitionError(f"{path}: shape inference fails ({' '.join(str(exc).split())[:300]})") from exc
+    too_large = graph_checks.too_large(inferred)
+    if too_large:
+        raise PartitionError(f"{path}: {too_large}")
     graph = index_model(inferred)
     extractor = onnx.utils.Extractor(inferred)
     prediction = predict(graph, ops)
-    segments, moved = cut(inferred, ops, prediction, host=host, extractor=extractor)
-    if not graph_inputs(graph):
-        raise PartitionError(f"{path}: the graph has no input")
-    if any(any(d is None for d in graph.shapes.get(t) or (None,)) for name, _ in graph_inputs(graph) for t in [name]):
-        raise PartitionError(f"{path}: an input shape is not static, so no cut can be checked")
+    whole = file_problems(graph, ops, path, complaint)
+    segments, moved = cut(inferred, ops, prediction, host=_all_nodes(inferred) if whole else host, extractor=extractor)
+    if whole:
+        moved = {name: WHOLE_FILE + "; ".join(whole) for name in moved}
     folder = Path(folder)
     stem = Path(path).stem
     written = []
@@ -218,6 +233,8 @@ def partition(
         sub = extractor.extract_model(list(s.inputs), list(s.outputs))
         sub.graph.name = f"{stem}_{s.index:02d}_{s.runs_on}"
         onnx.save(sub, str(folder / file))
+        if s.runs_on == DEVICE:
+            _check_device_segment(folder / file, sub, ops)
         extra: dict[str, Any] = {"file": file}
         if s.runs_on == DEVICE:
             args = translate_args(s, graph)
@@ -239,23 +256,50 @@ def partition(
     )
 
 
+def _checked_model(path: Path) -> tuple[onnx.ModelProto, str | None]:
+    """The model at `path` and the ONNX checker's complaint about it (taken before its external data is
+    loaded, as the gate takes it); refused with the problem named when `graph_checks` finds it malformed or
+    finds what keeps a cut from running, before its weights are read."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # DecodeError, OSError ...: not a model
+        raise PartitionError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
+    if model.ir_version == 0 or not model.HasField("graph"):  # what an empty or foreign file reads as
+        raise PartitionError(f"{path}: not an ONNX model (no IR version or no graph)")
+    problem = graph_checks.structure_problem(model, path.parent) or graph_checks.cut_problem(model)
+    if problem:
+        raise PartitionError(f"{path}: {problem}")
+    complaint = checker_complaint(model)
+    onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+    return model, complaint
+
+
+def _all_nodes(model: onnx.ModelProto) -> frozenset[str]:
+    return frozenset(n.name for n in model.graph.node)
+
+
+def _check_device_segment(file: Path, sub: onnx.ModelProto, ops: DeviceOps) -> None:
+    """Refuse the cut if the gate would fail a device segment's own file (the guard behind `partition`'s
+    promise: the file-level objections were all sent to the host before the cut)."""
+    limits = graph_limits(Graph(sub, list(walk_nodes(sub.graph))), ops)
+    problem = checker_complaint(str(file)) or (limits[0] if limits else None)
+    if problem:
+        raise PartitionError(f"the cut is refused: its device segment {file.name} is a graph the gate fails: {problem}")
+
+
 def write_partition(
-    path: str | os.PathLike, ops: DeviceOps, out: str | os.PathLike, *, tolerance: float = TOLERANCE
+    path: str | os.PathLike,
+    ops: DeviceOps,
+    out: str | os.PathLike,
+    *,
+    tolerance: float = TOLERANCE,
+    host: frozenset[str] | set[str] = frozenset(),
 ) -> Partition:
     """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain.
 
-    `out` must be absent or empty, or a folder this function wrote before (replaced whole); everything is
-    built beside it first, so a failure leaves `out` as it was."""
-    target = Path(out)
-    if target.exists() and (
-        not target.is_dir() or (any(target.iterdir()) and not (target / "partition.json").is_file())
-    ):
-        raise PartitionError(
-            f"--out: {target} is not empty and not a partition of this suite; give an empty or new folder"
-        )
-    from .folder_swap import building
-
-    with building(target) as build:
-        part = prove(partition(path, ops, build), path, build, tolerance=tolerance)
-        (build / "partition.json").write_text(json.dumps(part.as_json(), indent=2))
+    `out` follows the suite's folder rule (`folder_swap.building`): absent, empty or an earlier partition, built
+    beside it and swapped in whole; files the suite did not write there (the model itself, a user's) are kept."""
+    with building(out, PARTITION, inputs=[path]) as build:
+        part = prove(partition(path, ops, build, host=host), path, build, tolerance=tolerance)
+        (build / PARTITION_FILE).write_text(json.dumps(part.as_json(), indent=2))
     return part
