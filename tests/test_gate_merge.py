@@ -112,6 +112,37 @@ def test_the_merge_gives_the_fewest_device_segments_an_exhaustive_search_finds(o
     assert sum(s.runs_on == DEVICE for s in old) >= count
 
 
+def crossed() -> onnx.ModelProto:
+    """a -> Sin -> b and c -> Sin -> d, a and c independent, and d reading b: joining a with d (or b with c)
+    would leave no way to three segments or fewer; the merge must join a with c and b with d."""
+    g = Builder("crossed")
+    x = g.input("x", SHAPE)
+    a, c = g.node("Relu", [x], "/a"), g.node("Relu", [x], "/c")
+    b = g.node("Relu", [g.node("Sin", [a], "/h1")], "/b")
+    g.output(g.node("Add", [g.node("Sin", [c], "/h2"), b], "/d"))
+    return g.model()
+
+
+def three_levels() -> onnx.ModelProto:
+    g = Builder("three")
+    x = g.node("Relu", [g.input("x", SHAPE)], "/r0")
+    side = g.node("Relu", [x], "/side")
+    for i in (1, 2):
+        x = g.node("Relu", [g.node("Sin", [x], f"/s{i}")], f"/r{i}")
+    g.output(g.node("Add", [x, side], "/out"))
+    return g.model()
+
+
+@pytest.mark.parametrize("build", [crossed, three_levels])
+def test_the_merge_is_the_fewest_on_graphs_built_to_tempt_a_greedy_join(ops, build):
+    model = build()
+    segments, _ = cut(model, ops, rule=CutRule(merge=True, crumbs_to_host=False))
+    device = [n for s in segments if s.runs_on == DEVICE for n in s.nodes]
+    count = sum(s.runs_on == DEVICE for s in segments)
+    assert count == fewest_device_segments(model, device) == {"crossed": 2, "three": 3}[model.graph.name]
+    assert mergeable_pairs(segments, model.graph.node) == []
+
+
 def test_the_exhaustive_search_sees_a_path_through_the_host():
     """Its own control: on a device-host-device chain no grouping holds both device nodes."""
     g = Builder("control")
@@ -179,3 +210,62 @@ def test_partition_takes_the_old_rule_too(ops, tmp_path):
     new = partition(path, ops, tmp_path / "new", rule=MERGED)
     assert len(old.device_segments) == 4 and len(new.device_segments) == 2
     assert old.coverage.crossings > new.coverage.crossings
+
+
+# ---------------------------------------------------------------------- notebook 06's figures of it
+
+
+def test_before_and_after_the_merge_notebook_06_shows_both(ops, tmp_path):
+    from weftlib.gate import cut_tables, cuts
+
+    models = []
+    for name, model in (("b", branches()), ("c", random_dag(9, 8))):
+        models.append(tmp_path / f"{name}.onnx")
+        onnx.save(model, str(models[-1]))
+    after = cuts.cut_all(models, ops, tmp_path / "segments")
+    before = cuts.before_merge(models, ops, after)
+    assert before[models[0]].prediction is after[models[0]].prediction
+    assert cuts.merge_findings(after) == {}
+    assert "segments 0 and 1 could be merged" in cuts.merge_findings(before)["b"]  # the old cut fails the check
+    table = cut_tables.merge_table(after, before, tmp_path)
+    row = table.set_index("graph").loc["b.onnx"]
+    assert (row["device segments before"], row["device segments after"]) == (4, 2)
+    assert row["tensors after"] < row["tensors before"] and row["MiB after"] < row["MiB before"]
+    totals = cut_tables.merge_totals(after, before)
+    assert totals["device_segments_before"] == cut_tables.cut_count(before) > totals["device_segments_after"]
+    assert cut_tables.merge_sentence(totals, 2).startswith(
+        f"Over 2 graphs the merge takes the device segments from **{totals['device_segments_before']} to "
+    )
+    questions = {"q": ["b", "c"]}
+    named = cut_tables.answer_models(models, questions)
+    deploy = cut_tables.deployable_table(after, questions, named)
+    assert list(deploy["graph"]) == ["b", "c"] and deploy["device graphs"].iloc[0] == 2
+    link_ms = deploy[next(c for c in deploy.columns if c.startswith("ms on the link"))].iloc[0]
+    assert link_ms == pytest.approx(1e3 * after[models[0]].coverage.bytes_crossing / LINK.bytes_per_s)
+    answer, _, _ = cut_tables.conclusion(after, named, 1e-6, {}, tmp_path / "run_dfc.sh", tmp_path, questions)
+    assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): q: b: 2 device graph(s)")
+    assert "; beside it c: " in answer
+
+
+def test_the_dit_block_the_rfd_asks_about_cuts_into_two_device_graphs(ops, tmp_path):
+    """dit_tokens__all at two blocks (the appendix's), exported through weftlib.dit at a small width: seven
+    device segments before the merge around two host nodes, two after, proven equal."""
+    from weftlib import dit
+
+    model = dit.load_flow_model(None, blocks=2, channels=192)
+    (variant,) = dit.exact_variants(model, dit.example_inputs(model, global_tokens=3), names=["tokens+all"])
+    path = dit.export_variant(variant, tmp_path).path
+    (tmp_path / "old").mkdir()
+    (tmp_path / "new").mkdir()
+    old = partition(path, ops, tmp_path / "old", rule=UNMERGED)
+    new = cut_of_path(path, ops, tmp_path / "new")
+    assert len(old.device_segments) == 7 and sum(s.runs_on == HOST for s in old.segments) == 2
+    assert len(new.device_segments) == 2 and new.proven
+    assert new.coverage.crossings < old.coverage.crossings and new.coverage.macs == old.coverage.macs
+    assert mergeable_pairs(new.segments, onnx.load(str(path)).graph.node) == []
+
+
+def cut_of_path(path, ops, folder):
+    from weftlib.gate.cut_proof import prove
+
+    return prove(partition(path, ops, folder), path, folder)
