@@ -123,7 +123,7 @@ def crossing(groups: list[list[int]], nodes: list[onnx.NodeProto], side: dict[st
     for i, n in enumerate(nodes):
         for t in n.input:
             readers.setdefault(t, set()).add(i)
-    moved = []
+    moved: list[str] = []
     for g in groups:
         if side[nodes[g[0]].name] != DEVICE:
             continue
