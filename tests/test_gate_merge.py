@@ -242,6 +242,9 @@ def test_before_and_after_the_merge_notebook_06_shows_both(ops, tmp_path):
     assert list(deploy["graph"]) == ["b", "c"] and deploy["device graphs"].iloc[0] == 2
     link_ms = deploy[next(c for c in deploy.columns if c.startswith("ms on the link"))].iloc[0]
     assert link_ms == pytest.approx(1e3 * after[models[0]].coverage.bytes_crossing / LINK.bytes_per_s)
+    assert deploy["ms of device MACs at the rated INT8 speed"].iloc[0] == pytest.approx(
+        1e3 * after[models[0]].coverage.macs[0] / 1e13
+    )
     answer, _, _ = cut_tables.conclusion(after, named, 1e-6, {}, tmp_path / "run_dfc.sh", tmp_path, questions)
     assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): q: b: 2 device graph(s)")
     assert "; beside it c: " in answer

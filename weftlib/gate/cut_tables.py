@@ -264,7 +264,7 @@ def deployable_table(
 ):
     """The deployable cut of each RFD graph, the faithful graph beside its exact variant: device graphs (each a
     compiled network), the tensors and bytes crossing per inference and their time at `merge.LINK`'s line
-    rate, and the device's share of the MACs."""
+    rate beside the device MACs' time at its rated speed, and the device's share of the MACs."""
     import pandas as pd
 
     from .merge import LINK
@@ -281,6 +281,7 @@ def deployable_table(
                     "tensors in/out of the device": c.crossings,
                     "MiB per inference": c.bytes_crossing / 2**20,
                     f"ms on the link ({LINK.name})": 1e3 * LINK.seconds(c.bytes_crossing),
+                    "ms of device MACs at the rated INT8 speed": 1e3 * c.macs[0] / LINK.macs_per_s,
                     "MACs on device": c.share("macs"),
                 }
             )

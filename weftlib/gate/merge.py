@@ -62,7 +62,9 @@ class HostLink:
 
 
 # PCIe 3.0: 8 GT/s a lane, 128b/130b coding, so 0.985 GB/s a lane and direction; the Hailo-10H M.2 Key M
-# module has 4 lanes (a Raspberry Pi 5 HAT gives it one). Compute: 40 TOPS INT4 = 20 TOPS INT8 = 1e13 MAC/s.
+# module takes up to 4 lanes (a Raspberry Pi 5's AI HAT+ 2 gives it one, at PCIe 2.0 unless set to 3.0), so
+# this is the best case. Compute: 40 TOPS INT4 = 20 TOPS INT8 = 1e13 MAC/s. The crumb threshold rests on
+# neither (it counts the host's own work per element moved); these only turn a cut's figures into time.
 LINK = HostLink(
     name="Hailo-10H M.2, PCIe 3.0 x4",
     bytes_per_s=4 * 8e9 * 128 / 130 / 8,
