@@ -3,9 +3,11 @@
 The gate's per-node prediction decides the side of each node: a node predicted to parse may go to the
 device, any other stays on the host. Nodes are placed in execution order on alternating levels (host,
 device, host, ...), each node on the lowest level of its side that comes after all of its producers, so no
-path leaves a segment and comes back: every level splits into connected segments that run one after the
-other. A device segment whose inputs break the input rules (a rank or a shape the parser refuses or leaves
-unjudged) hands the nodes that read them to the host, and the cut is made again until it holds.
+path leaves a level and comes back: each level is one segment (independent branches included: as few device
+segments as acyclicity allows, `merge`), and the levels run one after the other. A device segment whose work
+does not pay for its transfers (a crumb) stays on the host. A device segment whose inputs break the input
+rules (a rank or a shape the parser refuses or leaves unjudged) hands the nodes that read them to the host,
+and the cut is made again until it holds.
 
 Each segment is extracted as its own ONNX file with `onnx.utils.Extractor`. For a device segment the cut is
 also given as the DFC takes it on the original graph: `start_node_names` (the segment's first nodes, or the
@@ -25,12 +27,13 @@ from typing import Any
 import onnx
 
 from ..onnx_core.walk import Graph, checker_complaint, graph_inputs, index_model, walk_nodes
-from . import graph_checks
+from . import graph_checks, merge
 from .allowlist import DeviceOps
 from .coverage import coverage, largest_layer, static_dims
 from .cut_proof import prove
 from .device import file_problems, graph_limits
 from .folder_swap import building
+from .merge import MERGED, CutRule
 from .predict import Prediction, predict
 from .segments import DEVICE, HOST, TOLERANCE, Partition, Segment
 from .standing import PARSE
@@ -62,27 +65,6 @@ def _levels(nodes: list[onnx.NodeProto], side: dict[str, str], producer: dict[st
     return levels
 
 
-def _components(members: list[int], nodes: list[onnx.NodeProto]) -> list[list[int]]:
-    """The connected parts of one level (nodes linked by a tensor one makes and another reads)."""
-    parent = {i: i for i in members}
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    made = {t: i for i in members for t in nodes[i].output if t}
-    for i in members:
-        for t in nodes[i].input:
-            if t in made:
-                parent[root(i)] = root(made[t])
-    groups: dict[int, list[int]] = {}
-    for i in members:
-        groups.setdefault(root(i), []).append(i)
-    return sorted(groups.values(), key=lambda g: g[0])
-
-
 def _boundary(indices: list[int], nodes: list[onnx.NodeProto], constants: set[str]) -> tuple[list[str], list[str]]:
     """(tensors the group reads from outside it, tensors it makes), each in graph order."""
     made = list(dict.fromkeys(t for i in indices for t in nodes[i].output if t))
@@ -91,20 +73,15 @@ def _boundary(indices: list[int], nodes: list[onnx.NodeProto], constants: set[st
     return list(dict.fromkeys(inputs)), made
 
 
-def _segments(nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph) -> list[Segment]:
-    """The segments of `nodes` for the sides given, in execution order."""
+def _segments(nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph, rule: CutRule = MERGED) -> list[Segment]:
+    """The segments of `nodes` for the sides given, in execution order, grouped as `rule` says (`merge`)."""
     producer = {t: i for i, n in enumerate(nodes) for t in n.output if t}
     outputs = {o.name for o in graph.model.graph.output}
     consumers: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         for t in n.input:
             consumers.setdefault(t, []).append(i)
-    levels = _levels(nodes, side, producer)
-    groups = [
-        g
-        for level in sorted(set(levels))
-        for g in _components([i for i, lv in enumerate(levels) if lv == level], nodes)
-    ]
+    groups = merge.groups(nodes, side, _levels(nodes, side, producer), rule, graph)
     segments = []
     for index, group in enumerate(groups):
         inputs, made = _boundary(group, nodes, graph.constants)
@@ -124,6 +101,7 @@ def cut(
     prediction: Prediction | None = None,
     host: frozenset[str] | set[str] = frozenset(),
     extractor: onnx.utils.Extractor | None = None,
+    rule: CutRule = MERGED,
 ) -> tuple[list[Segment], dict[str, str]]:
     """The segments of `model` (no files yet) and why each node that could not go to the device stays on
     the host.
@@ -133,7 +111,8 @@ def cut(
     then extracted and judged alone, as the DFC parses a cut; a node that does not parse there goes to the
     host, and the graph is cut again until every device segment parses alone. `host`: nodes kept on the host
     whatever their prediction (the DFC refused them in a cut). `extractor`: one already built on `model`
-    (building one infers the model's shapes again)."""
+    (building one infers the model's shapes again). `rule`: how device nodes are grouped, and whether crumbs
+    stay on the host (`merge`)."""
     graph = index_model(model)
     prediction = prediction or predict(graph, ops)
     nodes = _top_nodes(graph)
@@ -148,7 +127,9 @@ def cut(
             side[name], moved[name] = HOST, "the DFC refused it in a cut"
     extractor = extractor or onnx.utils.Extractor(model)
     while True:
-        segments = _segments(nodes, side, graph)
+        segments = _segments(nodes, side, graph, rule)
+        if rule.crumbs_to_host and merge.crumbs_to_host(segments, graph, side, moved):
+            continue  # crumbs went to the host: cut again before judging
         changed = False
         for s in segments:
             if s.runs_on != DEVICE:
@@ -202,7 +183,11 @@ def translate_args(segment: Segment, graph: Graph) -> dict[str, Any]:
 
 
 def partition(
-    path: str | os.PathLike, ops: DeviceOps, folder: str | os.PathLike, host: frozenset[str] | set[str] = frozenset()
+    path: str | os.PathLike,
+    ops: DeviceOps,
+    folder: str | os.PathLike,
+    host: frozenset[str] | set[str] = frozenset(),
+    rule: CutRule = MERGED,
 ) -> Partition:
     """Cut the graph at `path`, write each segment as its own ONNX file into `folder`, and describe the cut
     (`host`: nodes kept on the host whatever their prediction). `prove` then runs it.
@@ -222,7 +207,9 @@ def partition(
     extractor = onnx.utils.Extractor(inferred)
     prediction = predict(graph, ops)
     whole = file_problems(graph, ops, path, complaint)
-    segments, moved = cut(inferred, ops, prediction, host=_all_nodes(inferred) if whole else host, extractor=extractor)
+    segments, moved = cut(
+        inferred, ops, prediction, host=_all_nodes(inferred) if whole else host, extractor=extractor, rule=rule
+    )
     if whole:
         moved = {name: WHOLE_FILE + "; ".join(whole) for name in moved}
     folder = Path(folder)
