@@ -38,6 +38,14 @@ def test_every_rebuilt_case_has_a_builder_and_every_builder_a_case(ops):
         "rfd-isolated-window-reshape",
         "rfd-layernorm-empty-format",
         "llm-full-model-cycle",
+        "wdt-swinv2-520",
+        "wdt-swinv2-530",
+        "lemu-efficientnet-lite0",
+        "whj-whisper-encoder",
+        "whj-whisper-decoder",
+        "l10h-tinystories-gqa",
+        "l10h-qwen25-tbt",
+        "l10h-qwen25-prefill",
     }
 
 

@@ -593,6 +593,46 @@ def clef_attention_core() -> onnx.ModelProto:
     return g.model()
 
 
+# --------------------------------------------------------------- DFC 5.2.0 / 5.3.0: the WD-Tagger report
+
+
+def _nhwc_stem(g: Builder, c: int, patch: int) -> str:
+    """An NHWC image [1, 16, 16, 3] put channels-first, then the patch Conv: [1, c, 16/patch, 16/patch]."""
+    x = g.node("Transpose", [g.input("input_1", [1, 16, 16, 3])], "/stem/Transpose", perm=[0, 3, 1, 2])
+    w = g.const("/stem.weight", np.random.default_rng(0).standard_normal((c, 3, patch, patch)) / (3 * patch))
+    return g.node("Conv", [x, w], "/stem/Conv", kernel_shape=[patch, patch], strides=[patch, patch])
+
+
+def wdt_vit() -> onnx.ModelProto:
+    c = 32
+    g = Builder("wdt_vit")
+    nhwc = g.node("Transpose", [_nhwc_stem(g, c, 4)], "/stem/Transpose_1", perm=[0, 2, 3, 1])
+    tokens = g.node("Reshape", [nhwc, g.ints("/stem.tokens", [1, 16, c])], "/stem/Reshape")
+    return _end(g, g.layer_norm(tokens, c, "/encoder/norm1"), c)
+
+
+def wdt_convnext() -> onnx.ModelProto:
+    c = 32
+    g = Builder("wdt_convnext")
+    stem = _nhwc_stem(g, c, 4)
+    n = g.layer_norm(g.node("Transpose", [stem], "token_5", perm=[0, 2, 3, 1]), c, "/stem/norm")
+    x = g.node("Transpose", [n], "token_6", perm=[0, 3, 1, 2])
+    w = g.const("/block/dw.weight", np.full((c, 1, 7, 7), 1 / 49))
+    dw = g.node("Conv", [x, w], "/block/dw/Conv", kernel_shape=[7, 7], pads=[3, 3, 3, 3], group=c)
+    m = g.layer_norm(g.node("Transpose", [dw], "token_7", perm=[0, 2, 3, 1]), c, "/block/norm")
+    m = g.linear(g.gelu(g.linear(m, c, 4 * c, "/block/fc1"), "/block/act"), 4 * c, c, "/block/fc2")
+    m = g.node("Mul", [m, g.const("/block.gamma", np.full(c, 0.1))], "/block/Mul")
+    y = g.node("Add", [x, g.node("Transpose", [m], "token_8", perm=[0, 3, 1, 2])], "/block/Add")
+    return _close(g, y, channels=c)
+
+
+def lemu_conv_relu_conv() -> onnx.ModelProto:
+    g = Builder("lemu_conv_relu_conv")
+    x = g.node("Relu", [g.conv1x1(g.input("x", [1, 256, 4, 4]), 256, 256, "/conv1")], "/relu/Relu")
+    g.output(g.conv1x1(x, 256, 64, "/conv2"))
+    return g.model()
+
+
 BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "qvl-block-tokens": qvl_block_tokens,
     "qvl-block-unbatched": qvl_block_unbatched,
@@ -639,6 +679,11 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "clef-conv1d": clef_conv1d,
     "clef-swiglu": clef_swiglu,
     "clef-attention-core": clef_attention_core,
+    "wdt-vit-520": wdt_vit,
+    "wdt-vit-530": wdt_vit,
+    "wdt-convnext-520": wdt_convnext,
+    "wdt-convnext-530": wdt_convnext,
+    "lemu-conv-relu-conv": lemu_conv_relu_conv,
 }
 
 
