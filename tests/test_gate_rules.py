@@ -55,6 +55,7 @@ COUNTER = {
     "reduce_max_channel_axis": "reduce_spatial_axes",
     "reduce_minus2_dropped": "reduce_channel_axis",
     "reduce_spatial_axes": "reduce_channel_axis",
+    "reduce_last_axis_rank4": "reduce_channel_axis",
     "gather_constant_index": "gather_computed_index",
     "gather_computed_index": "gather_constant_index",
     "erf_in_gelu": "erf_standalone",

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 
 from weftlib.gate import load_device_ops
+from weftlib.gate import record_backtest as B
 from weftlib.gate import rules as R
 from weftlib.gate.graphs import Builder
 from weftlib.gate.predict import FAIL, UNJUDGED, predict
@@ -73,3 +74,13 @@ def test_a_head_split_on_an_image_map_is_refused(ops):
     g.output(g.node("Mul", [heads, g.const("k", np.full([16], 2.0))], "post"))
     _, found = _judged(g.model(), ops)
     assert found["heads"] == ("image_channel_split", "refused")
+
+
+def test_qk_norm_after_the_head_transpose_is_unjudged_the_probe_that_separates_the_split(ops):
+    """Refused with the norm between the head split and its Transpose (llm-qk-norm); a Qwen3 export of
+    undescribed form translated (l10h-qwen3-translate). The other form is unjudged, and its own probe."""
+    assert "head_split_interrupted" in B.NEAREST_PARSES
+    prediction, found = _judged(R.RULES["reduce_last_axis_rank4"].example(), ops)
+    assert found["probe/ReduceMean"] == ("reduce_last_axis_rank4", "unjudged")
+    assert found["probe/Reshape"] == ("head_split_glued", "parse")
+    assert prediction.verdict == UNJUDGED

@@ -708,6 +708,8 @@ def _reduce(kind: str) -> Callable[[Context, object], str | None]:
             return "axis -2, keepdims 0" if rank >= 3 and axes == [rank - 2] and keep == 0 else None
         if kind == "spatial":
             return "axes [2, 3] of an image, keepdims" if rank == 4 and axes == [2, 3] and keep == 1 else None
+        if kind == "last_rank4":
+            return "axis 3 (the last) of a rank-4 input" if rank == 4 and axes == [3] else None
         return None
 
     return match
@@ -721,6 +723,19 @@ def _ex_reduce(kind: str) -> Callable[[], onnx.ModelProto]:
             g.output(g.conv1x1(r, 8, 8, "probe/post"))
             return g.model()
         g, x = _ex_tokens(f"reduce_{kind}")
+        if kind == "last_rank4":  # QK-norm after the head Transpose: RMS over the head dim of [B, H, S, d]
+            heads = g.node("Reshape", [x, g.ints("heads", [1, 8, 4, 4])], "probe/Reshape")
+            heads = g.node("Transpose", [heads], "probe/Transpose", perm=[0, 2, 1, 3])
+            sq = g.node("Mul", [heads, heads], "probe/Mul_sq")
+            ms = g.node("ReduceMean", [sq], "probe/ReduceMean", axes=[-1], keepdims=1)
+            normed = g.node("Div", [heads, g.node("Sqrt", [ms], "probe/Sqrt")], "probe/Div")
+            back = g.node("Transpose", [normed], "probe/Transpose_back", perm=[0, 2, 1, 3])
+            g.output(
+                g.linear(
+                    g.node("Reshape", [back, g.ints("tokens", [1, 8, 16])], "probe/Reshape_back"), 16, 16, "probe/post"
+                )
+            )
+            return g.model()
         if kind == "max_channel":
             r = g.node("ReduceMax", [x], "probe/ReduceMax", axes=[-1], keepdims=1)
             g.output(g.node("Sub", [x, r], "probe/post_Sub"))
@@ -1085,6 +1100,7 @@ RULES: dict[str, Rule] = {
             _reduce("minus2_dropped"),
             _ex_reduce("minus2_dropped"),
         ),
+        Rule("reduce_last_axis_rank4", REDUCTIONS, _reduce("last_rank4"), _ex_reduce("last_rank4")),
         Rule(
             "reduce_spatial_axes",
             REDUCTIONS,
