@@ -5,6 +5,10 @@ each row saying whether it agrees with what the DFC did:
   node the DFC named among the refused;
 - on another DFC 5.x, a refusal must never be predicted to parse (unjudged is allowed: the target may
   differ); a parse there is shown.
+
+That is fit: the rules were written with those cases in view. `leave_one_source_out` is the held-out
+figure (each source judged by a gate without its evidence), and `refusals_on_nearest` checks that no
+refusal fires on the public parses nearest to it (`NEAREST_PARSES`).
 """
 
 from __future__ import annotations
