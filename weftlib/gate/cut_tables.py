@@ -205,14 +205,16 @@ def conclusion(
     script: Path,
     run_dir: str | os.PathLike | None = None,
     questions: Mapping[str, Sequence[str]] | None = None,
+    sources: str = "unknown",
 ) -> tuple[str, dict[str, str], list[str]]:
     """Notebook 06's answer (`cut_sentence` over the `named` graphs: stem -> model, grouped by `questions`
-    where given), what it rests on, and its unmet preconditions (`unmet`)."""
+    where given), what it rests on (`sources`: what the graphs' notebooks rested on, `run_graphs.graph_sources`)
+    and its unmet preconditions (`unmet`)."""
     parts = {stem: partitions[model] for stem, model in named.items()}
     host = {stem: host_ops(parts[stem], model) for stem, model in named.items()}
     sentence = cut_sentence(parts, host, questions)
     answer = f"Every graph cut and proven (chain vs graph within {tolerance:g}): {sentence}."
-    rests_on = {"dfc": "run" if results else "not run", "sources": "the graphs of this run"}
+    rests_on = {"dfc": "run" if results else "not run", "sources": sources}
     return answer, rests_on, unmet(results, script, run_dir)
 
 
