@@ -9,7 +9,7 @@ import onnx
 import pytest
 
 from tests.test_gate_partition import cut_of
-from weftlib.gate import load_device_ops
+from weftlib.gate import load_device_ops, merge
 from weftlib.gate.graphs import Builder
 from weftlib.gate.merge import LINK, MERGED, UNMERGED, CutRule, mergeable_pairs, quotient_acyclic
 from weftlib.gate.partition import cut, partition
@@ -272,3 +272,26 @@ def cut_of_path(path, ops, folder):
     from weftlib.gate.cut_proof import prove
 
     return prove(partition(path, ops, folder), path, folder)
+
+
+def test_a_tensor_sized_only_at_run_time_counts_as_unbounded():
+    """03's scatter export carries NonZero's [1, N?] output: the merge compared groupings by the elements they
+    move and raised on its unknown dimension, so 06 failed on the whole run; such a tensor now costs most."""
+    import math
+
+    from onnx import TensorProto, helper
+
+    from weftlib.onnx_core.walk import index_model
+
+    nodes = [helper.make_node("NonZero", ["x"], ["idx"], name="nz"), helper.make_node("Relu", ["x"], ["y"], name="r")]
+    graph = helper.make_graph(
+        nodes,
+        "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [
+            helper.make_tensor_value_info("idx", TensorProto.INT64, [2, None]),
+            helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4]),
+        ],
+    )
+    indexed = index_model(onnx.shape_inference.infer_shapes(helper.make_model(graph)))
+    assert merge.elements(indexed, ["y"]) == 4 and merge.elements(indexed, ["x", "idx"]) == math.inf

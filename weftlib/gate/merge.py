@@ -118,7 +118,7 @@ def _by_level(levels: list[int]) -> list[list[int]]:
     return [[i for i, lv in enumerate(levels) if lv == level] for level in sorted(set(levels))]
 
 
-def crossing(groups: list[list[int]], nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph) -> int:
+def crossing(groups: list[list[int]], nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph) -> float:
     """Elements that enter or leave the device groups of `groups` per inference."""
     outputs = {o.name for o in graph.model.graph.output}
     readers: dict[str, set[int]] = {}
@@ -151,15 +151,20 @@ def groups(
 # -------------------------------------------------------------------------------------------- crumbs
 
 
-def elements(graph: Graph, tensors: Sequence[str]) -> int:
-    return sum(int(math.prod(static_dims(graph.shapes.get(t) or (0,)))) for t in tensors)
+def elements(graph: Graph, tensors: Sequence[str]) -> float:
+    """Elements the tensors hold; infinite when one has a dimension only the run knows (NonZero's output),
+    so a grouping that moves it loses to one that does not, and a segment that moves it counts as a crumb."""
+    shapes = [graph.shapes.get(t) or (0,) for t in tensors]
+    if any(d is None for shape in shapes for d in shape):
+        return math.inf
+    return sum(math.prod(static_dims(shape)) for shape in shapes)
 
 
 def segment_macs(segment: Segment, by_name: dict[str, onnx.NodeProto], graph: Graph) -> int:
     return sum(node_macs(by_name[n], graph) for n in segment.nodes)
 
 
-def crumbs(segments: Sequence[Segment], graph: Graph) -> list[tuple[Segment, int, int]]:
+def crumbs(segments: Sequence[Segment], graph: Graph) -> list[tuple[Segment, int, float]]:
     """(segment, its MACs, elements it moves) for every device segment that would not pay for its transfers;
     none when the whole graph holds no MACs."""
     by_name = {n.name: n for n in graph.model.graph.node}
