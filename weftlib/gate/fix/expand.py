@@ -1,0 +1,69 @@
+"""Rewrites of Expand by a constant shape (the gate refuses the op: `UnexpectedNodeError: Expand`): into the
+broadcast the op after it does anyway, or into the constant it makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnxscript import ir
+
+from .base import ExactRewrite, const, ints, static_shape
+
+BROADCASTING = ("Add", "Sub", "Mul", "Div")
+
+
+class ExpandOfConstant(ExactRewrite):
+    """Fires on Expand(constant, constant shape): the expanded tensor is written as a constant (numpy's
+    broadcast is the ONNX Expand: the same bidirectional broadcasting rule)."""
+
+    answers = ("op:Expand",)
+
+    def pattern(self, op: Any, x: ir.Value, shape: ir.Value) -> Any:
+        return op.Expand(x, shape)
+
+    def holds(self, x: ir.Value, shape: ir.Value) -> str | None:
+        if const(x) is None or ints(shape) is None:
+            return "Expand of a tensor that is not constant, or by a shape that is not"
+        return None
+
+    def rewrite(self, op: Any, x: ir.Value, shape: ir.Value) -> Any:
+        array, target = const(x), ints(shape)
+        assert array is not None and target is not None
+        out = np.broadcast_shapes(array.shape, tuple(target))
+        return self.constant(op, np.broadcast_to(array, out).copy())
+
+
+class ExpandIntoBroadcast(ExactRewrite):
+    """Fires on an elementwise Add/Sub/Mul/Div whose input `side` (0 or 1) is an Expand by a constant shape
+    (an RMS norm's divisor [.., 1] expanded to [.., d]), when broadcasting the unexpanded tensor against the
+    other input gives the same output shape: the op broadcasts it itself, each output element reading the
+    same input element the Expand copied there."""
+
+    answers = ("op:Expand",)
+
+    def __init__(self, op_type: str, side: int) -> None:
+        self.op_type, self.side = op_type, side
+        super().__init__()
+        self.name = f"ExpandIntoBroadcast_{op_type}_{side}"
+
+    def pattern(self, op: Any, x: ir.Value, shape: ir.Value, other: ir.Value) -> Any:
+        expanded = op.Expand(x, shape)
+        pair = (expanded, other) if self.side == 0 else (other, expanded)
+        return getattr(op, self.op_type)(*pair)
+
+    def holds(self, x: ir.Value, shape: ir.Value, other: ir.Value) -> str | None:
+        target, small, wide = ints(shape), static_shape(x), static_shape(other)
+        if target is None or small is None or wide is None:
+            return "the Expand's shape is not constant, or an input's shape is not static"
+        with_expand = np.broadcast_shapes(np.broadcast_shapes(small, tuple(target)), wide)
+        return None if np.broadcast_shapes(small, wide) == with_expand else "the broadcast alone gives another shape"
+
+    def rewrite(self, op: Any, x: ir.Value, shape: ir.Value, other: ir.Value) -> Any:
+        pair = (x, other) if self.side == 0 else (other, x)
+        return getattr(op, self.op_type)(*pair)
+
+
+def expand_rewrites() -> list[ExactRewrite]:
+    return [ExpandOfConstant()] + [ExpandIntoBroadcast(o, s) for o in BROADCASTING for s in (0, 1)]
