@@ -10,6 +10,9 @@ probes --out DIR                               one small graph per unjudged op a
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
                                                computes the graph, 1 when it does not
+fix MODEL.onnx --out DIR                       exact rewrites answering the gate's findings, proven equal in
+                                               onnxruntime: DIR/<stem>.fixed.onnx and DIR/fix.json; exit 0 pass,
+                                               1 refusals remain (or the proof failed), 3 only unjudged remain
 
 Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed result or pack,
 an unwritable --out), never a traceback.
@@ -80,6 +83,10 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("--out", required=True)
     cut.add_argument("--ops", default=None)
     cut.add_argument("--tolerance", type=float, default=None, help="max |chain - graph| allowed (default 1e-6)")
+    fix = sub.add_parser("fix", help="rewrite a graph toward what the DFC parses, each rewrite exact and proven")
+    fix.add_argument("model")
+    fix.add_argument("--out", required=True)
+    fix.add_argument("--ops", default=None)
     return ap
 
 
@@ -234,6 +241,24 @@ def _partition(args: argparse.Namespace) -> int:
     return 0 if part.proven else 1
 
 
+def _fix(args: argparse.Namespace) -> int:
+    from .fix import FixError, fix_model, write_fix
+
+    _existing_file(args.model, "MODEL")
+    try:
+        fixed = fix_model(args.model, load_device_ops(args.ops))
+    except FixError as exc:
+        raise BadInput(str(exc)) from exc
+    path = write_fix(fixed, args.out)
+    print(f"{fixed.before.verdict} -> {fixed.after.verdict}: {path} ({len(fixed.rewrites)} rewrite(s))")
+    for a in fixed.rewrites:
+        print(f"  {a.rewrite} answers {', '.join(a.answers)}: {len(a.replaced)} nodes -> {len(a.produced)}")
+    for u in fixed.unanswered:
+        print(f"  unanswered {u['node']} by {u['rule']}: {u['why']}")
+    print(f"proof: {'proven' if fixed.proof.proven else 'NOT equal'}, worst {max(fixed.proof.worst):.3g} of the scale")
+    return fixed.exit_code
+
+
 COMMANDS = {
     "device": _device,
     "dfc": _dfc,
@@ -241,6 +266,7 @@ COMMANDS = {
     "probes": _probes,
     "evidence": _evidence,
     "partition": _partition,
+    "fix": _fix,
 }
 
 

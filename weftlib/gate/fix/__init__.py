@@ -59,9 +59,9 @@ def fix_model(
         onnx.save(fixed, path)
         proof = prove(model_path, path, examples, tolerance=tolerance)
     after = gates[-1]
-    return Fix(
-        str(model_path), fixed, before, after, tuple(applied), tuple(unanswered(after, answered_keys(library))), proof
-    )
+    declined = {node: why for rewrite in library for node, why in rewrite.declined.items()}
+    left = unanswered(after, answered_keys(library), declined)
+    return Fix(str(model_path), fixed, before, after, tuple(applied), tuple(left), proof)
 
 
 def write_fix(fix: Fix, out: str | os.PathLike) -> Path:

@@ -27,6 +27,7 @@ class ExactRewrite(RewriteRuleClassBase):
     def __init__(self) -> None:
         super().__init__(name=type(self).__name__)
         self.targets: frozenset[str] = frozenset()
+        self.declined: dict[str, str] = {}  # aimed-at node -> the precondition that failed there
         self._made = 0
 
     def aim(self, nodes: Iterable[str]) -> ExactRewrite:
@@ -34,12 +35,16 @@ class ExactRewrite(RewriteRuleClassBase):
         self.targets = frozenset(nodes)
         return self
 
-    def check(self, context: Any, *args: Any, **bindings: Any) -> MatchResult:
+    def check(self, op: Any, *args: Any, **kwargs: Any) -> MatchResult:
+        """onnxscript calls it with the match's context (as `op`) and the pattern's bindings."""
         result = MatchResult()
-        if not any(node.name in self.targets for node in context.nodes):
+        if not any(node.name in self.targets for node in op.nodes):
             return result.fail("no node of this match is a finding the rewrite answers")
-        why = self.holds(**bindings)
-        return result.fail(why) if why else result
+        why = self.holds(*args, **kwargs)
+        if why:
+            self.declined.update({n.name: f"{self.name}: {why}" for n in op.nodes if n.name in self.targets})
+            return result.fail(why)
+        return result
 
     def holds(self, *args: Any, **bindings: Any) -> str | None:
         """None when every precondition holds; else which one fails, in words."""

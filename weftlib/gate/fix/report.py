@@ -32,16 +32,19 @@ def gate_summary(result: GateResult) -> dict[str, object]:
     }
 
 
-def unanswered(after: GateResult, answered: dict[str, list[str]]) -> list[dict[str, object]]:
-    """Each refusal left in the fixed graph, with its rule and why no rewrite took it."""
+def unanswered(after: GateResult, answered: dict[str, list[str]], declined: dict[str, str]) -> list[dict[str, object]]:
+    """Each refusal left in the fixed graph, with its rule and why no rewrite took it (`declined`: node ->
+    the precondition a rewrite aimed at it found failing)."""
     out: list[dict[str, object]] = []
     for f in after.findings:
         if f.prediction != REFUSED:
             continue
         if f.downstream:
             why = "a consequence of an earlier refusal (its input lost its format), not a cause of its own"
+        elif f.node in declined:
+            why = declined[f.node]
         elif f.key in answered:
-            why = f"{', '.join(answered[f.key])} answer {f.key}, but a precondition does not hold here"
+            why = f"{', '.join(answered[f.key])} answer {f.key}, but this node is not in the pattern they rewrite"
         else:
             why = f"no exact rewrite in the library answers {f.key}"
         out.append({"node": f.node, "op": f.op, "rule": f.key, "why": why})
