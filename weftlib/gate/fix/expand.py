@@ -65,5 +65,31 @@ class ExpandIntoBroadcast(ExactRewrite):
         return getattr(op, self.op_type)(*pair)
 
 
+class ExpandChannelsByConv(ExactRewrite):
+    """Fires on Expand of an image with one channel [B, 1, H, W] to [B, C, H, W] (a mean over the channels
+    spread back over them), where no broadcasting op follows to absorb it: a 1x1 Conv whose C filters are
+    each the weight 1.0. Exact: every output is its input times one, plus nothing."""
+
+    answers = ("op:Expand",)
+
+    def pattern(self, op: Any, x: ir.Value, shape: ir.Value) -> Any:
+        return op.Expand(x, shape)
+
+    def holds(self, x: ir.Value, shape: ir.Value) -> str | None:
+        before, target = static_shape(x), ints(shape)
+        if before is None or target is None or len(before) != 4 or len(target) != 4:
+            return "not an image expanded by a constant rank-4 shape"
+        if before[1] != 1 or target[1] <= 1 or [target[0], *target[2:]] not in ([before[0], *before[2:]], [1, 1, 1]):
+            return "the Expand spreads another axis than the channels of a one-channel image"
+        return None
+
+    def rewrite(self, op: Any, x: ir.Value, shape: ir.Value) -> Any:
+        channels = (ints(shape) or [0, 0])[1]
+        dtype = np.dtype(x.dtype.numpy()) if x.dtype is not None else np.dtype(np.float32)
+        return op.Conv(x, self.constant(op, np.ones((channels, 1, 1, 1), dtype=dtype)))
+
+
 def expand_rewrites() -> list[ExactRewrite]:
-    return [ExpandOfConstant()] + [ExpandIntoBroadcast(o, s) for o in BROADCASTING for s in (0, 1)]
+    """Constant first, then the broadcast a following op does anyway, the 1x1 Conv last."""
+    broadcasts: list[ExactRewrite] = [ExpandIntoBroadcast(o, s) for o in BROADCASTING for s in (0, 1)]
+    return [ExpandOfConstant(), *broadcasts, ExpandChannelsByConv()]

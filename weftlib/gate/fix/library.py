@@ -11,7 +11,7 @@ from .base import ExactRewrite
 from .constants import CastLikeOfConstant, RangeOfConstants, TrigOfConstant
 from .expand import expand_rewrites
 from .groupnorm import GroupNormByReductions
-from .shuffles import BatchFoldAroundTranspose, ReshapeChain
+from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
 
 
 def default_library() -> list[ExactRewrite]:
@@ -24,6 +24,7 @@ def default_library() -> list[ExactRewrite]:
         *expand_rewrites(),
         BatchFoldAroundTranspose(),
         ReshapeChain(),
+        *(ReshapeChainThroughScalar(op) for op in ("Add", "Sub", "Mul", "Div")),
         GroupNormByReductions(),
     ]
 

@@ -1,9 +1,11 @@
 """The proof of a fix: onnxruntime runs the original and the fixed graph on the same inputs, several sets of
 them, and the largest difference on every output is held to a tolerance relative to that output's scale.
 
-The input sets are random values of each input's type and static shape (`cut_proof.random_feeds`, one seed
-per set) and the run's own example inputs where the caller has them. Float outputs may differ by rounding
-(`RELATIVE` of the largest |value| the original gives); any other dtype must be equal.
+The input sets are random values of each input's type and shape (`random_feeds`, one seed per set; a
+symbolic dimension takes `SYMBOLIC`) and the run's own example inputs where the caller has them. Float
+outputs may differ by rounding (`RELATIVE` of the largest |value| the original gives); any other dtype must be
+equal. A set the original graph itself cannot run (an index input out of its range) is named and proves
+nothing; with no set left the fix is not proven.
 """
 
 from __future__ import annotations
@@ -11,14 +13,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ...onnx_core import compare, runtime
-from ..cut_proof import random_feeds
 
 RELATIVE = 1e-5  # float32: a rewrite may reorder a sum, nothing more
 SEEDS = (0, 1, 2)
+SYMBOLIC = 2  # the size a symbolic dimension takes in the random sets
+INDEX_RANGE = 3  # integer inputs are drawn from [0, 3): most int inputs index something small
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,23 @@ class Proof:
             "tolerance": f"{self.tolerance:g} of each output's largest |value| (float); equal otherwise",
             "sets": [{"inputs": s, "worst_relative_diff": w} for s, w in zip(self.sets, self.worst, strict=True)],
         }
+
+
+def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray]:
+    """Random values for every input of `session`: floats standard normal (float16/64 cast from it), ints
+    in [0, INDEX_RANGE), booleans fair."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for info in session.get_inputs():
+        shape = [d if isinstance(d, int) else SYMBOLIC for d in info.shape]
+        kind = info.type[len("tensor(") : -1]
+        if kind == "bool":
+            feeds[info.name] = rng.random(shape) > 0.5
+        elif "int" in kind:
+            feeds[info.name] = rng.integers(0, INDEX_RANGE, shape).astype(np.dtype(kind))
+        else:
+            feeds[info.name] = rng.standard_normal(shape).astype({"float": np.float32}.get(kind, kind))
+    return feeds
 
 
 def _worst(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> float:
@@ -63,16 +84,20 @@ def prove(
     tolerance: float = RELATIVE,
 ) -> Proof:
     """Run both graphs (as written, no onnxruntime fusions) on each input set; `examples` names more sets."""
-    sets = {f"random seed {s}": random_feeds(original, s) for s in seeds} | dict(examples or {})
     first = runtime.session(original, once=True, optimize=False)
     second = runtime.session(fixed, once=True, optimize=False)
+    sets = {f"random seed {s}": random_feeds(first, s) for s in seeds} | dict(examples or {})
     names = [o.name for o in first.get_outputs()]
-    worst = []
-    for feeds in sets.values():
+    ran, worst = [], []
+    for label, feeds in sets.items():
+        try:
+            expected = first.run(names, dict(feeds))
+        except Exception:  # the original refuses these inputs: they prove nothing either way
+            continue
         try:
             got = second.run(names, dict(feeds))
-        except Exception:  # a fixed graph onnxruntime cannot run proves nothing
-            worst.append(float("inf"))
-            continue
-        worst.append(_worst(first.run(names, dict(feeds)), got))
-    return Proof(tuple(sets), tuple(worst), tolerance)
+        except Exception:  # the fixed graph cannot run what the original runs: not equal
+            got = None
+        ran.append(label)
+        worst.append(float("inf") if got is None else _worst(expected, got))
+    return Proof(tuple(ran), tuple(worst), tolerance)

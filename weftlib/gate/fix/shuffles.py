@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from onnxscript import ir
 
-from .base import ExactRewrite, ints, reshaped, static_shape
+from .base import ExactRewrite, const, ints, reshaped, static_shape
 
 
 def _fold_shapes(x: ir.Value, folded: ir.Value, unfolded: ir.Value) -> tuple[list[int], list[int]] | None:
@@ -66,6 +66,31 @@ class ReshapeChain(ExactRewrite):
         after = reshaped(tuple(middle or ()), ints(shape))
         assert after is not None
         return op.Reshape(x, self.constant(op, np.array(after, dtype=np.int64)))
+
+
+class ReshapeChainThroughScalar(ExactRewrite):
+    """Fires on Reshape(Add/Sub/Mul/Div(Reshape(x, a rank-5 shape), k), shape) with k a one-element
+    constant: Add/Sub/Mul/Div(Reshape(x, shape), k). Exact: an op with one scalar does the same to every
+    element whatever the shape, so it commutes with the Reshapes, and the two Reshapes are the last one."""
+
+    answers = ("reshape_5d_to_4d",)
+
+    def __init__(self, op_type: str) -> None:
+        self.op_type = op_type
+        super().__init__()
+        self.name = f"ReshapeChainThrough{op_type}"
+
+    def pattern(self, op: Any, x: ir.Value, five: ir.Value, k: ir.Value, shape: ir.Value) -> Any:
+        return op.Reshape(getattr(op, self.op_type)(op.Reshape(x, five), k), shape)
+
+    def holds(self, x: ir.Value, five: ir.Value, k: ir.Value, shape: ir.Value) -> str | None:
+        scalar = const(k)
+        if scalar is None or scalar.size != 1 or scalar.ndim > len(ints(shape) or ()):
+            return "the op between the Reshapes is not with a one-element constant"
+        return ReshapeChain.holds(self, x, five, shape)  # type: ignore[arg-type]
+
+    def rewrite(self, op: Any, x: ir.Value, five: ir.Value, k: ir.Value, shape: ir.Value) -> Any:
+        return getattr(op, self.op_type)(ReshapeChain.rewrite(self, op, x, five, shape), k)  # type: ignore[arg-type]
 
 
 class WrongOrderBatchFold(BatchFoldAroundTranspose):
