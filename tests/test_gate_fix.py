@@ -196,3 +196,26 @@ def test_write_fix_replaces_an_earlier_folder_whole(tmp_path, ops):
         "batch_fold.fixed.onnx",
         "fix.json",
     ]
+
+
+def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(tmp_path, ops):
+    from weftlib.gate.fix import tables
+
+    models = [
+        _save(tmp_path, _batch_fold(), "batch_fold"),
+        _save(tmp_path, public_record.BUILDERS["clef-expand"](), "ce"),
+    ]
+    with pytest.raises(ValueError, match="not exported"):
+        tables.fix_all(models, ["absent"], ops, tmp_path / "fixed")
+    fixes = tables.fix_all(models, ["batch_fold", "ce"], ops, tmp_path / "fixed")
+    assert all(p.is_file() for p in tables.fixed_paths(fixes, tmp_path / "fixed"))
+    rows = {r["graph"]: r for r in tables.fix_rows(fixes)}
+    assert (
+        rows["ce"]["after"].startswith("pass")
+        and rows["ce"]["proven"]
+        and "ExpandChannelsByConv" in rows["ce"]["rewrites"]
+    )
+    gates = {"ce": fixes["ce"].after}
+    compared = tables.variant_rows(fixes, {"ce": "ce"}, gates)
+    assert compared[0]["as the variant"] and not tables.holds(compared)
+    assert tables.holds([{**compared[0], "fixed": "fail"}])
