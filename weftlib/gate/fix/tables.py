@@ -9,6 +9,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ..allowlist import DeviceOps
+from ..segments import Partition
 from . import Fix, fix_model, write_fix
 
 
@@ -81,3 +82,37 @@ def holds(rows: list[dict]) -> list[dict]:
     """The comparison's claim: each fixed graph is predicted to parse as its variant is, or the table names
     the refusals no rewrite answers. Returns the rows where neither holds (a refusal left unnamed)."""
     return [r for r in rows if r["fixed"] == "fail" and r["refusals no rewrite answers"] == "none"]
+
+
+def unnamed_refusals(fixes: Mapping[str, Fix]) -> list[str]:
+    """The graphs whose fixed version has a refusal `unanswered` does not name (it must name every one)."""
+    return [
+        stem
+        for stem, fix in fixes.items()
+        if [(u["node"], u["rule"]) for u in fix.unanswered]
+        != [(f.node, f.key) for f in fix.after.findings if f.prediction == "refused"]
+    ]
+
+
+def coverage_rows(
+    before: Mapping[Path, Partition], after: Mapping[Path, Partition], fixes: Mapping[str, Fix]
+) -> list[dict[str, object]]:
+    """Per fixed graph: the device's share of the nodes and MACs cut as exported and cut after the fix."""
+    original = {p.stem: part for p, part in before.items()}
+    fixed = {p.name.removesuffix(".fixed.onnx"): part for p, part in after.items()}
+    rows = []
+    for stem in fixes:
+        old, new = original[stem].coverage, fixed[stem].coverage
+        rows.append(
+            {
+                "graph": stem,
+                "nodes on device before": f"{old.nodes[0]} of {old.nodes[1]}",
+                "nodes on device after": f"{new.nodes[0]} of {new.nodes[1]}",
+                "MACs on device before": f"{old.share('macs'):.1%}",
+                "MACs on device after": f"{new.share('macs'):.1%}",
+                "device segments before": len(original[stem].device_segments),
+                "device segments after": len(fixed[stem].device_segments),
+                "fixed cut proven": fixed[stem].proven,
+            }
+        )
+    return rows
