@@ -73,11 +73,31 @@ def _constant_tables() -> onnx.ModelProto:
     return g.model()
 
 
+def _interleaved_rope() -> onnx.ModelProto:
+    """RoPE on interleaved pairs as the exporter writes view_as_complex: [1, 4, 2, 8] viewed as [.., 4, 2],
+    each half picked by a Gather, rotated by constant tables, stacked and viewed back."""
+    g = Builder("interleaved_rope")
+    x = g.node("Mul", [g.input("x", [1, 4, 2, 8]), g.const("k", 2.0)], "pre/Mul")
+    pairs = g.node("Reshape", [x, g.ints("pairs", [1, 4, 2, -1, 2])], "rope/view")
+    a = g.node("Gather", [pairs, g.const("i0", 0, np.int64)], "rope/select", axis=4)
+    b = g.node("Gather", [pairs, g.const("i1", 1, np.int64)], "rope/select_1", axis=4)
+    phase = np.arange(16).reshape(4, 1, 4) * 0.37
+    cos, sin = g.const("cos", np.cos(phase)), g.const("sin", np.sin(phase))
+    real = g.node("Sub", [g.node("Mul", [a, cos], "rope/m0"), g.node("Mul", [b, sin], "rope/m1")], "rope/Sub")
+    imag = g.node("Add", [g.node("Mul", [a, sin], "rope/m2"), g.node("Mul", [b, cos], "rope/m3")], "rope/Add")
+    last = g.ints("last", [-1])
+    ends = [g.node("Unsqueeze", [t, last], f"rope/Unsqueeze_{i}") for i, t in enumerate([real, imag])]
+    stacked = g.node("Concat", ends, "rope/stack", axis=-1)
+    g.output(g.node("Reshape", [stacked, g.ints("back", [1, 4, 2, 8])], "rope/view_back"))
+    return g.model()
+
+
 REWRITES = {
     "batch_fold": (_batch_fold, "BatchFoldAroundTranspose", "batch_axis", "Reshape"),
     "rms_expand": (_rms_expand, "ExpandIntoBroadcast_Div_1", "op:Expand", "Expand"),
     "groupnorm": (_groupnorm, "GroupNormByReductions", "op:InstanceNormalization", "InstanceNormalization"),
     "constant_tables": (_constant_tables, "TrigOfConstant_Cos", "op:Cos", "Cos"),
+    "interleaved_rope": (_interleaved_rope, "InterleavedRopeByTables", "reshape_5d_to_4d", "Gather"),
 }
 
 
@@ -94,6 +114,12 @@ def test_each_rewrite_answers_its_finding_and_is_proven_equal(case, tmp_path, op
         assert gone not in ops_after, ops_after
     assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
     assert [(i.name, i.type) for i in fix.fixed.graph.input] == [(i.name, i.type) for i in build().graph.input]
+
+
+def test_the_interleaved_rope_is_rewritten_bit_for_bit(tmp_path, ops):
+    fix = fix_model(_save(tmp_path, _interleaved_rope(), "rope"), ops)
+    assert {"Gather", "Concat", "Unsqueeze"}.isdisjoint(n.op_type for n in fix.fixed.graph.node)
+    assert max(fix.proof.worst) == 0.0, fix.proof
 
 
 def test_constant_tables_fold_range_cos_and_sin_and_castlike(tmp_path, ops):

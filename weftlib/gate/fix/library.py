@@ -11,6 +11,7 @@ from .base import ExactRewrite
 from .constants import CastLikeOfConstant, RangeOfConstants, TrigOfConstant
 from .expand import expand_rewrites
 from .groupnorm import GroupNormByReductions
+from .rope import InterleavedRopeByTables
 from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
 
 
@@ -22,6 +23,7 @@ def default_library() -> list[ExactRewrite]:
         RangeOfConstants(),
         CastLikeOfConstant(),
         *expand_rewrites(),
+        InterleavedRopeByTables(),
         BatchFoldAroundTranspose(),
         ReshapeChain(),
         *(ReshapeChainThroughScalar(op) for op in ("Add", "Sub", "Mul", "Div")),
