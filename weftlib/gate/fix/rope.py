@@ -36,6 +36,28 @@ def _tables(x: ir.Value, c: ir.Value, s: ir.Value) -> tuple[np.ndarray, np.ndarr
     return cos2.astype(cos.dtype), sin2.astype(sin.dtype), swap
 
 
+def _structure(
+    shape: tuple[int, ...],
+    view: ir.Value,
+    i0: ir.Value,
+    i1: ir.Value,
+    u0: ir.Value,
+    u1: ir.Value,
+    back: ir.Value,
+    outputs: dict[str, ir.Value],
+) -> str | None:
+    """Why the matched nodes are not the pair view, the two picks, the stack and the view back (None: they are)."""
+    rank = len(shape) + 1
+    split = reshaped(shape, ints(view))
+    if split != [*shape[:-1], shape[-1] // 2, 2] or reshaped(tuple(split), ints(back)) != list(shape):
+        return "the Reshapes do not view the last axis as pairs and back"
+    if ints(i0) != [0] or ints(i1) != [1] or {_axis(outputs["a"], rank), _axis(outputs["b"], rank)} != {rank - 1}:
+        return "the Gathers do not pick the two halves of each pair"
+    if ints(u0) not in ([-1], [rank - 1]) or ints(u1) not in ([-1], [rank - 1]):
+        return "the halves are not stacked on a new last axis"
+    return "the Concat is not on the pair axis" if _axis(outputs["stacked"], rank) != rank - 1 else None
+
+
 class InterleavedRopeByTables(ExactRewrite):
     """Fires on Reshape(x [.., D] -> [.., D/2, 2]), a = Gather(0) and b = Gather(1) on the last axis,
     (a cos - b sin, a sin + b cos) with constant tables, each Unsqueezed on the last axis, Concat there,
@@ -83,16 +105,9 @@ class InterleavedRopeByTables(ExactRewrite):
         shape = static_shape(x)
         if shape is None or shape[-1] % 2:
             return "x's shape is not static, or its last axis is odd"
-        rank = len(shape) + 1
-        split = reshaped(shape, ints(view))
-        if split != [*shape[:-1], shape[-1] // 2, 2] or reshaped(tuple(split), ints(back)) != list(shape):
-            return "the Reshapes do not view the last axis as pairs and back"
-        if ints(i0) != [0] or ints(i1) != [1] or {_axis(outputs["a"], rank), _axis(outputs["b"], rank)} != {rank - 1}:
-            return "the Gathers do not pick the two halves of each pair"
-        if ints(u0) not in ([-1], [rank - 1]) or ints(u1) not in ([-1], [rank - 1]):
-            return "the halves are not stacked on a new last axis"
-        if _axis(outputs["stacked"], rank) != rank - 1:
-            return "the Concat is not on the pair axis"
+        why = _structure(shape, view, i0, i1, u0, u1, back, outputs)
+        if why:
+            return why
         half = (*shape[:-1], shape[-1] // 2)
         tables = [const(c), const(s)]
         if any(t is None or np.broadcast_shapes(t.shape, half) != half for t in tables):
