@@ -92,11 +92,27 @@ def _interleaved_rope() -> onnx.ModelProto:
     return g.model()
 
 
+def _qk_norm() -> onnx.ModelProto:
+    """A per-head L2 norm with its gain between the head split and its Transpose (a QK norm)."""
+    g = Builder("qk_norm")
+    x = g.linear(g.input("x", [1, 8, 32]), 32, 32, "pre")
+    split = g.node("Reshape", [x, g.ints("heads", [1, 8, 4, -1])], "q/view")
+    norm = g.node("ReduceL2", [split], "q/ReduceL2", axes=[-1], keepdims=1)
+    floor = g.node("Clip", [norm, g.const("eps", 1e-12)], "q/Clip")
+    gain = g.const("gain", np.linspace(-1, 1, 32).reshape(4, 8))
+    y = g.node(
+        "Mul", [g.node("Mul", [g.node("Div", [split, floor], "q/Div"), gain], "q/Mul"), g.const("k", 4.0)], "q/k"
+    )
+    g.output(g.node("Transpose", [y], "q/Transpose", perm=[0, 2, 1, 3]))
+    return g.model()
+
+
 REWRITES = {
     "batch_fold": (_batch_fold, "BatchFoldAroundTranspose", "batch_axis", "Reshape"),
     "rms_expand": (_rms_expand, "ExpandIntoBroadcast_Div_1", "op:Expand", "Expand"),
     "groupnorm": (_groupnorm, "GroupNormByReductions", "op:InstanceNormalization", "InstanceNormalization"),
     "constant_tables": (_constant_tables, "TrigOfConstant_Cos", "op:Cos", "Cos"),
+    "qk_norm": (_qk_norm, "HeadNormAcrossSplit", "head_split_interrupted", "ReduceL2"),
     "interleaved_rope": (_interleaved_rope, "InterleavedRopeByTables", "reshape_5d_to_4d", "Gather"),
 }
 

@@ -11,6 +11,7 @@ from .base import ExactRewrite
 from .constants import CastLikeOfConstant, RangeOfConstants, TrigOfConstant
 from .expand import expand_rewrites
 from .groupnorm import GroupNormByReductions
+from .heads import HeadNormAcrossSplit
 from .rope import InterleavedRopeByTables
 from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
 
@@ -25,6 +26,7 @@ def default_library() -> list[ExactRewrite]:
         *expand_rewrites(),
         InterleavedRopeByTables(),
         BatchFoldAroundTranspose(),
+        HeadNormAcrossSplit(),
         ReshapeChain(),
         *(ReshapeChainThroughScalar(op) for op in ("Add", "Sub", "Mul", "Div")),
         GroupNormByReductions(),
