@@ -107,12 +107,30 @@ def _qk_norm() -> onnx.ModelProto:
     return g.model()
 
 
+def _pixel_map(rows: np.ndarray, cols: np.ndarray, name: str = "nearest") -> onnx.ModelProto:
+    """The exporter's nearest upsampling: [1, 4, 3, 3] moved to [H, W, B, C], GatherND by a constant pixel map
+    (output (i, j) reads (rows[i], cols[j])), moved back."""
+    g = Builder(name)
+    x = g.conv1x1(g.input("x", [1, 4, 3, 3]), 4, 4, "pre")
+    pixels = g.node("Transpose", [x], "up/Transpose", perm=[2, 3, 0, 1])
+    index = np.stack(np.meshgrid(rows, cols, indexing="ij"), axis=-1)
+    picked = g.node("GatherND", [pixels, g.const("index", index, np.int64)], "up/GatherND")
+    g.output(g.conv1x1(g.node("Transpose", [picked], "up/Transpose_back", perm=[2, 3, 0, 1]), 4, 4, "post"))
+    return g.model()
+
+
 REWRITES = {
     "batch_fold": (_batch_fold, "BatchFoldAroundTranspose", "batch_axis", "Reshape"),
     "rms_expand": (_rms_expand, "ExpandIntoBroadcast_Div_1", "op:Expand", "Expand"),
     "groupnorm": (_groupnorm, "GroupNormByReductions", "op:InstanceNormalization", "InstanceNormalization"),
     "constant_tables": (_constant_tables, "TrigOfConstant_Cos", "op:Cos", "Cos"),
     "qk_norm": (_qk_norm, "HeadNormAcrossSplit", "head_split_interrupted", "ReduceL2"),
+    "nearest": (
+        lambda: _pixel_map(np.arange(6) // 2, np.arange(6) // 2),
+        "NearestGatherByResize",
+        "op:GatherND",
+        "GatherND",
+    ),
     "interleaved_rope": (_interleaved_rope, "InterleavedRopeByTables", "reshape_5d_to_4d", "Gather"),
 }
 
@@ -136,6 +154,13 @@ def test_the_interleaved_rope_is_rewritten_bit_for_bit(tmp_path, ops):
     fix = fix_model(_save(tmp_path, _interleaved_rope(), "rope"), ops)
     assert {"Gather", "Concat", "Unsqueeze"}.isdisjoint(n.op_type for n in fix.fixed.graph.node)
     assert max(fix.proof.worst) == 0.0, fix.proof
+
+
+def test_a_pixel_map_that_is_not_nearest_becomes_one_hot_matmuls(tmp_path, ops):
+    flipped = _pixel_map(np.array([2, 1, 0, 0]), np.array([0, 2, 2, 1, 0]), "flipped")
+    fix = fix_model(_save(tmp_path, flipped, "flipped"), ops)
+    assert [a.rewrite for a in fix.rewrites] == ["PixelMapByOneHot"]
+    assert "GatherND" not in {n.op_type for n in fix.fixed.graph.node} and max(fix.proof.worst) == 0.0
 
 
 def test_constant_tables_fold_range_cos_and_sin_and_castlike(tmp_path, ops):

@@ -10,6 +10,7 @@ from __future__ import annotations
 from .base import ExactRewrite
 from .constants import CastLikeOfConstant, RangeOfConstants, TrigOfConstant
 from .expand import expand_rewrites
+from .gathers import NearestGatherByResize, PixelMapByOneHot
 from .groupnorm import GroupNormByReductions
 from .heads import HeadNormAcrossSplit
 from .rope import InterleavedRopeByTables
@@ -30,6 +31,8 @@ def default_library() -> list[ExactRewrite]:
         ReshapeChain(),
         *(ReshapeChainThroughScalar(op) for op in ("Add", "Sub", "Mul", "Div")),
         GroupNormByReductions(),
+        NearestGatherByResize(),
+        PixelMapByOneHot(),
     ]
 
 
