@@ -89,7 +89,39 @@ class ExpandChannelsByConv(ExactRewrite):
         return op.Conv(x, self.constant(op, np.ones((channels, 1, 1, 1), dtype=dtype)))
 
 
+class RepeatHeadsByConv(ExactRewrite):
+    """Fires on GQA's repeat_kv: Unsqueeze(x [B, kv, L, d], axis 2), Expand to [B, kv, n, L, d], Reshape to
+    [B, kv*n, L, d]. Replaced by a 1x1 Conv of x (heads as channels) whose weight [kv*n, kv, 1, 1] is one-hot:
+    output head j reads head j // n. Each output is one product by 1 plus zeros: the value itself, for finite
+    values (`dit.rewrites.repeat_kv_heads` in torch)."""
+
+    answers = ("op:Expand", "reshape_5d_to_4d")
+
+    def pattern(self, op: Any, x: ir.Value, axes: ir.Value, shape: ir.Value, merged: ir.Value) -> Any:
+        return op.Reshape(op.Expand(op.Unsqueeze(x, axes), shape), merged)
+
+    def holds(self, x: ir.Value, axes: ir.Value, shape: ir.Value, merged: ir.Value) -> str | None:
+        before, target, out = static_shape(x), ints(shape), ints(merged)
+        if before is None or len(before) != 4 or ints(axes) != [2] or target is None or out is None:
+            return "not a rank-4 [B, kv, L, d] widened on a new axis 2 by constant shapes"
+        b, kv, length, d = before
+        n = target[2]
+        if [target[i] for i in (0, 1, 3, 4)] not in ([b, kv, length, d], [1, 1, 1, 1]) or n < 1:
+            return "the Expand repeats another axis than the new one"
+        return (
+            None if out in ([b, kv * n, length, d], [0, kv * n, length, d]) else "the Reshape does not merge kv and n"
+        )
+
+    def rewrite(self, op: Any, x: ir.Value, axes: ir.Value, shape: ir.Value, merged: ir.Value) -> Any:
+        before, target = static_shape(x), ints(shape)
+        assert before is not None and target is not None
+        kv, n = before[1], target[2]
+        dtype = np.dtype(x.dtype.numpy()) if x.dtype is not None else np.dtype(np.float32)
+        weight = (np.arange(kv * n)[:, None] // n == np.arange(kv)[None, :]).astype(dtype).reshape(kv * n, kv, 1, 1)
+        return op.Conv(x, self.constant(op, weight))
+
+
 def expand_rewrites() -> list[ExactRewrite]:
-    """Constant first, then the broadcast a following op does anyway, the 1x1 Conv last."""
+    """Constant first, then repeated heads, the broadcast a following op does anyway, the 1x1 Conv last."""
     broadcasts: list[ExactRewrite] = [ExpandIntoBroadcast(o, s) for o in BROADCASTING for s in (0, 1)]
-    return [ExpandOfConstant(), *broadcasts, ExpandChannelsByConv()]
+    return [ExpandOfConstant(), RepeatHeadsByConv(), *broadcasts, ExpandChannelsByConv()]

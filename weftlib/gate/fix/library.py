@@ -12,7 +12,7 @@ from .constants import CastLikeOfConstant, RangeOfConstants, TrigOfConstant
 from .expand import expand_rewrites
 from .gathers import NearestGatherByResize, PixelMapByOneHot
 from .groupnorm import GroupNormByReductions
-from .heads import HeadNormAcrossSplit
+from .heads import HeadNormAcrossSplit, RmsHeadNormAcrossSplit
 from .rope import InterleavedRopeByTables
 from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
 
@@ -28,6 +28,7 @@ def default_library() -> list[ExactRewrite]:
         InterleavedRopeByTables(),
         BatchFoldAroundTranspose(),
         HeadNormAcrossSplit(),
+        RmsHeadNormAcrossSplit(),
         ReshapeChain(),
         *(ReshapeChainThroughScalar(op) for op in ("Add", "Sub", "Mul", "Div")),
         GroupNormByReductions(),

@@ -69,28 +69,37 @@ class ReshapeChain(ExactRewrite):
 
 
 class ReshapeChainThroughScalar(ExactRewrite):
-    """Fires on Reshape(Add/Sub/Mul/Div(Reshape(x, a rank-5 shape), k), shape) with k a one-element
-    constant: Add/Sub/Mul/Div(Reshape(x, shape), k). Exact: an op with one scalar does the same to every
-    element whatever the shape, so it commutes with the Reshapes, and the two Reshapes are the last one."""
+    """Fires on Reshape(Add/Sub/Mul/Div(Reshape(x, middle), k), shape) with k a one-element constant, where
+    the middle shape is rank 5 or moves the batch axis (a view for the op, then back): Add/Sub/Mul/Div of
+    Reshape(x, shape), or of x itself when that is x's shape. Exact: an op with one scalar does the same to
+    every element whatever the shape, so it commutes with the Reshapes, and two Reshapes are the last one."""
 
-    answers = ("reshape_5d_to_4d",)
+    answers = ("reshape_5d_to_4d", "batch_axis")
 
     def __init__(self, op_type: str) -> None:
         self.op_type = op_type
         super().__init__()
         self.name = f"ReshapeChainThrough{op_type}"
 
-    def pattern(self, op: Any, x: ir.Value, five: ir.Value, k: ir.Value, shape: ir.Value) -> Any:
-        return op.Reshape(getattr(op, self.op_type)(op.Reshape(x, five), k), shape)
+    def pattern(self, op: Any, x: ir.Value, middle: ir.Value, k: ir.Value, shape: ir.Value) -> Any:
+        return op.Reshape(getattr(op, self.op_type)(op.Reshape(x, middle), k), shape)
 
-    def holds(self, x: ir.Value, five: ir.Value, k: ir.Value, shape: ir.Value) -> str | None:
-        scalar = const(k)
+    def holds(self, x: ir.Value, middle: ir.Value, k: ir.Value, shape: ir.Value) -> str | None:
+        scalar, before = const(k), static_shape(x)
         if scalar is None or scalar.size != 1 or scalar.ndim > len(ints(shape) or ()):
             return "the op between the Reshapes is not with a one-element constant"
-        return ReshapeChain.holds(self, x, five, shape)  # type: ignore[arg-type]
+        view = reshaped(before, ints(middle))
+        if before is None or view is None or reshaped(tuple(view), ints(shape)) is None:
+            return "the Reshapes' shapes are not static"
+        return None
 
-    def rewrite(self, op: Any, x: ir.Value, five: ir.Value, k: ir.Value, shape: ir.Value) -> Any:
-        return getattr(op, self.op_type)(ReshapeChain.rewrite(self, op, x, five, shape), k)  # type: ignore[arg-type]
+    def rewrite(self, op: Any, x: ir.Value, middle: ir.Value, k: ir.Value, shape: ir.Value) -> Any:
+        before = static_shape(x)
+        after = reshaped(tuple(reshaped(before, ints(middle)) or ()), ints(shape))
+        assert before is not None and after is not None
+        if list(before) == after:
+            return getattr(op, self.op_type)(x, k)
+        return getattr(op, self.op_type)(op.Reshape(x, self.constant(op, np.array(after, dtype=np.int64))), k)
 
 
 class WrongOrderBatchFold(BatchFoldAroundTranspose):
