@@ -203,8 +203,9 @@ def test_prove_holds_float_outputs_to_the_relative_tolerance(tmp_path):
     assert not prove(original, _save(tmp_path, far.model(), "c")).proven
 
 
-RECORD_FIXED = {  # the rebuilt record's graphs whose refusal an exact rewrite answers, and what they end as
+RECORD_FIXED = {  # the rebuilt record's graphs whose refusal (or unjudged pattern) an exact rewrite answers, and what they end as
     "clef-expand": "pass",
+    "clef-rope-partial": "pass",
     "llm-gqa-repeat-kv": "pass",
     "llm-qk-norm": "pass",
     "reshape-as-view": "pass",
@@ -216,7 +217,7 @@ RECORD_FIXED = {  # the rebuilt record's graphs whose refusal an exact rewrite a
 @pytest.mark.parametrize("case", sorted(RECORD_FIXED))
 def test_record_graphs_with_an_exact_rewrite_lose_their_refusal_and_are_proven(case, tmp_path, ops):
     fix = fix_model(_save(tmp_path, public_record.BUILDERS[case](), case), ops)
-    assert fix.before.verdict == "fail" and fix.rewrites
+    assert fix.before.verdict in ("fail", "unjudged") and fix.rewrites
     assert fix.after.verdict == RECORD_FIXED[case] and not fix.unanswered
     assert fix.proof.proven
 

@@ -13,7 +13,7 @@ from .expand import expand_rewrites
 from .gathers import NearestGatherByResize, PixelMapByOneHot
 from .groupnorm import GroupNormByReductions
 from .heads import HeadNormAcrossSplit, RmsHeadNormAcrossSplit
-from .rope import InterleavedRopeByTables
+from .rope import InterleavedRopeByTables, RotateHalfBySignedPermutation
 from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
 
 
@@ -26,6 +26,7 @@ def default_library() -> list[ExactRewrite]:
         CastLikeOfConstant(),
         *expand_rewrites(),
         InterleavedRopeByTables(),
+        RotateHalfBySignedPermutation(),
         BatchFoldAroundTranspose(),
         HeadNormAcrossSplit(),
         RmsHeadNormAcrossSplit(),

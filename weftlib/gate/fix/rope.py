@@ -6,6 +6,7 @@ no Gather (`dit.rewrites.rope_tables` in torch; here on any ONNX graph).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -132,3 +133,70 @@ class InterleavedRopeByTables(ExactRewrite):
         assert tables is not None
         cos2, sin2, swap = (self.constant(op, t) for t in tables)
         return op.Add(op.Mul(x, cos2), op.Mul(op.MatMul(x, swap), sin2))
+
+
+def _half_slices(x: ir.Value, slices: Sequence[tuple[ir.Value, ir.Value, ir.Value]]) -> int | str:
+    """The half h when the two Slices take [h, D) and [0, h) of x's last axis, else why not."""
+    shape = static_shape(x)
+    if shape is None or shape[-1] % 2:
+        return "x's shape is not static, or its last axis is odd"
+    width, half = shape[-1], shape[-1] // 2
+    picked = [(ints(s), ints(e), ints(a)) for s, e, a in slices]
+    last = ([-1], [len(shape) - 1])
+    if any(a not in last for _, _, a in picked):
+        return "a Slice is not on the last axis"
+    (s2, e2, _), (s1, e1, _) = picked
+    ok = s2 == [half] and e2 is not None and e2[0] >= width and s1 == [0] and e1 == [half]
+    return half if ok else "the Slices are not the second half, then the first"
+
+
+class RotateHalfBySignedPermutation(ExactRewrite):
+    """Fires on rotate_half: Concat(Neg(Slice(x, [h, D))), Slice(x, [0, h)), last axis) (the Neg + Concat
+    a DFC fuser crashed on). Replaced by x @ P, P the signed permutation that puts -x[h + j] at j and x[j]
+    at h + j: each output is one product by -1 or 1 plus zeros, exact for finite x. The partial rotary's x
+    (itself a Slice) matches the same way."""
+
+    answers = ("rotate_half", "rotate_half_partial")
+
+    def pattern(
+        self, op: Any, x: ir.Value, s2: ir.Value, e2: ir.Value, a2: ir.Value, s1: ir.Value, e1: ir.Value, a1: ir.Value
+    ) -> Any:
+        second, first = op.Slice(x, s2, e2, a2), op.Slice(x, s1, e1, a1)
+        return op.Concat(op.Neg(second), first, _outputs=["rotated"])
+
+    def holds(
+        self,
+        x: ir.Value,
+        s2: ir.Value,
+        e2: ir.Value,
+        a2: ir.Value,
+        s1: ir.Value,
+        e1: ir.Value,
+        a1: ir.Value,
+        rotated: ir.Value,
+    ) -> str | None:
+        found = _half_slices(x, [(s2, e2, a2), (s1, e1, a1)])
+        if isinstance(found, str):
+            return found
+        rank = len(static_shape(x) or ())
+        return None if _axis(rotated, rank) == rank - 1 else "the Concat is not on the last axis"
+
+    def rewrite(
+        self,
+        op: Any,
+        x: ir.Value,
+        s2: ir.Value,
+        e2: ir.Value,
+        a2: ir.Value,
+        s1: ir.Value,
+        e1: ir.Value,
+        a1: ir.Value,
+        rotated: ir.Value,
+    ) -> Any:
+        half = _half_slices(x, [(s2, e2, a2), (s1, e1, a1)])
+        assert isinstance(half, int)
+        dtype = np.dtype(x.dtype.numpy()) if x.dtype is not None else np.dtype(np.float32)
+        signed = np.zeros((2 * half, 2 * half), dtype=dtype)
+        signed[np.arange(half) + half, np.arange(half)] = -1
+        signed[np.arange(half), np.arange(half) + half] = 1
+        return op.MatMul(x, self.constant(op, signed))
