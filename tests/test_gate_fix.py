@@ -278,6 +278,8 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
     ]
     with pytest.raises(ValueError, match="not exported"):
         tables.fix_all(models, ["absent"], ops, tmp_path / "fixed")
+    assert tables.absent(models, ["ce", "absent"]) == ["absent"]
+    assert list(tables.fix_all(models, ["ce", "absent"], ops, tmp_path / "lenient", strict=False)) == ["ce"]
     fixes = tables.fix_all(models, ["batch_fold", "ce"], ops, tmp_path / "fixed")
     assert all(p.is_file() for p in tables.fixed_paths(fixes, tmp_path / "fixed"))
     rows = {r["graph"]: r for r in tables.fix_rows(fixes)}
@@ -287,6 +289,7 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
         and "ExpandChannelsByConv" in rows["ce"]["rewrites"]
     )
     gates = {"ce": fixes["ce"].after}
-    compared = tables.variant_rows(fixes, {"ce": "ce"}, gates)
+    compared = tables.variant_rows(fixes, {"ce": "ce", "batch_fold": "not_in_run"}, gates)
+    assert [r["faithful graph"] for r in compared] == ["ce"]
     assert compared[0]["as the variant"] and not tables.holds(compared)
     assert tables.holds([{**compared[0], "fixed": "fail"}])

@@ -13,14 +13,23 @@ from ..segments import Partition
 from . import Fix, fix_model, write_fix
 
 
-def fix_all(models: Sequence[Path], stems: Sequence[str], ops: DeviceOps, folder: str | os.PathLike) -> dict[str, Fix]:
-    """Each model whose stem is in `stems` fixed and written to `folder/<stem>/`; a stem not found raises."""
+def absent(models: Sequence[Path], stems: Sequence[str]) -> list[str]:
+    """The stems in `stems` no model of the run has (a run with other graphs: named, never skipped silently)."""
+    found = {m.stem for m in models}
+    return [s for s in stems if s not in found]
+
+
+def fix_all(
+    models: Sequence[Path], stems: Sequence[str], ops: DeviceOps, folder: str | os.PathLike, *, strict: bool = True
+) -> dict[str, Fix]:
+    """Each model whose stem is in `stems` fixed and written to `folder/<stem>/`. A stem not found raises when
+    `strict`, else is left out (the caller names it: `absent`)."""
+    missing = absent(models, stems)
+    if missing and strict:
+        raise ValueError(f"graphs to fix not exported in this run: {missing}")
     found = {m.stem: m for m in models}
-    absent = [s for s in stems if s not in found]
-    if absent:
-        raise ValueError(f"graphs to fix not exported in this run: {absent}")
     out = {}
-    for stem in stems:
+    for stem in (s for s in stems if s in found):
         out[stem] = fix_model(found[stem], ops)
         write_fix(out[stem], Path(folder) / stem)
     return out
@@ -64,6 +73,8 @@ def variant_rows(fixes: Mapping[str, Fix], variants: Mapping[str, str], gates: M
     `gates`: variant stem -> its GateResult): both verdicts, and what the fix leaves unanswered."""
     rows = []
     for stem, variant in variants.items():
+        if stem not in fixes or variant not in gates:
+            continue  # not in this run: `absent` names it
         fix, hand = fixes[stem], gates[variant]
         rows.append(
             {
