@@ -244,6 +244,11 @@ def test_the_command_writes_the_fixed_graph_and_its_record(tmp_path, capsys):
     assert record["proof"]["proven"] is True
     onnx.checker.check_model(onnx.load(out / "clef_expand.fixed.onnx"))
     assert "proven" in capsys.readouterr().out
+    unjudged = _save(tmp_path, public_record.BUILDERS["clef-reshape-5d-to-4d"](), "clef_5d")
+    assert main(["fix", str(unjudged), "--out", str(tmp_path / "unjudged")]) == 3  # only unjudged findings left
+    refused = _save(tmp_path, public_record.BUILDERS["harness-trig"](), "trig")
+    assert main(["fix", str(refused), "--out", str(tmp_path / "refused")]) == 1  # Sin and Cos of an input stay
+    assert json.loads((tmp_path / "refused" / "fix.json").read_text())["unanswered"][0]["rule"] in ("op:Sin", "op:Cos")
 
 
 def test_a_malformed_model_is_a_clear_error_and_nothing_is_written(tmp_path, capsys, ops):
