@@ -260,6 +260,19 @@ def test_a_malformed_model_is_a_clear_error_and_nothing_is_written(tmp_path, cap
     with pytest.raises(FixError, match="not a readable ONNX model"):
         fix_model(bad, ops)
     assert main(["fix", str(tmp_path / "missing.onnx"), "--out", str(out)]) == 2 and not out.exists()
+    good = _save(tmp_path, _batch_fold(), "batch_fold")
+    assert main(["fix", str(good), "--out", str(out), "--inputs", str(bad)]) == 2 and not out.exists()
+
+
+def test_example_inputs_are_a_proof_set_and_inputs_the_original_refuses_are_named(tmp_path, ops):
+    path = _save(tmp_path, _batch_fold(), "batch_fold")
+    example = {"x": np.full((1, 4, 6, 8), 0.5, np.float32)}
+    fix = fix_model(path, ops, examples={"example": example, "wrong": {"y": example["x"]}})
+    assert fix.proof.sets[-1] == "example" and fix.proof.refused == ("wrong",) and fix.proof.proven
+    np.savez(tmp_path / "example.npz", **example)
+    assert main(["fix", str(path), "--out", str(tmp_path / "out"), "--inputs", str(tmp_path / "example.npz")]) == 0
+    record = json.loads((tmp_path / "out" / "fix.json").read_text())
+    assert record["proof"]["sets"][-1]["inputs"] == "example inputs example.npz"
 
 
 def test_write_fix_replaces_an_earlier_folder_whole(tmp_path, ops):

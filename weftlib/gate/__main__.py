@@ -10,7 +10,7 @@ probes --out DIR                               one small graph per unjudged op a
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
                                                computes the graph, 1 when it does not
-fix MODEL.onnx --out DIR                       exact rewrites answering the gate's findings, proven equal in
+fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate's findings, proven equal in
                                                onnxruntime: DIR/<stem>.fixed.onnx and DIR/fix.json; exit 0 pass,
                                                1 refusals remain (or the proof failed), 3 only unjudged remain
 
@@ -26,6 +26,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from . import (
     EXIT_CODES,
@@ -87,6 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     fix.add_argument("model")
     fix.add_argument("--out", required=True)
     fix.add_argument("--ops", default=None)
+    fix.add_argument("--inputs", default=None, help="an .npz of example inputs by name, proven on beside random sets")
     return ap
 
 
@@ -245,8 +248,16 @@ def _fix(args: argparse.Namespace) -> int:
     from .fix import FixError, fix_model, write_fix
 
     _existing_file(args.model, "MODEL")
+    examples = None
+    if args.inputs:
+        _existing_file(args.inputs, "--inputs")
+        try:
+            with np.load(args.inputs) as arrays:
+                examples = {f"example inputs {Path(args.inputs).name}": {k: arrays[k] for k in arrays.files}}
+        except Exception as exc:  # a file np.load cannot read: a bad zip, a pickle, a plain .npy
+            raise BadInput(f"--inputs: {args.inputs} is not an .npz of arrays ({exc})") from exc
     try:
-        fixed = fix_model(args.model, load_device_ops(args.ops))
+        fixed = fix_model(args.model, load_device_ops(args.ops), examples=examples)
     except FixError as exc:
         raise BadInput(str(exc)) from exc
     path = write_fix(fixed, args.out)

@@ -32,6 +32,7 @@ class Proof:
     sets: tuple[str, ...]
     worst: tuple[float, ...]  # per set: max over outputs of |fixed - original| / scale (inf: shape or NaN)
     tolerance: float
+    refused: tuple[str, ...] = ()  # sets the original graph itself could not run: they prove nothing
 
     @property
     def proven(self) -> bool:
@@ -42,6 +43,7 @@ class Proof:
             "proven": self.proven,
             "tolerance": f"{self.tolerance:g} of each output's largest |value| (float); equal otherwise",
             "sets": [{"inputs": s, "worst_relative_diff": w} for s, w in zip(self.sets, self.worst, strict=True)],
+            "refused_by_the_original": list(self.refused),
         }
 
 
@@ -88,11 +90,12 @@ def prove(
     second = runtime.session(fixed, once=True, optimize=False)
     sets = {f"random seed {s}": random_feeds(first, s) for s in seeds} | dict(examples or {})
     names = [o.name for o in first.get_outputs()]
-    ran, worst = [], []
+    ran, worst, refused = [], [], []
     for label, feeds in sets.items():
         try:
             expected = first.run(names, dict(feeds))
         except Exception:  # the original refuses these inputs: they prove nothing either way
+            refused.append(label)
             continue
         try:
             got = second.run(names, dict(feeds))
@@ -100,4 +103,4 @@ def prove(
             got = None
         ran.append(label)
         worst.append(float("inf") if got is None else _worst(expected, got))
-    return Proof(tuple(ran), tuple(worst), tolerance)
+    return Proof(tuple(ran), tuple(worst), tolerance, tuple(refused))
