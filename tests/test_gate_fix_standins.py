@@ -9,7 +9,8 @@ import torch
 
 from weftlib import dit, gate, standins
 from weftlib.attention import naf, naf_variants
-from weftlib.gate.fix import fix_model
+from weftlib.gate import cuts
+from weftlib.gate.fix import fix_model, write_fix
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +45,7 @@ ANSWERED = {
 
 
 @pytest.mark.parametrize("graph", sorted(ANSWERED))
-def test_fix_leaves_only_named_refusals_and_is_proven(faithful, graph):
+def test_fix_leaves_only_named_refusals_and_is_proven(faithful, graph, tmp_path):
     paths, ops = faithful
     fix = fix_model(paths[graph], ops)
     answered = {key for a in fix.rewrites for key in a.answers}
@@ -56,3 +57,6 @@ def test_fix_leaves_only_named_refusals_and_is_proven(faithful, graph):
     assert len(refused) < len(before) or graph == "naf"  # NAF's refusals are in its attention, which no rewrite takes
     assert not ANSWERED[graph] & {f.key for f in fix.after.findings}
     assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
+    # notebook 06 cuts the fixed graph: every cut of it proven equal to it
+    (cut,) = cuts.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "segments").values()
+    assert cut.proven and cut.device_segments

@@ -75,9 +75,8 @@ class NearestGatherByResize(_PixelMap):
         found = self.ratios(x, index, picked)
         assert not isinstance(found, str)
         scales = self.constant(op, np.array([1, 1, *found], dtype=np.float32))
-        empty = self.constant(op, np.zeros(0, dtype=np.float32))
         return op.Resize(
-            x, empty, scales, mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"
+            x, None, scales, mode="nearest", coordinate_transformation_mode="asymmetric", nearest_mode="floor"
         )
 
 
