@@ -119,6 +119,25 @@ def _pixel_map(rows: np.ndarray, cols: np.ndarray, name: str = "nearest") -> onn
     return g.model()
 
 
+def _reshape_chain() -> onnx.ModelProto:
+    """An image viewed at rank 5 and straight back to another rank-4 layout."""
+    g = Builder("reshape_chain")
+    x = g.conv1x1(g.input("x", [1, 8, 4, 4]), 8, 8, "pre")
+    five = g.node("Reshape", [x, g.ints("five", [1, 2, 4, 4, 4])], "chain/Reshape_5d")
+    four = g.node("Reshape", [five, g.ints("four", [1, 8, 2, 8])], "chain/Reshape")
+    g.output(g.conv1x1(four, 8, 8, "post"))
+    return g.model()
+
+
+def _expand_constant() -> onnx.ModelProto:
+    """A constant row expanded to the input's shape before an Add."""
+    g = Builder("expand_constant")
+    x = g.node("Mul", [g.input("x", [1, 4, 8]), g.const("k", 2.0)], "pre/Mul")
+    row = g.node("Expand", [g.const("row", np.arange(8.0).reshape(1, 1, 8)), g.ints("shape", [1, 4, 8])], "c/Expand")
+    g.output(g.node("Tanh", [g.node("Add", [x, row], "c/Add")], "post/Tanh"))
+    return g.model()
+
+
 REWRITES = {
     "batch_fold": (_batch_fold, "BatchFoldAroundTranspose", "batch_axis", "Reshape"),
     "rms_expand": (_rms_expand, "ExpandIntoBroadcast_Div_1", "op:Expand", "Expand"),
@@ -131,6 +150,8 @@ REWRITES = {
         "op:GatherND",
         "GatherND",
     ),
+    "reshape_chain": (_reshape_chain, "ReshapeChain", "reshape_5d_to_4d", "Reshape"),
+    "expand_constant": (_expand_constant, "ExpandOfConstant", "op:Expand", "Expand"),
     "interleaved_rope": (_interleaved_rope, "InterleavedRopeByTables", "reshape_5d_to_4d", "Gather"),
 }
 
