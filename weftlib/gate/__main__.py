@@ -87,8 +87,8 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("--tolerance", type=float, default=None, help="max |chain - graph| allowed (default 1e-6)")
     fix = sub.add_parser("fix", help="rewrite a graph toward what the DFC parses, each rewrite exact and proven")
     fix.add_argument("model")
-    fix.add_argument("--out", required=True)
-    fix.add_argument("--ops", default=None)
+    fix.add_argument("--out", required=True, help="folder written whole: <stem>.fixed.onnx and fix.json")
+    fix.add_argument("--ops", default=None, help="allowlist file (default params/device_ops.yaml)")
     fix.add_argument("--inputs", default=None, help="an .npz of example inputs by name, proven on beside random sets")
     return ap
 
