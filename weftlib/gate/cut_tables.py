@@ -192,7 +192,7 @@ def short_answer(
     tolerance: float,
 ) -> str:
     """Notebook 06's answer at a glance (at most 40 words): every cut proven, and the range of the device's
-    share of the MACs over the RFD graphs' best exact variants beside their faithful graphs' (`answer_graphs`:
+    share of the MACs over the RFD graphs' faithful graphs, then over their best exact variants (`answer_graphs`:
     question -> stems, the faithful graph first; `named`: stem -> model, `answer_models`)."""
     from ..formatting import format_value
 
@@ -207,9 +207,9 @@ def short_answer(
     faithful = [share(stems[0]) for stems in chosen]
     best = [max(share(s) for s in stems[1:]) for stems in chosen if len(stems) > 1]
     return (
-        f"Every cut is proven equal to its graph within {tolerance:g}; the best exact variants put "
-        f"{span(best) if best else 'none'} of their MACs on the device, the faithful graphs "
-        f"{span(faithful) if faithful else 'none'}."
+        f"Every cut is proven equal to its graph within {tolerance:g}; the faithful graphs put "
+        f"{span(faithful) if faithful else 'none'} of their MACs on the device"
+        + (f", the best exact variants {span(best)}." if best else ".")
     )
 
 

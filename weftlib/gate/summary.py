@@ -452,7 +452,7 @@ def short_answer(results: dict[Path, GateResult], pairings: dict[Path, Pairing])
     top = max(refusing, key=refusing.__getitem__, default="")
     judged = sum(p.judged for p in pairings.values())
     return (
-        f"Of {len(results)} graphs, {verdicts.count('pass')} are predicted to parse, {verdicts.count('fail')} "
+        f"Of {len(results)} graphs the gate predicts {verdicts.count('pass')} to parse, {verdicts.count('fail')} "
         f"refused and {verdicts.count('unjudged')} unjudged"
         + (f" ({top} refuses {refusing[top]})" if top else "")
         + f"; {judged} verdicts rest on the DFC, {len(pairings) - judged} on the public record alone."

@@ -51,6 +51,8 @@ def verdict_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
 def _row(
     label: str, stems: list[str], standing: dict[str, Any], fixed: dict[str, str], context: dict[str, Any]
 ) -> dict[str, Any]:
+    """One RFD graph: its faithful graph (the first stem), the variant nearest to parsing among the others, what
+    settles that one, and its verdict after `gate fix` when 05 recorded one."""
     faithful = _side(stems[0], standing, context)
     variants = [_side(stem, standing, context) for stem in stems[1:]]
     best = min(variants, key=lambda s: (_RANK[s["verdict"]], s["findings"])) if variants else None
@@ -184,7 +186,8 @@ def verdict_figure(rows: list[dict[str, Any]]) -> Any:
     ax.invert_yaxis()
     ax.set_xlim(0, len(rows))
     ax.set_xlabel(f"RFD graphs ({len(rows)})")
-    ax.set_title("The RFD graphs by verdict, before and after the exact variants", fontsize=10)
+    fix = " and gate fix" if "after gate fix" in counts else ""
+    ax.set_title(f"The RFD graphs by verdict, before and after the exact variants{fix}", fontsize=10)
     ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
     fig.tight_layout()
     return fig
