@@ -177,6 +177,10 @@ def test_each_topic_builds_its_short_answer_from_its_values(tmp_path, ops):
         "no variant parses yet: w waits on op Abs, which the record leaves unjudged (the probe `probe_Abs` settles it)"
     )
     assert explain.named(["a", "b", "c", "d"]) == "a, b +2" and explain.named(["a", "b"]) == "a and b"
+    # over its word budget the phrase gives counts instead of names, so the answer stays within 40 words
+    assert explain.short_prediction({"f": faithful, "w": waiting}, ["f"], budget=12) == (
+        "no variant parses yet: w waits on 1 unjudged rules and ops (see 05's probes)"
+    )
     texts = {
         "01": trace.natten_short(
             "a -> cutlass_fna_generic",

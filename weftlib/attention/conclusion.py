@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from weftlib.formatting import format_value
+from weftlib.formatting import MAX_ANSWER_WORDS, format_value, word_count
 
 
 def reference_name(reference: str) -> str:
@@ -85,8 +85,9 @@ def short_answer(
         return name.replace(", ", " (", 1) + ")" if ", " in name else name
 
     results = {shown(name): result for name, result in naf_results.items()}
-    return (
+    head = (
         f"Yes: every formulation and NAF's upsampler and attention layer equal natten within "
-        f"{format_value(max(worst_equality, naf_vs_natten), digits=1)} and export whole; of NAF's exact variants, "
-        f"{explain.short_prediction(results, [shown(n) for n in faithful])}."
+        f"{format_value(max(worst_equality, naf_vs_natten), digits=1)} and export whole; of NAF's exact variants,"
     )
+    budget = MAX_ANSWER_WORDS - word_count(head)
+    return f"{head} {explain.short_prediction(results, [shown(n) for n in faithful], budget)}."

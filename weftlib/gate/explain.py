@@ -4,6 +4,7 @@ the sentence each graph notebook (02, 03, 04) ends with.
 
 from __future__ import annotations
 
+from ..formatting import word_count
 from .device import GateResult
 from .standing import probe_stem
 
@@ -86,26 +87,31 @@ def named(items: list[str]) -> str:
     return f"{items[0]}, {items[1]} +{len(items) - 2}"
 
 
-def short_prediction(results: dict[str, GateResult], faithful: list[str]) -> str:
+def short_prediction(results: dict[str, GateResult], faithful: list[str], budget: int | None = None) -> str:
     """`prediction_sentence` at a glance, for a short answer: which variants are predicted to parse, or what
-    the closest one waits on (the unjudged rules and ops with the probes that settle them) or is refused by."""
+    the closest one waits on (the unjudged rules and ops, with the probes that settle them) or is refused by.
+    Over `budget` words, the same in counts instead of names."""
     variants = {n: r for n, r in results.items() if n not in faithful}
-    passing = [n for n, r in variants.items() if r.verdict == "pass"]
-    if passing:
-        return f"{named(passing)} {'is' if len(passing) == 1 else 'are'} predicted to parse"
     if not variants:
         return "no variant was exported"
+    passing = [n for n, r in variants.items() if r.verdict == "pass"]
     name = closest(variants)
-    result = variants[name]
-    refused = list(blocking(result, "refused", causes_only=True))
-    if refused:
-        return f"no variant parses yet: the closest, {name}, is refused by {named(refused)}"
-    causes = [f for f in result.findings if f.prediction == "unjudged" and not f.downstream]
+    refused = list(blocking(variants[name], "refused", causes_only=True))
+    causes = [f for f in variants[name].findings if f.prediction == "unjudged" and not f.downstream]
     subjects = list(dict.fromkeys(f.subject for f in causes))
-    if not subjects:
-        return f"no variant parses yet: the closest, {name}, is {result.verdict}"
     probes = [f"`{probe_stem(k)}`" for k in dict.fromkeys(f.key for f in causes)]
-    return (
-        f"no variant parses yet: {name} waits on {named(subjects)}, which the record leaves unjudged "
-        f"(the probe{'s' if len(probes) > 1 else ''} {named(probes)} settle{'' if len(probes) > 1 else 's'} it)"
-    )
+    if passing:
+        full = f"{named(passing)} {'is' if len(passing) == 1 else 'are'} predicted to parse"
+        compact = f"{len(passing)} variants are predicted to parse"
+    elif refused:
+        full = f"no variant parses yet: the closest, {name}, is refused by {named(refused)}"
+        compact = f"no variant parses yet: the closest, {name}, is refused by {len(refused)} rules"
+    elif subjects:
+        full = (
+            f"no variant parses yet: {name} waits on {named(subjects)}, which the record leaves unjudged "
+            f"(the probe{'s' if len(probes) > 1 else ''} {named(probes)} settle{'' if len(probes) > 1 else 's'} it)"
+        )
+        compact = f"no variant parses yet: {name} waits on {len(subjects)} unjudged rules and ops (see 05's probes)"
+    else:
+        full = compact = f"no variant parses yet: the closest, {name}, is {variants[name].verdict}"
+    return compact if budget is not None and word_count(full) > budget else full

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from weftlib.formatting import format_value
+from weftlib.formatting import MAX_ANSWER_WORDS, format_value, word_count
 
 if TYPE_CHECKING:  # pandas is imported by the callers that hold the tables
     import pandas as pd
@@ -92,11 +92,11 @@ def short_sentence(
     lightest = min(sparse_peaks, key=sparse_peaks.__getitem__)
     verdict = route(dense, device_memory_gib, res)
     where = "" if f"({res} grid)" in verdict else f" at the {res} grid"
-    return (
+    head = (
         f"{verdict}: one layer{where} needs {format_value(dense, 'B')} densified against "
-        f"{format_value(sparse_peaks[lightest], 'B')} by {lightest}, with {device_memory_gib:g} GiB on the device; "
-        f"{explain.short_prediction(dict(named), faithful)}."
+        f"{format_value(sparse_peaks[lightest], 'B')} by {lightest}, with {device_memory_gib:g} GiB on the device;"
     )
+    return f"{head} {explain.short_prediction(dict(named), faithful, MAX_ANSWER_WORDS - word_count(head))}."
 
 
 def conclusion_sentence(

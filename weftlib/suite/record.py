@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from ..formatting import format_value
+from ..formatting import MAX_ANSWER_WORDS, format_value, word_count
 from ..paths import SCRATCH
 from ..workers import map_forked
 from .files import write_atomic
@@ -202,14 +202,6 @@ def _full_width_tables() -> None:
     except ImportError:
         return
     pd.set_option("display.max_colwidth", None)
-
-
-MAX_ANSWER_WORDS = 40  # an answer read at a glance (issue 36): one sentence, its figures left to the notebook
-
-
-def word_count(text: str) -> int:
-    """Words as a reader counts them: runs of non-space characters."""
-    return len(text.split())
 
 
 def answer_status(conclusion: dict[str, Any]) -> str:
