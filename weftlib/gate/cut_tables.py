@@ -197,6 +197,34 @@ def device_share(partitions: dict[Path, Partition], named: Mapping[str, Path]) -
     return {name: round(partitions[model].coverage.share("macs"), 4) for name, model in named.items()}
 
 
+def short_answer(
+    partitions: dict[Path, Partition],
+    named: Mapping[str, Path],
+    answer_graphs: Mapping[str, Sequence[str]],
+    tolerance: float,
+) -> str:
+    """Notebook 06's answer at a glance (at most 40 words): every cut proven, and the range of the device's
+    share of the MACs over the RFD graphs' faithful graphs, then over their best exact variants (`answer_graphs`:
+    question -> stems, the faithful graph first; `named`: stem -> model, `answer_models`)."""
+    from ..formatting import format_value
+
+    def share(stem: str) -> float:
+        return partitions[named[stem]].coverage.share("macs")
+
+    def span(values: list[float]) -> str:
+        low, high = (format_value(round(100 * v, 2), "%", 4) for v in (min(values), max(values)))
+        return low if low == high else f"{low} to {high}"
+
+    chosen = [stems for stems in answer_graphs.values() if stems and all(s in named for s in stems)]
+    faithful = [share(stems[0]) for stems in chosen]
+    best = [max(share(s) for s in stems[1:]) for stems in chosen if len(stems) > 1]
+    return (
+        f"Every cut is proven equal to its graph within {tolerance:g}; the faithful graphs put "
+        f"{span(faithful) if faithful else 'none'} of their MACs on the device"
+        + (f", the best exact variants {span(best)}." if best else ".")
+    )
+
+
 def conclusion(
     partitions: dict[Path, Partition],
     named: Mapping[str, Path],

@@ -21,7 +21,7 @@ from .evidence import unjudged
 from .folder_swap import building
 from .probe_graphs import OP_PROBES, Probe, op_probe, op_probe_nodes, rule_probe
 from .proving import prove
-from .standing import UNJUDGED, op_key, op_standing, read_key
+from .standing import UNJUDGED, op_key, op_standing, probe_stem, read_key
 
 PROBE_PACK = "probe pack"  # the folder kind its marker names (`folder_swap`)
 
@@ -79,7 +79,7 @@ def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch:
     probes, unbuilt = [], {}
     for subject, why in to_probe(ops, extra).items():
         kind, name = read_key(subject)
-        file = f"probe_{name}.onnx" if kind == "op" else f"probe_rule_{name}.onnx"
+        file = f"{probe_stem(subject)}.onnx"
         try:
             if kind == "op":
                 if name not in OP_PROBES:

@@ -15,7 +15,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..formatting import format_value
+from ..formatting import MAX_ANSWER_WORDS, format_value, word_count
 from ..measure import Claim
 from ..paths import SCRATCH
 from ..workers import map_forked
@@ -128,8 +128,14 @@ class Recorder:
         self.record("claims", [*kept, *(c.as_record() for c in claims)])
         return claims
 
-    def conclude(self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = ()) -> dict[str, Any]:
+    def conclude(
+        self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = (), short: str = ""
+    ) -> dict[str, Any]:
         """Record the notebook's answer to its RFD question, in one sentence, for the run's answer table.
+
+        `short` is that answer as a reader takes it in at a glance, at most `MAX_ANSWER_WORDS` words, built
+        from the same values (the table shows it; `answer` stays as the notebook's sentence in full, in
+        `metrics.json` and `summary.json`); a longer one is a ValueError, so the notebook fails.
 
         `rests_on` says what the answer stands on (keys such as `sources`: the checkouts with their commits
         or "stand-in ..." for each stand-in, `provenance.sources`,
@@ -140,7 +146,13 @@ class Recorder:
         """
         if not answer.strip():
             raise ValueError("conclude: the answer is empty")
+        if word_count(short) > MAX_ANSWER_WORDS:
+            raise ValueError(
+                f"conclude: the short answer has {word_count(short)} words, more than {MAX_ANSWER_WORDS}: {short!r}"
+            )
         conclusion = {"answer": answer.strip(), "rests_on": dict(rests_on), "unmet": list(unmet)}
+        if short.strip():
+            conclusion["short"] = " ".join(short.split())
         conclusion["status"] = answer_status(conclusion)
         self.record("conclusion", conclusion)
         return conclusion
@@ -155,14 +167,7 @@ class Recorder:
         The SVG is what `publish --rfd` inlines (the RFD repository publishes figures as inline SVG): text
         stays text and the file carries no date or random ids, so the same figure gives the same bytes.
         """
-        import matplotlib
-
-        target = self.path(filename)
-        fig.savefig(target, dpi=110, bbox_inches="tight")
-        if target.suffix.lower() != ".svg":
-            with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": self.name}):
-                fig.savefig(target.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
-        return target
+        return save_figure(fig, self.path(filename), self.name)
 
     def savefigs(self, figures: dict[str, Any], folder: str) -> list[Path]:
         """Save many figures (file name -> figure) into a subfolder, each with its SVG twin, and close them:
@@ -186,6 +191,18 @@ class Recorder:
         if self.display:
             payload["display"] = self.display
         write_atomic(self.dir / "metrics.json", json.dumps(payload, indent=2, sort_keys=False))
+
+
+def save_figure(fig: Any, target: Path, salt: str) -> Path:
+    """`fig` as `target` (PNG at 110 dpi) plus its SVG twin: text kept as text, no date, ids salted with `salt`
+    (the notebook's name), so the same figure gives the same bytes (`Recorder.savefig`, the run index)."""
+    import matplotlib
+
+    fig.savefig(target, dpi=110, bbox_inches="tight")
+    if target.suffix.lower() != ".svg":
+        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+            fig.savefig(target.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
+    return target
 
 
 def _full_width_tables() -> None:
