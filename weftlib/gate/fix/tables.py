@@ -47,6 +47,12 @@ def _rules(rows: list[dict[str, object]]) -> str:
     return ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in sorted(counts.items())) or "none"
 
 
+def fixed_verdicts(fixes: Mapping[str, Fix]) -> dict[str, str]:
+    """Faithful stem -> the gate's verdict on its fixed graph (pass, fail, unjudged): what the run's verdict
+    table and figure show after `gate fix` (`suite.verdicts`)."""
+    return {stem: fix.after.verdict for stem, fix in fixes.items()}
+
+
 def fix_rows(fixes: Mapping[str, Fix]) -> list[dict[str, object]]:
     """Per graph: verdict and refused nodes before and after, the rewrites, what stays unanswered, the proof."""
     rows = []
