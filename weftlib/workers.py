@@ -25,6 +25,18 @@ class WorkerError(RuntimeError):
     """A job failed in its worker (the worker's traceback is the message) or its worker died."""
 
 
+def pid_alive(pid: int) -> bool:
+    """Whether a process of this id exists on this machine (one owned by another user counts): a folder or run
+    whose writer is gone was interrupted, not still in progress."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
 def default_workers() -> int:
     """The CPUs this process may run on."""
     try:

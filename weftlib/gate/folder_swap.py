@@ -28,6 +28,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from ..workers import pid_alive
+
 MARKER = ".weftlib-folder.json"
 _UMASK = os.umask(0o022)
 os.umask(_UMASK)  # read once: the new folder gets the mode a plain mkdir would (mkdtemp's is 0o700)
@@ -172,7 +174,7 @@ def _recover(target: Path) -> None:
     stale = []
     for sibling in target.parent.glob(f".{_glob_escape(target.name)}.*-*-*"):
         m = _SIBLING.fullmatch(sibling.name)
-        if m and m["name"] == target.name and not _alive(int(m["pid"])):
+        if m and m["name"] == target.name and not pid_alive(int(m["pid"])):
             stale.append((m["what"] == "old", sibling))
     for is_old, sibling in sorted(stale):  # the builds first
         listed = _listed(sibling)
@@ -209,16 +211,6 @@ def _listed(folder: Path) -> set[str] | None:
 
 def _glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class _Signals:

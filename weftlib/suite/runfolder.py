@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, NotRequired, TypedDict, Unpack, get_args
 
 from ..formatting import commit_text
+from ..workers import pid_alive
 from .files import write_atomic
 from .record import jsonable
 
@@ -198,16 +199,6 @@ def write_state(run_dir: Path, state: str, **detail: Unpack[StateDetail]) -> Run
     return payload
 
 
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 def read_state(run_dir: str | os.PathLike) -> RunState:
     """A run folder's state; "running" whose runner (same host) is gone is reported as "interrupted"."""
     path = Path(run_dir) / STATE_FILE
@@ -224,7 +215,7 @@ def read_state(run_dir: str | os.PathLike) -> RunState:
         state["state"] == "running"
         and state.get("host") == socket.gethostname()
         and isinstance(pid, int)
-        and not _alive(pid)
+        and not pid_alive(pid)
     ):
         state = {
             **state,
