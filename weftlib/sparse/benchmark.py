@@ -19,6 +19,7 @@ import torch
 from weftlib import measure
 
 from . import conv, neighbours, pairs, voxels, workloads
+from .chunk_threads import workers_for
 from .footprint import DTYPES, features_bytes, itemsize
 from .memory import measured_row
 
@@ -110,7 +111,7 @@ def benchmark(
         raise ValueError(f"repeats must be >= 1, got {repeats}")
     n = len(voxels.voxel_set(shape, res)) if n is None else n
     if workloads.given_rulebook(method) and chunk_pairs is None:
-        chunk_pairs = workloads.most_chunk_pairs(shape, res, channels, dtype, chunk_rows)
+        chunk_pairs = workloads.most_chunk_pairs(shape, res, channels, dtype, chunk_rows, threads)
     runs: list[dict[str, Any]] = []
     with measure.Bracket(threads) as block:
         while len(runs) < repeats and not measure.settled([r["seconds"] for r in runs]):
@@ -243,6 +244,7 @@ def rulebook_seconds(
         "chunk_rows": book.chunk_rows,
         "pairs": book.pairs,
         "max_chunk_pairs": book.max_chunk_pairs,
+        "buffer_pairs": workers_for(len(book.tap_ends), threads) * book.max_chunk_pairs,  # `pairs.buffer_pairs`
         "bytes": book.nbytes,
     }
 
@@ -301,7 +303,7 @@ def benchmark_against_limits(
                 repeats,
                 rows_for,
                 n=len(coords),
-                chunk_pairs=book["max_chunk_pairs"] if given else None,
+                chunk_pairs=book["buffer_pairs"] if given else None,
                 inputs_dir=folder,
             )
             kernel_bytes = book["bytes"] if workloads.given_rulebook(method) else work["table_bytes"]
