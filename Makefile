@@ -56,7 +56,7 @@ test: $(VENV)/.installed       ## lint, format, import layering, types, unit tes
 
 lab: $(VENV)/.installed-lab $(LAB_SETTINGS)
 	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
-	$(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate $(ALLOW_ROOT)
+	$(VENV)/bin/jupyter lab --config=lab/jupyter_server_config.py --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate $(ALLOW_ROOT)
 
 publish: $(VENV)/.installed    ## make publish RFD=path/to/rfd/1129-hailo-operator-coverage [RUN=outputs/appendix]
 	@test -n "$(RFD)" || { echo "usage: make publish RFD=<RFD folder> [RUN=<run folder>]" >&2; exit 2; }

@@ -1,6 +1,10 @@
 #!/usr/bin/env python3
 """Git clean filter for notebooks: what git stores has no outputs, no execution counts and no run metadata.
 
+Run metadata includes what a kernel reports about itself when JupyterLab saves (`language_info`'s version,
+mimetype, codemirror mode, lexer): only the language's name is kept, so opening and saving a notebook in Lab
+leaves `git status` clean.
+
 Configured by `make` (any target that sets up .venv) in the local repository config:
     git config filter.nbstrip.clean "python3 scripts/nbstrip.py"
 and switched on for `notebooks/*.ipynb` by .gitattributes. Exploring in JupyterLab autosaves outputs into the
@@ -18,6 +22,7 @@ from collections.abc import Iterable
 
 CELL_METADATA_DROPPED = ("execution", "papermill", "scrolled", "collapsed", "ExecuteTime")
 NOTEBOOK_METADATA_DROPPED = ("papermill", "widgets")
+LANGUAGE_INFO_KEPT = ("name",)  # the rest of language_info is the running kernel's, not the notebook's
 
 
 def _drop(meta: object, keys: Iterable[str]) -> bool:
@@ -52,9 +57,25 @@ def strip(text: str) -> str:
                 changed = True
         changed |= _drop(cell.get("metadata"), CELL_METADATA_DROPPED)
     changed |= _drop(nb.get("metadata"), NOTEBOOK_METADATA_DROPPED)
+    changed |= drop_kernel_info(nb)
     if not changed:
         return text
     return json.dumps(nb, sort_keys=True, indent=1, ensure_ascii=False, separators=(",", ": ")) + "\n"
+
+
+def drop_kernel_info(nb: dict) -> bool:
+    """Keep only `LANGUAGE_INFO_KEPT` of the notebook's `language_info`, in place; True when anything went."""
+    meta = nb.get("metadata")
+    info = meta.get("language_info") if isinstance(meta, dict) else None
+    return _drop(info, [key for key in info if key not in LANGUAGE_INFO_KEPT]) if isinstance(info, dict) else False
+
+
+def pre_save_hook(model: dict, **kwargs: object) -> None:
+    """jupyter_server's pre-save hook (lab/jupyter_server_config.py): a notebook saved from Lab loses the
+    kernel's `language_info` before it is written, so a save that changed nothing else leaves the file as git
+    has it, byte for byte. Outputs stay in the working file; the clean filter keeps them out of commits."""
+    if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
+        drop_kernel_info(model["content"])
 
 
 def main() -> int:

@@ -191,6 +191,69 @@ def test_lab_autosave_never_reaches_a_commit(tmp_path):
     assert "autosaved" not in blob and blob == (NOTEBOOKS["00_overview"]).read_text(encoding="utf-8")
 
 
+def _lab_contents_manager(root):
+    """The contents manager as `make lab` configures it (lab/jupyter_server_config.py, read by traitlets' own
+    config loader), rooted at `root`."""
+    from jupyter_server.services.contents.filemanager import FileContentsManager
+    from traitlets.config.loader import PyFileConfigLoader
+
+    config = PyFileConfigLoader("jupyter_server_config.py", path=str(REPO / "lab")).load_config()
+    return FileContentsManager(root_dir=str(root), config=config)
+
+
+KERNEL_LANGUAGE_INFO = {  # what an ipykernel reports about itself, which Lab writes into a notebook on save
+    "codemirror_mode": {"name": "ipython", "version": 3},
+    "file_extension": ".py",
+    "mimetype": "text/x-python",
+    "name": "python",
+    "nbconvert_exporter": "python",
+    "pygments_lexer": "ipython3",
+    "version": "3.11.7",
+}
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_lab_save_with_a_kernels_metadata_leaves_git_clean(tmp_path):
+    """A notebook opened and saved through jupyter_server's contents manager as `make lab` runs it, with the
+    kernel's `language_info`, in a scratch repository set up as the Makefile sets it up: `git status` shows
+    nothing; and a save with outputs too leaves nothing to commit."""
+    command = re.search(r"^NBSTRIP := (.*)$", (REPO / "Makefile").read_text(), re.M).group(1)
+    assert "--config=lab/jupyter_server_config.py" in (REPO / "Makefile").read_text(), "make lab skips the hook"
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "notebooks").mkdir()
+    for name in ("scripts/nbstrip.py", ".gitattributes", ".gitignore", "notebooks/01_trace_natten.ipynb"):
+        shutil.copy(REPO / name, repo / name)
+    import os
+
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    for step in ("git init -q", command, "git add -A", "git commit -qm init"):
+        assert subprocess.run(step, check=False, shell=True, cwd=repo, env=env, capture_output=True).returncode == 0
+    contents, path = _lab_contents_manager(repo), "notebooks/01_trace_natten.ipynb"
+    nb = contents.get(path)["content"]
+    nb.metadata["language_info"] = dict(KERNEL_LANGUAGE_INFO)
+    contents.save({"type": "notebook", "format": "json", "content": nb}, path)
+    status = _git("status", "--porcelain", cwd=repo, env=env).stdout.strip()
+    assert status == "", f"a Lab save dirtied git status: {status}"
+    nb = contents.get(path)["content"]
+    nb.metadata["language_info"] = dict(KERNEL_LANGUAGE_INFO)
+    code = next(c for c in nb.cells if c.cell_type == "code")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="saved from Lab\n")]
+    code.execution_count = 3
+    contents.save({"type": "notebook", "format": "json", "content": nb}, path)
+    assert "saved from Lab" in (repo / path).read_text(), "the working file keeps its outputs"
+    _git("add", "-A", cwd=repo, env=env)
+    assert _git("status", "--porcelain", cwd=repo, env=env).stdout.strip() == "", "a Lab save left something to commit"
+
+
+def test_strip_keeps_only_the_languages_name():
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["language_info"] = {"name": "python", "version": "3.11.7", "mimetype": "text/x-python"}
+    out = nbformat.reads(nbstrip.strip(nbformat.writes(nb)), as_version=4)
+    assert out.metadata["language_info"] == {"name": "python"}
+
+
 MAX_FUNCTION_LINES = 60  # a function a reader takes in at once; ruff bounds its statements (pyproject.toml)
 
 

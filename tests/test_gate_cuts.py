@@ -78,5 +78,7 @@ def test_without_dfc_results_the_cuts_stand_and_the_answer_names_the_script(ops,
     assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): a: ")
     assert "b: nothing is predicted to run on the device (the host computes all 2 nodes)" in answer
     assert answer.endswith(".")
-    assert rests_on == {"dfc": "not run", "sources": "the graphs of this run"}
+    assert rests_on == {"dfc": "not run", "sources": "unknown"}
+    given = cut_tables.conclusion(partitions, named, 1e-6, {}, script, tmp_path, sources="stand-in for x (02)")[1]
+    assert given["sources"] == "stand-in for x (02)"
     assert len(unmet) == 1 and "`bash 06_device_cut/cut_pack/run_dfc.sh` in the run folder" in unmet[0]

@@ -92,6 +92,38 @@ def test_unmet_dfc_names_the_script_inside_the_run_folder(tmp_path):
     assert str(script) in conclusion(results, pairings, "not run", script)[2][0]
 
 
+def test_the_answer_rests_on_the_sources_the_graph_notebooks_used(tmp_path):
+    """05's `rests_on["sources"]` was the literal "stand-in" whatever the run used; it names what the graph
+    notebooks recorded, so an answer on real checkouts is not reported as a stand-in's, nor the reverse."""
+    import json
+
+    from weftlib.gate import conclusion
+    from weftlib.suite.record import answer_status
+
+    recorded = {
+        "02_export_attention": "valeoai/NAF checkout at ad4e24d, /src/NAF",
+        "04_export_dit_block": "Pixal3D checkout at cdbb2bb, /src/Pixal3D",
+    }
+    for name, sources in recorded.items():
+        (tmp_path / name).mkdir()
+        conc = {"answer": "a", "rests_on": {"sources": sources}}
+        (tmp_path / name / "metrics.json").write_text(json.dumps({"metrics": {"conclusion": conc}}))
+    model = save(attention(), tmp_path / "02_export_attention" / "a.onnx")
+    results = {model: device_gate(model, load_device_ops())}
+    pairings = {model: pair(results[model], None, model)}
+    script = tmp_path / "05_gate_pairing" / "dfc_pack" / "run_dfc.sh"
+    rests_on = conclusion(results, pairings, "not run", script, run_dir=tmp_path, notebooks=[*recorded])[1]
+    assert rests_on["sources"] == (
+        "valeoai/NAF checkout at ad4e24d, /src/NAF (02); Pixal3D checkout at cdbb2bb, /src/Pixal3D (04)"
+    )
+    assert answer_status({"rests_on": rests_on}) == "answered"
+    conc = {"answer": "a", "rests_on": {"sources": "stand-in for valeoai/NAF"}}
+    (tmp_path / "02_export_attention" / "metrics.json").write_text(json.dumps({"metrics": {"conclusion": conc}}))
+    rests_on = conclusion(results, pairings, "not run", script, run_dir=tmp_path, notebooks=[*recorded])[1]
+    assert rests_on["sources"].startswith("stand-in for valeoai/NAF (02); Pixal3D checkout")
+    assert answer_status({"rests_on": rests_on}) == "answered on a stand-in"
+
+
 def test_the_prediction_sentence_names_causes_apart_from_their_consequences(tmp_path):
     """A refused head reshape, and the Softmax it leaves with no format: the reshape is the cause."""
     from weftlib.gate import prediction_rows, prediction_sentence

@@ -155,3 +155,18 @@ def test_every_graph_is_cut_proven_and_pictured(default_run):
         m["conclusion"]["unmet"][0].startswith("DFC not run here")
         and "06_device_cut/cut_pack/run_dfc.sh" in m["conclusion"]["unmet"][0]
     )
+
+
+def test_every_answer_reads_at_a_glance_and_every_rfd_graph_has_its_verdicts(default_run):
+    """The index opens with one short answer per question (the full sentence kept as `details`) and, beneath,
+    a verdict row per RFD graph of 06's `answer_graphs`, each with its faithful and best-variant verdicts."""
+    from weftlib.suite.record import MAX_ANSWER_WORDS, word_count
+
+    _, root = default_run
+    summary = json.loads((root / "appendix" / "summary.json").read_text())
+    assert all(0 < word_count(a["answer"]) <= MAX_ANSWER_WORDS and a["details"] for a in summary["answers"])
+    rows = summary["verdicts"]
+    assert [r["graph"] for r in rows] == list(metrics(default_run, "06_device_cut")["answer_graphs"])
+    verdicts = {"pass", "refused", "unjudged"}
+    assert all({r["faithful"]["verdict"], r["variant"]["verdict"]} <= verdicts and r["settle"]["text"] for r in rows)
+    assert (root / "appendix" / "verdicts.png").is_file()

@@ -255,6 +255,14 @@ def test_a_key_written_twice_is_refused_with_both_lines(tmp_path, capsys):
     refused_by_check(top, capsys, "key 'cell_timeout' written twice (lines 1 and 3)")
 
 
+def test_a_key_written_twice_in_a_flow_mapping_is_refused_too(tmp_path, capsys):
+    """`{dim: 16, dim: 8}` on one line was accepted with rc 0 (YAML keeps the last); it is refused."""
+    path = real_plan(tmp_path, "notebooks:\n  - name: 02_export_attention\n    parameters: {dim: 16, dim: 8}\n")
+    refused_by_check(path, capsys, "key 'dim' written twice (line 3, columns 18 and 27)")
+    nested = real_plan(tmp_path, "notebooks: [{name: 00_overview, name: 01_trace_natten}]\n")
+    refused_by_check(nested, capsys, "key 'name' written twice")
+
+
 @pytest.mark.parametrize(
     "name",
     [

@@ -186,6 +186,7 @@ def test_the_html_templates_escape_and_the_page_template_does_not():
         "notebook_toggle.html.j2",
         "page.qmd.j2",
         "run_note.html.j2",
+        "verdicts.html.j2",
     ]
     assert [pages.ENV.autoescape(name) for name in templates] == [n.endswith(".html.j2") for n in templates]
     note = pages.ENV.get_template("run_note.html.j2").render(note="size=3 <b>")

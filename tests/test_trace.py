@@ -370,10 +370,20 @@ def test_tracing_cost_separates_the_fixed_cost_from_a_long_enough_workload(fake)
         "overhead_us_per_call",
         "traced_over_plain",
         "traced_over_empty_hook",
+        "plain_min_ms",
+        "empty_hook_min_ms",
+        "traced_min_ms",
+        "rate_change",
+        "others_cores",
+        "contended",
     }
-    assert got["calls"] >= 1 and got["fixed_overhead_us"] >= 0
-    assert got["plain_ms"] > 0 and got["traced_over_plain"] == pytest.approx(got["traced_ms"] / got["plain_ms"])
-    assert got["overhead_us_per_call"] == pytest.approx((got["traced_ms"] - got["plain_ms"]) * 1e3 / got["calls"])
+    assert got["calls"] >= 1 and got["fixed_overhead_us"] >= 0 and isinstance(got["contended"], bool)
+    # judged on the minima of the interleaved rounds (noise only adds time); the medians are shown
+    assert got["plain_min_ms"] <= got["plain_ms"] and got["traced_min_ms"] <= got["traced_ms"]
+    assert got["traced_over_plain"] == pytest.approx(got["traced_min_ms"] / got["plain_min_ms"])
+    assert got["traced_over_empty_hook"] == pytest.approx(got["traced_min_ms"] / got["empty_hook_min_ms"])
+    per_call = (got["traced_min_ms"] - got["plain_min_ms"]) * 1e3 / got["calls"]
+    assert got["overhead_us_per_call"] == pytest.approx(per_call)
 
 
 def test_tracing_cost_stops_at_rounds_that_settle(fake, monkeypatch):

@@ -100,3 +100,11 @@ def place(loc: Sequence[int | str], whole: str) -> str:
     `device_ops.Gather.evidence[0].seen`, or `whole` for the file itself (a location as pydantic gives it)."""
     text = "".join(f"[{part}]" if isinstance(part, int) else f".{part}" for part in loc).removeprefix(".")
     return text or whole
+
+
+MAX_ANSWER_WORDS = 40  # an answer read at a glance: one sentence, its figures left to the notebook (issue 36)
+
+
+def word_count(text: str) -> int:
+    """Words as a reader counts them: runs of non-space characters (`5 × 10⁻⁷` is three)."""
+    return len(text.split())

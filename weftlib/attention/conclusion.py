@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Any
 
-from weftlib.formatting import format_value
+from weftlib.formatting import MAX_ANSWER_WORDS, format_value, word_count
 
 
 def reference_name(reference: str) -> str:
@@ -70,3 +71,23 @@ def answer(
         f"was exported at. Predictions from the public record: {predicted}{unjudged}"
         f". For NAF's graphs with the exact rewrites of what it adds: {naf_predicted}."
     )
+
+
+def short_answer(
+    *, worst_equality: float, naf_vs_natten: float, naf_results: Mapping[str, Any], faithful: Sequence[str]
+) -> str:
+    """The answer at a glance (at most 40 words): equality with natten, and which of NAF's exact variants is
+    predicted to parse or what the closest waits on (`naf_results`: graph name -> its `GateResult`, named as
+    `naf_variants.VariantExport.name` does, "NAF upsampler, device"; `faithful`: the faithful graphs' names)."""
+    from weftlib.gate import explain
+
+    def shown(name: str) -> str:  # "NAF upsampler, device" -> "NAF upsampler (device)"
+        return name.replace(", ", " (", 1) + ")" if ", " in name else name
+
+    results = {shown(name): result for name, result in naf_results.items()}
+    head = (
+        f"Yes: every formulation and NAF's upsampler and attention layer equal natten within "
+        f"{format_value(max(worst_equality, naf_vs_natten), digits=1)} and export whole; of NAF's exact variants,"
+    )
+    budget = MAX_ANSWER_WORDS - word_count(head)
+    return f"{head} {explain.short_prediction(results, [shown(n) for n in faithful], budget)}."

@@ -256,6 +256,25 @@ def answer_sentence(
     )
 
 
+def short_answer(results: Mapping[str, Any]) -> str:
+    """Notebook 04's answer at a glance (at most 40 words): the block exports exactly, the faithful graph's
+    verdict and the rules refusing it, and which exact variant is predicted to parse or what the closest waits
+    on (`results`: variant name -> its `GateResult`, the faithful graph as "faithful")."""
+    from weftlib.formatting import MAX_ANSWER_WORDS, word_count
+    from weftlib.gate import explain
+
+    faithful = results["faithful"]
+    word = {"fail": "refused", "pass": "predicted to parse"}.get(faithful.verdict, faithful.verdict)
+    against = list(explain.blocking(faithful, "refused", causes_only=True)) or list(
+        explain.blocking(faithful, "unjudged", causes_only=True)
+    )
+    head = f"It exports exactly (RoPE in real arithmetic), the faithful block is {word}" + (
+        f" by {explain.named(against)};" if against and faithful.verdict != "pass" else ";"
+    )
+    budget = MAX_ANSWER_WORDS - word_count(head)
+    return f"{head} {explain.short_prediction(dict(results), ['faithful'], budget)}."
+
+
 def geometry_sentence(blocks: int, channels: int, upstream_exported: bool) -> str:
     """The geometry the answer rests on, "reduced: " unless it is upstream's own 30 x 1536."""
     return (

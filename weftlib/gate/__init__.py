@@ -20,7 +20,7 @@ from .predict import Finding, Prediction, predict
 from .probe_evidence import evidence_diff
 from .probes import ProbePack, write_probes
 from .record_backtest import backtest, held
-from .run_graphs import find_models, missing_outputs, notebook_folders
+from .run_graphs import find_models, graph_sources, missing_outputs, notebook_folders
 from .summary import (
     backtest_counts,
     conclusion,
@@ -70,6 +70,7 @@ __all__ = [
     "findings_table",
     "gate_all",
     "gate_table",
+    "graph_sources",
     "held",
     "load_device_ops",
     "load_dfc_result",

@@ -10,9 +10,13 @@ probes --out DIR                               one small graph per unjudged op a
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
                                                computes the graph, 1 when it does not
+fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate's findings, proven equal in
+                                               onnxruntime: DIR/<stem>.fixed.onnx and DIR/fix.json; exit 0 pass,
+                                               1 refusals remain (or the proof failed), 3 only unjudged remain
 
-Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed result or pack,
-an unwritable --out), never a traceback.
+Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
+pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted.
+Every --out folder is written whole and keeps what the suite did not write there (weftlib.gate.folder_swap).
 """
 
 from __future__ import annotations
@@ -23,6 +27,8 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+
+import numpy as np
 
 from . import (
     EXIT_CODES,
@@ -80,6 +86,11 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("--out", required=True)
     cut.add_argument("--ops", default=None)
     cut.add_argument("--tolerance", type=float, default=None, help="max |chain - graph| allowed (default 1e-6)")
+    fix = sub.add_parser("fix", help="rewrite a graph toward what the DFC parses, each rewrite exact and proven")
+    fix.add_argument("model")
+    fix.add_argument("--out", required=True, help="folder written whole: <stem>.fixed.onnx and fix.json")
+    fix.add_argument("--ops", default=None, help="allowlist file (default params/device_ops.yaml)")
+    fix.add_argument("--inputs", default=None, help="an .npz of example inputs by name, proven on beside random sets")
     return ap
 
 
@@ -202,14 +213,11 @@ def _evidence(args: argparse.Namespace) -> int:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .partition import PartitionError, write_partition
+    from .partition import WHOLE_FILE, PartitionError, write_partition
     from .segments import TOLERANCE
 
     _existing_file(args.model, "MODEL")
     ops = load_device_ops(args.ops)
-    gate = device_gate(args.model, ops)
-    if not gate.read:
-        raise BadInput(f"MODEL: {'; '.join(gate.problems)}")
     tolerance = TOLERANCE if args.tolerance is None else args.tolerance
     if not (tolerance >= 0 and tolerance != float("inf")):
         raise BadInput(f"--tolerance: expected a finite number >= 0, got {args.tolerance}")
@@ -228,10 +236,38 @@ def _partition(args: argparse.Namespace) -> int:
         if s.runs_on == "device":
             what += f", start {list(s.start_node_names)}, end {list(s.end_node_names)}"
         print(what)
+    for why in sorted({w for w in part.moved_to_host.values() if w.startswith(WHOLE_FILE)}):
+        print(f"  no device segment: {why}")
     print(
         f"chain vs graph: max |diff| {part.max_abs_diff:.3g} (tolerance {part.tolerance:g}): {'proven' if part.proven else 'NOT equal'}"
     )
     return 0 if part.proven else 1
+
+
+def _fix(args: argparse.Namespace) -> int:
+    from .fix import FixError, fix_model, write_fix
+
+    _existing_file(args.model, "MODEL")
+    examples = None
+    if args.inputs:
+        _existing_file(args.inputs, "--inputs")
+        try:
+            with np.load(args.inputs) as arrays:
+                examples = {f"example inputs {Path(args.inputs).name}": {k: arrays[k] for k in arrays.files}}
+        except Exception as exc:  # a file np.load cannot read: a bad zip, a pickle, a plain .npy
+            raise BadInput(f"--inputs: {args.inputs} is not an .npz of arrays ({exc})") from exc
+    try:
+        fixed = fix_model(args.model, load_device_ops(args.ops), examples=examples)
+    except FixError as exc:
+        raise BadInput(str(exc)) from exc
+    path = write_fix(fixed, args.out)
+    print(f"{fixed.before.verdict} -> {fixed.after.verdict}: {path} ({len(fixed.rewrites)} rewrite(s))")
+    for a in fixed.rewrites:
+        print(f"  {a.rewrite} answers {', '.join(a.answers)}: {len(a.replaced)} nodes -> {len(a.produced)}")
+    for u in fixed.unanswered:
+        print(f"  unanswered {u['node']} by {u['rule']}: {u['why']}")
+    print(f"proof: {'proven' if fixed.proof.proven else 'NOT equal'}, worst {max(fixed.proof.worst):.3g} of the scale")
+    return fixed.exit_code
 
 
 COMMANDS = {
@@ -241,6 +277,7 @@ COMMANDS = {
     "probes": _probes,
     "evidence": _evidence,
     "partition": _partition,
+    "fix": _fix,
 }
 
 
@@ -251,6 +288,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (DeviceOpsError, BadInput, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP while a folder is built (`folder_swap`)
+        print(f"interrupted ({exc or 'SIGINT'})", file=sys.stderr)
+        return 130
 
 
 if __name__ == "__main__":

@@ -168,7 +168,7 @@ def load_device_ops(path: str | Path | None = None) -> DeviceOps:
     source = Path(path) if path else DEFAULT_PATH
     try:
         data = yaml.safe_load(source.read_text())
-    except OSError as exc:
+    except (OSError, UnicodeDecodeError) as exc:
         raise DeviceOpsError(f"{source}: cannot read the allowlist: {exc}") from exc
     except yaml.YAMLError as exc:
         raise DeviceOpsError(f"{source}: not valid YAML: {exc}") from exc

@@ -36,25 +36,37 @@ def host_ops(part: Partition, model: Path) -> dict[str, int]:
     return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
 
 
-def cut_sentence(partitions: dict[str, Partition], host: dict[str, dict[str, int]]) -> str:
-    """The practical answer, per named graph: the share of MACs on the device, where the graph is cut, and
-    what the host computes."""
-    parts = []
-    for name, part in partitions.items():
-        c = part.coverage
-        if not part.device_segments:
-            parts.append(
-                f"{name}: nothing is predicted to run on the device (the host computes all {c.nodes[1]} nodes)"
-            )
-            continue
-        ends = [e for s in part.device_segments for e in s.end_node_names]
-        computed = ", ".join(f"{op} x{n}" for op, n in list(host[name].items())[:4]) or "nothing"
-        parts.append(
-            f"{name}: {c.share('macs'):.0%} of the MACs ({c.nodes[0]} of {c.nodes[1]} nodes) on the device in "
-            f"{len(part.device_segments)} segment(s), cut at {', '.join(ends[:3])}{' …' if len(ends) > 3 else ''}; "
-            f"the host computes {computed}"
-        )
-    return "; ".join(parts)
+def _graph_phrase(name: str, part: Partition, host: dict[str, int]) -> str:
+    c = part.coverage
+    if not part.device_segments:
+        return f"{name}: nothing is predicted to run on the device (the host computes all {c.nodes[1]} nodes)"
+    ends = [e for s in part.device_segments for e in s.end_node_names]
+    computed = ", ".join(f"{op} x{n}" for op, n in list(host.items())[:4]) or "nothing"
+    return (
+        f"{name}: {len(part.device_segments)} device graph(s) with {c.share('macs'):.0%} of the MACs "
+        f"({c.nodes[0]} of {c.nodes[1]} nodes), {c.crossings} tensors ({c.bytes_crossing / 2**20:.2f} MiB) in or "
+        f"out of the device per inference, cut at {', '.join(ends[:3])}{' …' if len(ends) > 3 else ''}; "
+        f"the host computes {computed}"
+    )
+
+
+def cut_sentence(
+    partitions: dict[str, Partition],
+    host: dict[str, dict[str, int]],
+    questions: Mapping[str, Sequence[str]] | None = None,
+) -> str:
+    """The practical answer, per named graph: how many device graphs (compiled networks) it takes, the share
+    of MACs on the device, what crosses per inference, where it is cut and what the host computes. Given
+    `questions` (question -> stems), each question's graphs stand side by side (the faithful graph, then the
+    exact variant)."""
+    if questions is None:
+        return "; ".join(_graph_phrase(name, part, host[name]) for name, part in partitions.items())
+    return ". ".join(
+        f"{question}: "
+        + "; beside it ".join(_graph_phrase(s, partitions[s], host[s]) for s in stems if s in partitions)
+        for question, stems in questions.items()
+        if any(s in partitions for s in stems)
+    )
 
 
 def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
@@ -185,6 +197,34 @@ def device_share(partitions: dict[Path, Partition], named: Mapping[str, Path]) -
     return {name: round(partitions[model].coverage.share("macs"), 4) for name, model in named.items()}
 
 
+def short_answer(
+    partitions: dict[Path, Partition],
+    named: Mapping[str, Path],
+    answer_graphs: Mapping[str, Sequence[str]],
+    tolerance: float,
+) -> str:
+    """Notebook 06's answer at a glance (at most 40 words): every cut proven, and the range of the device's
+    share of the MACs over the RFD graphs' faithful graphs, then over their best exact variants (`answer_graphs`:
+    question -> stems, the faithful graph first; `named`: stem -> model, `answer_models`)."""
+    from ..formatting import format_value
+
+    def share(stem: str) -> float:
+        return partitions[named[stem]].coverage.share("macs")
+
+    def span(values: list[float]) -> str:
+        low, high = (format_value(round(100 * v, 2), "%", 4) for v in (min(values), max(values)))
+        return low if low == high else f"{low} to {high}"
+
+    chosen = [stems for stems in answer_graphs.values() if stems and all(s in named for s in stems)]
+    faithful = [share(stems[0]) for stems in chosen]
+    best = [max(share(s) for s in stems[1:]) for stems in chosen if len(stems) > 1]
+    return (
+        f"Every cut is proven equal to its graph within {tolerance:g}; the faithful graphs put "
+        f"{span(faithful) if faithful else 'none'} of their MACs on the device"
+        + (f", the best exact variants {span(best)}." if best else ".")
+    )
+
+
 def conclusion(
     partitions: dict[Path, Partition],
     named: Mapping[str, Path],
@@ -192,11 +232,87 @@ def conclusion(
     results: dict[str, DfcResult],
     script: Path,
     run_dir: str | os.PathLike | None = None,
+    questions: Mapping[str, Sequence[str]] | None = None,
+    sources: str = "unknown",
 ) -> tuple[str, dict[str, str], list[str]]:
-    """Notebook 06's answer (`cut_sentence` over the `named` graphs: stem -> model), what it rests on, and its
-    unmet preconditions (`unmet`)."""
+    """Notebook 06's answer (`cut_sentence` over the `named` graphs: stem -> model, grouped by `questions`
+    where given), what it rests on (`sources`: what the graphs' notebooks rested on, `run_graphs.graph_sources`)
+    and its unmet preconditions (`unmet`)."""
     parts = {stem: partitions[model] for stem, model in named.items()}
-    sentence = cut_sentence(parts, {stem: host_ops(parts[stem], model) for stem, model in named.items()})
+    host = {stem: host_ops(parts[stem], model) for stem, model in named.items()}
+    sentence = cut_sentence(parts, host, questions)
     answer = f"Every graph cut and proven (chain vs graph within {tolerance:g}): {sentence}."
-    rests_on = {"dfc": "run" if results else "not run", "sources": "the graphs of this run"}
+    rests_on = {"dfc": "run" if results else "not run", "sources": sources}
     return answer, rests_on, unmet(results, script, run_dir)
+
+
+def merge_table(partitions: dict[Path, Partition], before: dict[Path, Partition], root: str | os.PathLike):
+    """One row per graph: device segments, tensors and MiB crossing per inference, and the device's share of
+    the MACs, before the merge (`cuts.before_merge`) and after it."""
+    import pandas as pd
+
+    rows = []
+    for model, part in partitions.items():
+        old, c, b = before[model], part.coverage, before[model].coverage
+        rows.append(
+            {
+                "graph": graph_label(model, root),
+                "device segments before": len(old.device_segments),
+                "device segments after": len(part.device_segments),
+                "tensors before": b.crossings,
+                "tensors after": c.crossings,
+                "MiB before": b.bytes_crossing / 2**20,
+                "MiB after": c.bytes_crossing / 2**20,
+                "MACs on device before": b.share("macs"),
+                "MACs on device after": c.share("macs"),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def merge_totals(partitions: dict[Path, Partition], before: dict[Path, Partition]) -> dict[str, int]:
+    """The run's device segments (so cuts for the DFC to parse) and crossing tensors, before and after the merge."""
+    return {
+        "device_segments_before": cut_count(before),
+        "device_segments_after": cut_count(partitions),
+        "tensors_before": sum(p.coverage.crossings for p in before.values()),
+        "tensors_after": sum(p.coverage.crossings for p in partitions.values()),
+    }
+
+
+def merge_sentence(totals: Mapping[str, int], graphs: int) -> str:
+    """What the merge did to the run's cuts (Markdown)."""
+    return (
+        f"Over {graphs} graphs the merge takes the device segments from **{totals['device_segments_before']} to "
+        f"{totals['device_segments_after']}** and the tensors in or out of the device per inference from "
+        f"{totals['tensors_before']} to {totals['tensors_after']}."
+    )
+
+
+def deployable_table(
+    partitions: dict[Path, Partition], questions: Mapping[str, Sequence[str]], named: Mapping[str, Path]
+):
+    """The deployable cut of each RFD graph, the faithful graph beside its exact variant: device graphs (each a
+    compiled network), the tensors and bytes crossing per inference and their time at `merge.LINK`'s line
+    rate beside the device MACs' time at its rated speed, and the device's share of the MACs."""
+    import pandas as pd
+
+    from .merge import LINK
+
+    rows = []
+    for question, stems in questions.items():
+        for stem in (s for s in stems if s in named):
+            c = partitions[named[stem]].coverage
+            rows.append(
+                {
+                    "question": question,
+                    "graph": stem,
+                    "device graphs": len(partitions[named[stem]].device_segments),
+                    "tensors in/out of the device": c.crossings,
+                    "MiB per inference": c.bytes_crossing / 2**20,
+                    f"ms on the link ({LINK.name})": 1e3 * LINK.seconds(c.bytes_crossing),
+                    "ms of device MACs at the rated INT8 speed": 1e3 * c.macs[0] / LINK.macs_per_s,
+                    "MACs on device": c.share("macs"),
+                }
+            )
+    return pd.DataFrame(rows)

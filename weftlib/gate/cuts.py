@@ -18,9 +18,8 @@ import onnx
 
 from ..onnx_core.walk import index_model
 from .allowlist import DeviceOps
-from .cut_proof import prove
 from .dfc_log import DfcResult, failure_cause
-from .partition import partition
+from .partition import write_partition
 from .segments import Partition
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
@@ -38,16 +37,56 @@ class CutVerdict:
 
 
 def cut_all(models: Sequence[Path], ops: DeviceOps, folder: str | os.PathLike) -> dict[Path, Partition]:
-    """Cut every model (its segments under `folder/<stem>/`) and prove each chain."""
+    """Cut every model (its segments and partition.json under `folder/<stem>/`, each written by the folder
+    rule: `partition.write_partition`) and prove each chain."""
     from ..console import headless
     from ..console import progress as tqdm
 
     out = {}
     for model in tqdm(list(models), desc="cut", disable=headless() or len(models) < 4):
-        target = Path(folder) / model.stem
-        target.mkdir(parents=True, exist_ok=True)
-        out[model] = prove(partition(model, ops, target), model, target)
+        out[model] = write_partition(model, ops, Path(folder) / model.stem)
     return out
+
+
+def before_merge(
+    models: Sequence[Path], ops: DeviceOps, partitions: dict[Path, Partition] | None = None
+) -> dict[Path, Partition]:
+    """Each graph's cut as it was before the merge (`merge.UNMERGED`: each level's connected parts, crumbs
+    kept): its segments and coverage, neither written nor proven, for the figures beside the merged cut's.
+    The prediction comes from `partitions` where it has one."""
+    from .coverage import coverage
+    from .merge import UNMERGED
+    from .partition import cut
+
+    out = {}
+    for model in models:
+        inferred = onnx.shape_inference.infer_shapes(onnx.load(str(model)), data_prop=True)
+        known = (partitions or {}).get(model)
+        prediction = known.prediction if known else None
+        segments, moved = cut(inferred, ops, prediction, rule=UNMERGED)
+        graph = index_model(inferred)
+        out[model] = Partition(model.stem, tuple(segments), coverage(segments, graph), moved, prediction=prediction)
+    return out
+
+
+def merge_findings(partitions: dict[Path, Partition]) -> dict[str, list[str]]:
+    """Per graph, what breaks the merge's two rules: two device segments that could be merged without a cycle,
+    and a device segment that does not pay for its transfers (`merge.crumbs`); graphs with none left out."""
+    from .merge import crumbs, mergeable_pairs
+
+    found = {}
+    for model, part in partitions.items():
+        graph = index_model(onnx.load(str(model), load_external_data=False))
+        problems = [
+            f"segments {a} and {b} could be merged" for a, b in mergeable_pairs(part.segments, graph.model.graph.node)
+        ]
+        problems += [
+            f"segment {s.index}: {macs:,} MACs for {moved:,} elements moved"
+            for s, macs, moved in crumbs(part.segments, graph)
+        ]
+        if problems:
+            found[part.model] = problems
+    return found
 
 
 def cut_stem(model: Path, segment: int) -> str:
@@ -98,9 +137,7 @@ def read_back(
             forced |= set(moved)
             verdicts.append(CutVerdict(part.model, s.index, "rejected", moved, "; ".join(e.cls for e in result.errors)))
         if forced:
-            target = Path(folder) / model.stem
-            target.mkdir(parents=True, exist_ok=True)
-            again[model] = prove(partition(model, ops, target, host=forced), model, target)
+            again[model] = write_partition(model, ops, Path(folder) / model.stem, host=forced)
         else:
             again[model] = part
     return again, verdicts

@@ -12,11 +12,12 @@ import json
 import os
 from collections import Counter
 from collections.abc import Iterable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..onnx_core.walk import STANDARD_DOMAINS, Graph, graph_inputs, read_graph
 from .allowlist import DeviceOps, DeviceOpsError
+from .graph_checks import structure_problem
 from .predict import FAIL, PASS, Finding, Prediction, predict
 from .standing import PARSE, REFUSED, UNJUDGED
 
@@ -117,25 +118,33 @@ def device_gate(onnx_path: str | os.PathLike, allow: DeviceOps | Iterable[str]) 
     graph, complaint = read_graph(onnx_path)
     if graph is None:
         return GateResult(path=str(onnx_path), verdict=FAIL, problems=(complaint or "unreadable",))
-    return _with_parity(_gate(graph, ops, str(onnx_path), complaint))
+    malformed = structure_problem(graph.model, Path(onnx_path).parent)
+    if malformed:  # not a graph at all: refused, as an unreadable file is, and nothing is claimed
+        return GateResult(path=str(onnx_path), verdict=FAIL, problems=(f"{onnx_path}: {malformed}",))
+    return _gate(graph, ops, str(onnx_path), complaint)
 
 
-def _with_parity(result: GateResult) -> GateResult:
-    """Add the numeric check `weftlib.onnx_core.export` wrote beside the file (`<stem>.parity.json`), if any:
-    a graph whose onnxruntime output left torch's tolerance fails the gate whatever its ops."""
-    sidecar = Path(result.path).with_suffix(".parity.json")
+def _parity(path: Path) -> tuple[dict | None, str | None]:
+    """The numeric check `weftlib.onnx_core.export` wrote beside the file (`<stem>.parity.json`), if any, and
+    the objection it raises: a graph whose onnxruntime output left torch's tolerance fails the gate whatever
+    its ops."""
+    sidecar = path.with_suffix(".parity.json")
     if not sidecar.exists():
-        return result
+        return None, None
     try:
         parity = json.loads(sidecar.read_text())
         ok, diff, atol = bool(parity["parity_ok"]), float(parity["max_abs_diff"]), float(parity["atol"])
     except (ValueError, KeyError, TypeError) as exc:
-        problem = f"unreadable numeric check {sidecar.name}: {exc}"
-        return replace(result, verdict=FAIL, problems=(*result.problems, problem))
-    if ok:
-        return replace(result, parity=parity)
-    problem = f"onnxruntime differs from torch by {diff:.3g} > {atol:.3g} (export check)"
-    return replace(result, verdict=FAIL, parity=parity, problems=(*result.problems, problem))
+        return None, f"unreadable numeric check {sidecar.name}: {exc}"
+    return parity, None if ok else f"onnxruntime differs from torch by {diff:.3g} > {atol:.3g} (export check)"
+
+
+def file_problems(graph: Graph, ops: DeviceOps, path: str | os.PathLike, complaint: str | None) -> list[str]:
+    """Everything the gate holds against the file as a whole, whatever its nodes, each one failing it: the ONNX
+    checker's `complaint`, the compiler's graph-level limits (`graph_limits`), a failed export check beside it.
+    A cut keeps such a file off the device entirely (`partition`)."""
+    parity_problem = _parity(Path(path))[1]
+    return [p for p in (complaint, *graph_limits(graph, ops), parity_problem) if p]
 
 
 def _check_args(onnx_path: object, allow: object) -> DeviceOps:
@@ -165,7 +174,7 @@ def _gate(graph: Graph, ops: DeviceOps, path: str, complaint: str | None) -> Gat
         for op, names in sorted(where.items())
     }
     prediction = predict(graph, ops)
-    problems = ([complaint] if complaint else []) + graph_limits(graph, ops)
+    problems = file_problems(graph, ops, path, complaint)
     verdict = FAIL if problems else prediction.verdict
     return GateResult(
         path=path,
@@ -179,6 +188,7 @@ def _gate(graph: Graph, ops: DeviceOps, path: str, complaint: str | None) -> Gat
         opset=graph.opset,
         nodes=len(graph.nodes),
         inputs=tuple(graph_inputs(graph)),
+        parity=_parity(Path(path))[0],
     )
 
 
@@ -201,4 +211,4 @@ def graph_limits(graph: Graph, ops: DeviceOps) -> list[str]:
     return problems
 
 
-__all__ = ["EXIT_CODES", "PARSE", "GateResult", "OpUse", "device_gate", "graph_limits"]
+__all__ = ["EXIT_CODES", "PARSE", "GateResult", "OpUse", "device_gate", "file_problems", "graph_limits"]

@@ -3,11 +3,13 @@
 The folder holds the graphs, a `manifest.json`, a `run_dfc.sh` that parses every graph in the target DFC's
 image (`dfc_runner.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the two files of this
 package the parse needs. Every path in the script is relative to the folder, so the folder can be copied to
-wherever Docker and the image are, run there, and copied back; `results_in` reads the results back.
+wherever Docker and the image are, run there, and copied back; `results_in` reads the results back. Written
+again into the same folder, a pack keeps the results of the graphs it leaves unchanged.
 """
 
 from __future__ import annotations
 
+import filecmp
 import json
 import os
 import shlex
@@ -19,11 +21,13 @@ from typing import Any
 
 from .dfc_log import DfcResult, load_dfc_result
 from .dfc_runner import check_arch, default_arch, image
+from .folder_swap import FolderRefused, building
 
 MANIFEST = "manifest.json"
 SCRIPT = "run_dfc.sh"
 TOOL = "dfc_tool"
 PACK_KIND = "weftlib.gate/dfc-pack"
+PACK = "DFC pack"  # the folder kind its marker names (`folder_swap`)
 
 
 @dataclass(frozen=True)
@@ -52,16 +56,35 @@ def write_dfc_pack(
 ) -> DfcPack:
     """Copy `models` (and their `.parity.json`) into `folder` and write the script, the tool and the manifest.
 
-    A model already inside `folder` stays where it is. Stems must be unique (the DFC names results by stem).
-    `arch` defaults to the allowlist's target arch. `cuts`: more parses of the same graphs, each a cut
-    (result stem -> {"graph": a file of the pack, "start_node_names", "end_node_names", "net_input_shapes"} as
-    `translate_onnx_model` takes them); each cut's result lands as `<result stem>.dfc.json`.
+    `folder` follows the suite's folder rule (`folder_swap.building`): built beside it and swapped in whole,
+    over nothing but an earlier pack; the DFC's results and any other file found there are kept (refused when
+    a result is of a graph or cut this pack changes: `stale_results`), and a model read from it stays. Stems
+    must be unique (the DFC names results by stem). `arch` defaults to the allowlist's target arch. `cuts`:
+    more parses of the same graphs, each a cut (result stem -> {"graph": a file of the pack,
+    "start_node_names", "end_node_names", "net_input_shapes"} as `translate_onnx_model` takes them); each
+    cut's result lands as `<result stem>.dfc.json`.
     """
-    arch = check_arch(arch or default_arch())
+    paths = [Path(m) for m in models]
+    with building(folder, PACK, inputs=paths, vet=stale_results) as build:
+        pack = pack_into(paths, build, arch, extra=extra, cuts=cuts)
     folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
+    return DfcPack(
+        folder=folder, script=folder / SCRIPT, manifest=folder / MANIFEST, graphs=pack.graphs, arch=pack.arch
+    )
+
+
+def pack_into(
+    models: Sequence[Path],
+    folder: Path,
+    arch: str | None = None,
+    *,
+    extra: dict[str, Any] | None = None,
+    cuts: dict[str, dict[str, Any]] | None = None,
+) -> DfcPack:
+    """`write_dfc_pack`'s work, written straight into `folder` (a folder being built: `folder_swap.building`)."""
+    arch = check_arch(arch or default_arch())
     names: list[str] = []
-    for model in map(Path, models):
+    for model in models:
         if not model.is_file():
             raise FileNotFoundError(f"models: {model} does not exist")
         target = folder / model.name
@@ -98,6 +121,49 @@ def write_dfc_pack(
         )
     )
     return DfcPack(folder=folder, script=script, manifest=manifest, graphs=tuple(names), arch=arch)
+
+
+def stale_results(old: Path, new: Path, kept: list[str]) -> None:
+    """Refuse to keep a DFC result (`<stem>.dfc.json` / `.dfc.log`) that the new pack would read as the
+    result of a graph or cut it changes, or of one the old pack did not hold: it would describe another graph."""
+    try:
+        before = read_pack(old)
+    except (FileNotFoundError, ValueError):
+        before = {}
+    after = json.loads((new / MANIFEST).read_text())
+    graphs = {Path(name).stem: name for name in after["graphs"]}
+    stale = []
+    for rel in kept:
+        stem = _result_stem(rel)
+        if stem in after["cuts"]:
+            cut = after["cuts"][stem]
+            same = (before.get("cuts") or {}).get(stem) == cut and _same_graph(cut["graph"], before, old, new)
+        elif stem in graphs:
+            same = _same_graph(graphs[stem], before, old, new)
+        else:
+            continue  # not read by this pack
+        if not same:
+            stale.append(rel)
+    if stale:
+        raise FolderRefused(
+            f"{old}: the DFC results {stale} are of graphs or cuts this pack changes; move them out of the folder "
+            "and write the pack again"
+        )
+
+
+def _result_stem(rel: str) -> str | None:
+    for suffix in (".dfc.json", ".dfc.log"):
+        if rel.endswith(suffix) and "/" not in rel:
+            return rel[: -len(suffix)]
+    return None
+
+
+def _same_graph(name: str, before: dict[str, Any], old: Path, new: Path) -> bool:
+    """Whether the graph `name` of the new pack is the one the old pack held, byte for byte."""
+    a, b = old / name, new / name
+    if name not in (before.get("graphs") or []) or not (a.is_file() and b.is_file()):
+        return False
+    return os.path.samefile(a, b) or filecmp.cmp(a, b, shallow=False)
 
 
 def _place(source: Path, target: Path) -> None:

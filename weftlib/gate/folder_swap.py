@@ -1,34 +1,259 @@
-"""A folder written whole or not at all: built beside its target and swapped in at the end.
+"""The one rule for every folder the suite writes (the probe pack, a partition, notebook 05's and 06's packs,
+`gate fix --out`): built whole beside its target and swapped in, never over what the suite did not write.
 
-The probe pack and the partition both replace an earlier folder of their own; built this way, a failure half
-way leaves the earlier folder as it was, and a success leaves none of the earlier folder's files behind.
+- The folder is built in a hidden sibling (`.<name>.build-<pid>-<random>`) and swapped in only when whole; a
+  failure, Ctrl-C, SIGTERM or SIGHUP while building removes the sibling and leaves the target as it was, and
+  while swapping (a few renames) the signal waits until the swap is done.
+- A target is written over only when it is absent, empty, or carries this suite's marker (`MARKER`) of the
+  same kind. The marker lists the files the suite wrote there; every other file in it (the DFC's
+  `<stem>.dfc.json` beside its graph, a user's notes, the input model itself) is carried into the new
+  folder, never deleted. A file of theirs in the way of a new one is refused, by name.
+- A target given as a symlink is written through: the link stays and names the new folder.
+
+A SIGKILL cannot be caught: its sibling is named with the dead pid, and the next write of the same target
+finishes what it left (`_recover`): a half-built folder removed, a swap completed or undone.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import shutil
+import signal
 import tempfile
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
+
+MARKER = ".weftlib-folder.json"
+_UMASK = os.umask(0o022)
+os.umask(_UMASK)  # read once: the new folder gets the mode a plain mkdir would (mkdtemp's is 0o700)
+Vet = Callable[[Path, Path, list[str]], None]  # (old folder, new folder, the files kept) -> raise to refuse
+
+
+class FolderRefused(ValueError):
+    """A target folder the suite may not write (not its own, a file, a link to nowhere); the message says why."""
 
 
 @contextlib.contextmanager
-def building(target: Path) -> Iterator[Path]:
-    """A fresh folder beside `target` to build in; on success it replaces `target` (an earlier one is moved
-    aside first, then deleted), on any failure it is removed and `target` is left as it was."""
+def building(
+    target: str | os.PathLike, kind: str, *, inputs: Iterable[str | os.PathLike] = (), vet: Vet | None = None
+) -> Iterator[Path]:
+    """A fresh folder beside `target` to build in, swapped in whole at the end (module docstring).
+
+    `kind` names what the folder is ("probe pack", "partition"); a folder of another kind is refused. `inputs`:
+    files the build reads, never deleted (one inside `target` is carried over unless the new folder holds the
+    same file). `vet(old, new, kept)` may refuse the swap (a kept DFC result of a graph the new pack changes)."""
+    target = resolve_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    build = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    _recover(target)
+    owned = _owned_files(target, kind)
+    with _Signals() as signals:
+        build = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-{os.getpid()}-", dir=target.parent))
+        try:
+            build.chmod(0o777 & ~_UMASK)  # a pack is run in a container that writes its results into it
+            yield build
+            (build / MARKER).write_text(json.dumps({"kind": kind, "files": _files(build)}, indent=1))
+            kept = _kept(target, owned, build, {Path(p).resolve() for p in inputs})
+            if vet is not None and target.is_dir():
+                vet(target, build, kept)
+            with signals.deferred():
+                _swap(target, build, kept)
+        except BaseException:
+            with signals.deferred(reraise=False):  # a second Ctrl-C does not stop the clean-up half way
+                shutil.rmtree(build, ignore_errors=True)
+            raise
+
+
+def resolve_target(target: str | os.PathLike) -> Path:
+    """`target` as an absolute path to write: through a symlink to a folder, never the current folder itself
+    (the shell would be left in a deleted one), a folder without a parent, or a place that cannot be written."""
+    path = Path(os.path.abspath(Path(target).expanduser()))
+    if path.is_symlink():
+        real = path.resolve()
+        if not real.exists():
+            raise FolderRefused(f"{target} is a link to {real}, which does not exist; give a folder")
+        path = real
+    if path.exists() and not path.is_dir():
+        raise FolderRefused(f"{target} is a file, not a folder")
+    if path.parent == path or Path.cwd().resolve().is_relative_to(path.resolve()):
+        raise FolderRefused(f"{target} is the current folder or holds it; give a new folder inside it")
+    above = next(p for p in path.parents if p.exists())
+    if not above.is_dir():
+        raise FolderRefused(f"{target}: {above} is a file, not a folder")
+    if not os.access(above, os.W_OK | os.X_OK):
+        raise FolderRefused(f"{target}: cannot write into {above} (not writable)")
+    return path
+
+
+def _owned_files(target: Path, kind: str) -> set[str]:
+    """The files the suite wrote into `target` (relative paths, from its marker); a clear refusal for a
+    folder it did not write or wrote as something else."""
+    if not target.is_dir() or not any(target.iterdir()):
+        return set()
     try:
-        yield build
-        old = None
+        marker = json.loads((target / MARKER).read_text())
+        other, files = marker["kind"], set(marker["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        raise FolderRefused(
+            f"{target} is not empty and not a {kind} of this suite (no readable {MARKER}); give an empty or new "
+            "folder, or move its files out"
+        ) from None
+    if other != kind:
+        raise FolderRefused(f"{target} is a {other} of this suite, not a {kind}; give another folder")
+    return files
+
+
+def _files(folder: Path) -> list[str]:
+    """Every file (and symlink) under `folder`, relative, in sorted order; folders are implied."""
+    out = []
+    for root, dirs, names in os.walk(folder):
+        here = Path(root)
+        links = [d for d in dirs if (here / d).is_symlink()]
+        dirs[:] = [d for d in dirs if d not in links]
+        out += [(here / n).relative_to(folder).as_posix() for n in [*names, *links]]
+    return sorted(out)
+
+
+def _kept(target: Path, owned: set[str], build: Path, inputs: set[Path]) -> list[str]:
+    """The files of `target` that the new folder carries over: every file the suite did not write, and every
+    input (unless the new folder holds that very file); refused when one is in the way of a new file."""
+    if not target.is_dir():
+        return []
+    kept, clash = [], []
+    for rel in _files(target):
+        old, new = target / rel, build / rel
+        if rel == MARKER or (rel in owned and old.resolve() not in inputs):
+            continue
+        if new.exists() and old.exists() and (os.path.samefile(old, new) or old.resolve() in inputs):
+            continue  # the new folder holds this very file (a hard link) or the input's copy: nothing to carry
+        if new.exists() or new.is_symlink() or any((build / p).is_file() for p in Path(rel).parents):
+            clash.append(rel)
+        kept.append(rel)
+    if clash:
+        raise FolderRefused(f"{target}: files not written by this suite are in the way of new ones: {clash}")
+    return kept
+
+
+def _swap(target: Path, build: Path, kept: list[str]) -> None:
+    """Move the kept files into `build`, then `build` into the place of `target`; undone on any error."""
+    moved: list[str] = []
+    old = target.with_name(f".{target.name}.old-{os.getpid()}-{build.name.rsplit('-', 1)[-1]}")
+    try:
+        for rel in kept:
+            (build / rel).parent.mkdir(parents=True, exist_ok=True)
+            os.rename(target / rel, build / rel)
+            moved.append(rel)
         if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.replace(target, old)
-        os.replace(build, target)
-        if old is not None:
-            shutil.rmtree(old, ignore_errors=True)
-    except BaseException:
-        shutil.rmtree(build, ignore_errors=True)
+            os.rename(target, old)
+        try:
+            os.rename(build, target)
+        except OSError:
+            if old.exists():
+                os.rename(old, target)
+            raise
+    except OSError:
+        for rel in reversed(moved):
+            os.rename(build / rel, target / rel)
         raise
+    shutil.rmtree(old, ignore_errors=True)
+
+
+_SIBLING = re.compile(r"\.(?P<name>.+)\.(?P<what>build|old)-(?P<pid>\d+)-[a-z0-9_]+")
+
+
+def _recover(target: Path) -> None:
+    """Finish what a killed write of `target` left (its pid gone): a half-built folder is removed; a whole one
+    killed while swapping is swapped in, or the files it had carried are put back; the old folder is put back
+    where the target is missing, else removed when it holds only what the suite wrote."""
+    stale = []
+    for sibling in target.parent.glob(f".{_glob_escape(target.name)}.*-*-*"):
+        m = _SIBLING.fullmatch(sibling.name)
+        if m and m["name"] == target.name and not _alive(int(m["pid"])):
+            stale.append((m["what"] == "old", sibling))
+    for is_old, sibling in sorted(stale):  # the builds first
+        listed = _listed(sibling)
+        if not target.exists() and (is_old or listed is not None):
+            os.rename(sibling, target)  # the old folder, or a whole new one the kill left unswapped
+        elif not is_old and listed is not None:
+            _put_back(sibling, listed, target)
+        elif not is_old or (listed is not None and set(_files(sibling)) <= listed | {MARKER}):
+            shutil.rmtree(sibling, ignore_errors=True)  # half-built, or only the suite's own old files
+        elif any(sibling.iterdir()):
+            raise FolderRefused(f"{sibling} was left by a killed write of {target}: move back what you need, delete it")
+        else:
+            sibling.rmdir()
+
+
+def _put_back(build: Path, listed: set[str], target: Path) -> None:
+    """Move the files a killed swap had carried into `build` (those its marker does not list) back to
+    `target`, then remove `build`."""
+    for rel in (r for r in _files(build) if r not in listed and r != MARKER):
+        if (target / rel).exists():
+            raise FolderRefused(f"{build / rel} and {target / rel} both exist: a killed write left them; keep one")
+        (target / rel).parent.mkdir(parents=True, exist_ok=True)
+        os.rename(build / rel, target / rel)
+    shutil.rmtree(build, ignore_errors=True)
+
+
+def _listed(folder: Path) -> set[str] | None:
+    """The files a folder's marker lists; None without a readable marker."""
+    try:
+        return set(json.loads((folder / MARKER).read_text())["files"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _glob_escape(name: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class _Signals:
+    """Ctrl-C, SIGTERM and SIGHUP raise KeyboardInterrupt while the folder is built (so it is removed), and
+    wait while it is swapped in (`deferred`), for the length of one `building` (main thread only)."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+
+    def __enter__(self) -> _Signals:
+        self.saved: dict[int, Any] = {}
+        self.pending: int | None = None
+        self.deferring = False
+        if threading.current_thread() is threading.main_thread():
+            for sig in self.SIGNALS:
+                if signal.getsignal(sig) is not signal.SIG_IGN:  # a process told to ignore one still does
+                    self.saved[sig] = signal.signal(sig, self._handle)
+        return self
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.deferring:
+            self.pending = signum
+            return
+        raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    @contextlib.contextmanager
+    def deferred(self, *, reraise: bool = True) -> Iterator[None]:
+        """Signals wait until the block is done; then the last one is raised (unless `reraise` is False)."""
+        self.deferring = True
+        try:
+            yield
+        finally:
+            self.deferring = False
+        if reraise and self.pending is not None:
+            raise KeyboardInterrupt(signal.Signals(self.pending).name)
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.saved.items():
+            signal.signal(sig, handler)

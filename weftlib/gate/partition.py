@@ -3,9 +3,11 @@
 The gate's per-node prediction decides the side of each node: a node predicted to parse may go to the
 device, any other stays on the host. Nodes are placed in execution order on alternating levels (host,
 device, host, ...), each node on the lowest level of its side that comes after all of its producers, so no
-path leaves a segment and comes back: every level splits into connected segments that run one after the
-other. A device segment whose inputs break the input rules (a rank or a shape the parser refuses or leaves
-unjudged) hands the nodes that read them to the host, and the cut is made again until it holds.
+path leaves a level and comes back: each level is one segment (independent branches included: as few device
+segments as acyclicity allows, `merge`), and the levels run one after the other. A device segment whose work
+does not pay for its transfers (a crumb) stays on the host. A device segment whose inputs break the input
+rules (a rank or a shape the parser refuses or leaves unjudged) hands the nodes that read them to the host,
+and the cut is made again until it holds.
 
 Each segment is extracted as its own ONNX file with `onnx.utils.Extractor`. For a device segment the cut is
 also given as the DFC takes it on the original graph: `start_node_names` (the segment's first nodes, or the
@@ -24,15 +26,22 @@ from typing import Any
 
 import onnx
 
-from ..onnx_core.walk import Graph, graph_inputs, index_model
+from ..onnx_core.walk import Graph, checker_complaint, graph_inputs, index_model, walk_nodes
+from . import graph_checks, merge
 from .allowlist import DeviceOps
 from .coverage import coverage, largest_layer, static_dims
 from .cut_proof import prove
+from .device import file_problems, graph_limits
+from .folder_swap import building
+from .merge import MERGED, CutRule
 from .predict import Prediction, predict
 from .segments import DEVICE, HOST, TOLERANCE, Partition, Segment
 from .standing import PARSE
 
 SHUFFLES_ABSORBED = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
+PARTITION = "partition"  # the folder kind its marker names (`folder_swap`)
+PARTITION_FILE = "partition.json"
+WHOLE_FILE = "the gate fails the whole file: "  # why every node of such a file stays on the host
 
 
 class PartitionError(ValueError):
@@ -56,27 +65,6 @@ def _levels(nodes: list[onnx.NodeProto], side: dict[str, str], producer: dict[st
     return levels
 
 
-def _components(members: list[int], nodes: list[onnx.NodeProto]) -> list[list[int]]:
-    """The connected parts of one level (nodes linked by a tensor one makes and another reads)."""
-    parent = {i: i for i in members}
-
-    def root(i: int) -> int:
-        while parent[i] != i:
-            parent[i] = parent[parent[i]]
-            i = parent[i]
-        return i
-
-    made = {t: i for i in members for t in nodes[i].output if t}
-    for i in members:
-        for t in nodes[i].input:
-            if t in made:
-                parent[root(i)] = root(made[t])
-    groups: dict[int, list[int]] = {}
-    for i in members:
-        groups.setdefault(root(i), []).append(i)
-    return sorted(groups.values(), key=lambda g: g[0])
-
-
 def _boundary(indices: list[int], nodes: list[onnx.NodeProto], constants: set[str]) -> tuple[list[str], list[str]]:
     """(tensors the group reads from outside it, tensors it makes), each in graph order."""
     made = list(dict.fromkeys(t for i in indices for t in nodes[i].output if t))
@@ -85,20 +73,15 @@ def _boundary(indices: list[int], nodes: list[onnx.NodeProto], constants: set[st
     return list(dict.fromkeys(inputs)), made
 
 
-def _segments(nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph) -> list[Segment]:
-    """The segments of `nodes` for the sides given, in execution order."""
+def _segments(nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph, rule: CutRule = MERGED) -> list[Segment]:
+    """The segments of `nodes` for the sides given, in execution order, grouped as `rule` says (`merge`)."""
     producer = {t: i for i, n in enumerate(nodes) for t in n.output if t}
     outputs = {o.name for o in graph.model.graph.output}
     consumers: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         for t in n.input:
             consumers.setdefault(t, []).append(i)
-    levels = _levels(nodes, side, producer)
-    groups = [
-        g
-        for level in sorted(set(levels))
-        for g in _components([i for i, lv in enumerate(levels) if lv == level], nodes)
-    ]
+    groups = merge.groups(nodes, side, _levels(nodes, side, producer), rule, graph)
     segments = []
     for index, group in enumerate(groups):
         inputs, made = _boundary(group, nodes, graph.constants)
@@ -118,6 +101,7 @@ def cut(
     prediction: Prediction | None = None,
     host: frozenset[str] | set[str] = frozenset(),
     extractor: onnx.utils.Extractor | None = None,
+    rule: CutRule = MERGED,
 ) -> tuple[list[Segment], dict[str, str]]:
     """The segments of `model` (no files yet) and why each node that could not go to the device stays on
     the host.
@@ -127,7 +111,8 @@ def cut(
     then extracted and judged alone, as the DFC parses a cut; a node that does not parse there goes to the
     host, and the graph is cut again until every device segment parses alone. `host`: nodes kept on the host
     whatever their prediction (the DFC refused them in a cut). `extractor`: one already built on `model`
-    (building one infers the model's shapes again)."""
+    (building one infers the model's shapes again). `rule`: how device nodes are grouped, and whether crumbs
+    stay on the host (`merge`)."""
     graph = index_model(model)
     prediction = prediction or predict(graph, ops)
     nodes = _top_nodes(graph)
@@ -142,7 +127,9 @@ def cut(
             side[name], moved[name] = HOST, "the DFC refused it in a cut"
     extractor = extractor or onnx.utils.Extractor(model)
     while True:
-        segments = _segments(nodes, side, graph)
+        segments = _segments(nodes, side, graph, rule)
+        if rule.crumbs_to_host and merge.crumbs_to_host(segments, graph, side, moved):
+            continue  # crumbs went to the host: cut again before judging
         changed = False
         for s in segments:
             if s.runs_on != DEVICE:
@@ -196,20 +183,35 @@ def translate_args(segment: Segment, graph: Graph) -> dict[str, Any]:
 
 
 def partition(
-    path: str | os.PathLike, ops: DeviceOps, folder: str | os.PathLike, host: frozenset[str] | set[str] = frozenset()
+    path: str | os.PathLike,
+    ops: DeviceOps,
+    folder: str | os.PathLike,
+    host: frozenset[str] | set[str] = frozenset(),
+    rule: CutRule = MERGED,
 ) -> Partition:
     """Cut the graph at `path`, write each segment as its own ONNX file into `folder`, and describe the cut
-    (`host`: nodes kept on the host whatever their prediction). `prove` then runs it."""
-    model = onnx.load(str(path))
-    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    (`host`: nodes kept on the host whatever their prediction). `prove` then runs it.
+
+    A malformed graph, or one no cut can run, is refused before any work (`graph_checks`). A file the gate
+    fails as a whole (`device.file_problems`: IR version, opset, domains, the checker, the export check) is
+    cut with every node on the host, the reason recorded for each: no device segment is a graph the gate fails."""
+    model, complaint = _checked_model(Path(path))
+    try:
+        inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    except (onnx.shape_inference.InferenceError, ValueError) as exc:
+        raise PartitionError(f"{path}: shape inference fails ({' '.join(str(exc).split())[:300]})") from exc
+    too_large = graph_checks.too_large(inferred)
+    if too_large:
+        raise PartitionError(f"{path}: {too_large}")
     graph = index_model(inferred)
     extractor = onnx.utils.Extractor(inferred)
     prediction = predict(graph, ops)
-    segments, moved = cut(inferred, ops, prediction, host=host, extractor=extractor)
-    if not graph_inputs(graph):
-        raise PartitionError(f"{path}: the graph has no input")
-    if any(any(d is None for d in graph.shapes.get(t) or (None,)) for name, _ in graph_inputs(graph) for t in [name]):
-        raise PartitionError(f"{path}: an input shape is not static, so no cut can be checked")
+    whole = file_problems(graph, ops, path, complaint)
+    segments, moved = cut(
+        inferred, ops, prediction, host=_all_nodes(inferred) if whole else host, extractor=extractor, rule=rule
+    )
+    if whole:
+        moved = {name: WHOLE_FILE + "; ".join(whole) for name in moved}
     folder = Path(folder)
     stem = Path(path).stem
     written = []
@@ -218,6 +220,8 @@ def partition(
         sub = extractor.extract_model(list(s.inputs), list(s.outputs))
         sub.graph.name = f"{stem}_{s.index:02d}_{s.runs_on}"
         onnx.save(sub, str(folder / file))
+        if s.runs_on == DEVICE:
+            _check_device_segment(folder / file, sub, ops)
         extra: dict[str, Any] = {"file": file}
         if s.runs_on == DEVICE:
             args = translate_args(s, graph)
@@ -239,23 +243,50 @@ def partition(
     )
 
 
+def _checked_model(path: Path) -> tuple[onnx.ModelProto, str | None]:
+    """The model at `path` and the ONNX checker's complaint about it (taken before its external data is
+    loaded, as the gate takes it); refused with the problem named when `graph_checks` finds it malformed or
+    finds what keeps a cut from running, before its weights are read."""
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # DecodeError, OSError ...: not a model
+        raise PartitionError(f"{path}: not a readable ONNX model ({type(exc).__name__})") from exc
+    if model.ir_version == 0 or not model.HasField("graph"):  # what an empty or foreign file reads as
+        raise PartitionError(f"{path}: not an ONNX model (no IR version or no graph)")
+    problem = graph_checks.structure_problem(model, path.parent) or graph_checks.cut_problem(model)
+    if problem:
+        raise PartitionError(f"{path}: {problem}")
+    complaint = checker_complaint(model)
+    onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
+    return model, complaint
+
+
+def _all_nodes(model: onnx.ModelProto) -> frozenset[str]:
+    return frozenset(n.name for n in model.graph.node)
+
+
+def _check_device_segment(file: Path, sub: onnx.ModelProto, ops: DeviceOps) -> None:
+    """Refuse the cut if the gate would fail a device segment's own file (the guard behind `partition`'s
+    promise: the file-level objections were all sent to the host before the cut)."""
+    limits = graph_limits(Graph(sub, list(walk_nodes(sub.graph))), ops)
+    problem = checker_complaint(str(file)) or (limits[0] if limits else None)
+    if problem:
+        raise PartitionError(f"the cut is refused: its device segment {file.name} is a graph the gate fails: {problem}")
+
+
 def write_partition(
-    path: str | os.PathLike, ops: DeviceOps, out: str | os.PathLike, *, tolerance: float = TOLERANCE
+    path: str | os.PathLike,
+    ops: DeviceOps,
+    out: str | os.PathLike,
+    *,
+    tolerance: float = TOLERANCE,
+    host: frozenset[str] | set[str] = frozenset(),
 ) -> Partition:
     """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain.
 
-    `out` must be absent or empty, or a folder this function wrote before (replaced whole); everything is
-    built beside it first, so a failure leaves `out` as it was."""
-    target = Path(out)
-    if target.exists() and (
-        not target.is_dir() or (any(target.iterdir()) and not (target / "partition.json").is_file())
-    ):
-        raise PartitionError(
-            f"--out: {target} is not empty and not a partition of this suite; give an empty or new folder"
-        )
-    from .folder_swap import building
-
-    with building(target) as build:
-        part = prove(partition(path, ops, build), path, build, tolerance=tolerance)
-        (build / "partition.json").write_text(json.dumps(part.as_json(), indent=2))
+    `out` follows the suite's folder rule (`folder_swap.building`): absent, empty or an earlier partition, built
+    beside it and swapped in whole; files the suite did not write there (the model itself, a user's) are kept."""
+    with building(out, PARTITION, inputs=[path]) as build:
+        part = prove(partition(path, ops, build, host=host), path, build, tolerance=tolerance)
+        (build / PARTITION_FILE).write_text(json.dumps(part.as_json(), indent=2))
     return part

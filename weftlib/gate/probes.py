@@ -16,12 +16,14 @@ from pathlib import Path
 import onnx
 
 from .allowlist import DeviceOps, load_device_ops
-from .dfc_pack import MANIFEST, SCRIPT, DfcPack, read_pack, write_dfc_pack
+from .dfc_pack import MANIFEST, SCRIPT, DfcPack, pack_into, stale_results
 from .evidence import unjudged
 from .folder_swap import building
 from .probe_graphs import OP_PROBES, Probe, op_probe, op_probe_nodes, rule_probe
 from .proving import prove
-from .standing import UNJUDGED, op_key, op_standing, read_key
+from .standing import UNJUDGED, op_key, op_standing, probe_stem, read_key
+
+PROBE_PACK = "probe pack"  # the folder kind its marker names (`folder_swap`)
 
 
 @dataclass(frozen=True)
@@ -60,39 +62,24 @@ def write_probes(
 ) -> ProbePack:
     """Write one proven probe per unjudged op and rule, and the pack, into `out`.
 
-    `out` must be absent, empty, or an earlier probe pack: an earlier pack is replaced whole (its stale
-    results go with it), and anything else is refused. The pack is built beside `out` and moved in at the
-    end, so a failure leaves `out` as it was."""
+    `out` follows the suite's folder rule (`folder_swap.building`): absent, empty, or an earlier probe pack,
+    built beside it and swapped in whole; the DFC's results in it are kept where their probe is unchanged
+    (refused otherwise: `dfc_pack.stale_results`), and so is every file the suite did not write."""
     ops = ops if ops is not None else load_device_ops()
-    target = Path(out)
-    _check_target(target)
-    with building(target) as build:
+    with building(out, PROBE_PACK, vet=stale_results) as build:
         pack = _write_probes_into(build, ops, extra, arch)
+    target = Path(out)
     moved = DfcPack(
         folder=target, script=target / SCRIPT, manifest=target / MANIFEST, graphs=pack.pack.graphs, arch=pack.pack.arch
     )
     return ProbePack(pack=moved, probes=pack.probes, unbuilt=pack.unbuilt)
 
 
-def _check_target(target: Path) -> None:
-    if target.exists() and not target.is_dir():
-        raise ValueError(f"--out: {target} is a file, not a folder")
-    if target.is_dir() and any(target.iterdir()):
-        try:
-            manifest = read_pack(target)
-        except ValueError as exc:
-            raise ValueError(
-                f"--out: {target} is not empty and not a probe pack of this suite; give an empty or new folder"
-            ) from exc
-        if "probes" not in manifest:
-            raise ValueError(f"--out: {target} is a DFC pack of exported graphs, not of probes; give another folder")
-
-
 def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch: str | None) -> ProbePack:
     probes, unbuilt = [], {}
     for subject, why in to_probe(ops, extra).items():
         kind, name = read_key(subject)
-        file = f"probe_{name}.onnx" if kind == "op" else f"probe_rule_{name}.onnx"
+        file = f"{probe_stem(subject)}.onnx"
         try:
             if kind == "op":
                 if name not in OP_PROBES:
@@ -110,7 +97,7 @@ def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch:
             unbuilt[subject] = f"probe not proven: {type(exc).__name__}: {exc}"
             continue
         probes.append(Probe(subject=kind, name=name, file=file, why=why, nodes=nodes, note=note))
-    pack = write_dfc_pack(
+    pack = pack_into(
         [folder / p.file for p in probes],
         folder,
         arch,

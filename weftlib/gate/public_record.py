@@ -593,6 +593,135 @@ def clef_attention_core() -> onnx.ModelProto:
     return g.model()
 
 
+# --------------------------------------------------------------- DFC 5.2.0 / 5.3.0: the WD-Tagger report
+
+
+def _nhwc_stem(g: Builder, c: int, patch: int) -> str:
+    """An NHWC image [1, 16, 16, 3] put channels-first, then the patch Conv: [1, c, 16/patch, 16/patch]."""
+    x = g.node("Transpose", [g.input("input_1", [1, 16, 16, 3])], "/stem/Transpose", perm=[0, 3, 1, 2])
+    w = g.const("/stem.weight", np.random.default_rng(0).standard_normal((c, 3, patch, patch)) / (3 * patch))
+    return g.node("Conv", [x, w], "/stem/Conv", kernel_shape=[patch, patch], strides=[patch, patch])
+
+
+def wdt_vit() -> onnx.ModelProto:
+    c = 32
+    g = Builder("wdt_vit")
+    nhwc = g.node("Transpose", [_nhwc_stem(g, c, 4)], "/stem/Transpose_1", perm=[0, 2, 3, 1])
+    tokens = g.node("Reshape", [nhwc, g.ints("/stem.tokens", [1, 16, c])], "/stem/Reshape")
+    return _end(g, g.layer_norm(tokens, c, "/encoder/norm1"), c)
+
+
+def wdt_convnext() -> onnx.ModelProto:
+    c = 32
+    g = Builder("wdt_convnext")
+    stem = _nhwc_stem(g, c, 4)
+    n = g.layer_norm(g.node("Transpose", [stem], "token_5", perm=[0, 2, 3, 1]), c, "/stem/norm")
+    x = g.node("Transpose", [n], "token_6", perm=[0, 3, 1, 2])
+    w = g.const("/block/dw.weight", np.full((c, 1, 7, 7), 1 / 49))
+    dw = g.node("Conv", [x, w], "/block/dw/Conv", kernel_shape=[7, 7], pads=[3, 3, 3, 3], group=c)
+    m = g.layer_norm(g.node("Transpose", [dw], "token_7", perm=[0, 2, 3, 1]), c, "/block/norm")
+    m = g.linear(g.gelu(g.linear(m, c, 4 * c, "/block/fc1"), "/block/act"), 4 * c, c, "/block/fc2")
+    m = g.node("Mul", [m, g.const("/block.gamma", np.full(c, 0.1))], "/block/Mul")
+    y = g.node("Add", [x, g.node("Transpose", [m], "token_8", perm=[0, 3, 1, 2])], "/block/Add")
+    return _close(g, y, channels=c)
+
+
+def lemu_conv_relu_conv() -> onnx.ModelProto:
+    g = Builder("lemu_conv_relu_conv")
+    x = g.node("Relu", [g.conv1x1(g.input("x", [1, 256, 4, 4]), 256, 256, "/conv1")], "/relu/Relu")
+    g.output(g.conv1x1(x, 256, 64, "/conv2"))
+    return g.model()
+
+
+# --------------------------------------------------------------------- DFC 5.3.0: encoders and heads
+
+
+def bert_layer() -> onnx.ModelProto:
+    """One post-LN BERT layer on the embedding sum [1, s, c]: attention, Add, LayerNorm, GELU MLP, Add,
+    LayerNorm (the HF BertLayer export at reduced size)."""
+    s, c, h = 8, 32, 4
+    d = c // h
+    g = Builder("bert_layer")
+    x = g.input("embeddings", [1, s, c])
+    q = _heads(g, g.linear(x, c, c, "/attention/query"), s, h, d, "/attention/q", [0, 2, 1, 3])
+    k = _heads(g, g.linear(x, c, c, "/attention/key"), s, h, d, "/attention/k", [0, 2, 1, 3])
+    k = g.node("Transpose", [k], "/attention/k/Transpose_1", perm=[0, 1, 3, 2])
+    v = _heads(g, g.linear(x, c, c, "/attention/value"), s, h, d, "/attention/v", [0, 2, 1, 3])
+    o = g.linear(
+        _merge(g, _attend(g, q, k, v, d**-0.5, "/attention"), s, c, "/attention/out"), c, c, "/attention/dense"
+    )
+    x = g.layer_norm(g.node("Add", [x, o], "/attention/Add"), c, "/attention/norm")
+    m = g.linear(g.gelu(g.linear(x, c, 4 * c, "/intermediate"), "/intermediate/act"), 4 * c, c, "/output/dense")
+    g.output(g.layer_norm(g.node("Add", [x, m], "/output/Add"), c, "/output/norm"))
+    return g.model()
+
+
+def single_head() -> onnx.ModelProto:
+    g, x = _tokens("single_head", 8, 16)
+    q, v = g.linear(x, 16, 16, "/q_proj"), g.linear(x, 16, 16, "/v_proj")
+    kt = g.node("Transpose", [g.linear(x, 16, 16, "/k_proj")], "/k/Transpose", perm=[0, 2, 1])
+    return _end(g, _attend(g, q, kt, v, 0.25, "/attn"), 16)
+
+
+# ------------------------------------------------------------------------------ DFC 5.x: CNNs
+
+
+def _conv(g: Builder, x: str, cin: int, cout: int, k: int, name: str, stride: int = 1, group: int = 1) -> str:
+    w = g.const(
+        f"{name}.weight", np.random.default_rng(cout).standard_normal((cout, cin // group, k, k)) / (k * k * cin)
+    )
+    pad = k // 2
+    return g.node(
+        "Conv", [x, w], f"{name}/Conv", kernel_shape=[k, k], strides=[stride, stride], pads=[pad] * 4, group=group
+    )
+
+
+def _relu(g: Builder, x: str, name: str) -> str:
+    return g.node("Relu", [x], f"{name}/Relu")
+
+
+def _basic_block(g: Builder, x: str, cin: int, cout: int, stride: int, name: str) -> str:
+    y = _conv(
+        g, _relu(g, _conv(g, x, cin, cout, 3, f"{name}/conv1", stride), f"{name}/act1"), cout, cout, 3, f"{name}/conv2"
+    )
+    skip = x if stride == 1 and cin == cout else _conv(g, x, cin, cout, 1, f"{name}/downsample", stride)
+    return _relu(g, g.node("Add", [y, skip], f"{name}/Add"), f"{name}/act2")
+
+
+def resnet18_stem() -> onnx.ModelProto:
+    g = Builder("resnet18_stem")
+    x = _relu(g, _conv(g, g.input("image", [1, 3, 32, 32]), 3, 16, 7, "/conv1", 2), "/act")
+    x = g.node("MaxPool", [x], "/maxpool/MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    g.output(_basic_block(g, _basic_block(g, x, 16, 16, 1, "/layer1"), 16, 32, 2, "/layer2"))
+    return g.model()
+
+
+def cnn_family(kind: str) -> Callable[[], onnx.ModelProto]:
+    """The Edge NPU Lab's three families: plain Convs, depthwise-separable, residual."""
+
+    def build() -> onnx.ModelProto:
+        g = Builder(f"edge_{kind}")
+        x = g.input("x", [1, 16, 16, 16])
+        if kind == "conv":
+            x = _relu(g, _conv(g, _relu(g, _conv(g, x, 16, 16, 3, "/c1"), "/a1"), 16, 32, 3, "/c2", 2), "/a2")
+            g.output(_conv(g, x, 32, 32, 1, "/c3"))
+        elif kind == "dwpw":
+            x = _relu(g, _conv(g, x, 16, 16, 3, "/dw", group=16), "/dw_act")
+            g.output(_relu(g, _conv(g, x, 16, 32, 1, "/pw"), "/pw_act"))
+        else:
+            g.output(_basic_block(g, x, 16, 16, 1, "/block"))
+        return g.model()
+
+    return build
+
+
+def conv_stack_1x1() -> onnx.ModelProto:
+    g = Builder("conv_stack_1x1")
+    x = _relu(g, g.conv1x1(g.input("x", [1, 256, 1, 1]), 256, 256, "/c0"), "/a0")
+    g.output(_relu(g, g.conv1x1(x, 256, 256, "/c1"), "/a1"))
+    return g.model()
+
+
 BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "qvl-block-tokens": qvl_block_tokens,
     "qvl-block-unbatched": qvl_block_unbatched,
@@ -639,6 +768,22 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "clef-conv1d": clef_conv1d,
     "clef-swiglu": clef_swiglu,
     "clef-attention-core": clef_attention_core,
+    "wdt-vit-520": wdt_vit,
+    "wdt-vit-530": wdt_vit,
+    "wdt-convnext-520": wdt_convnext,
+    "wdt-convnext-530": wdt_convnext,
+    "lemu-conv-relu-conv": lemu_conv_relu_conv,
+    "l10h-minilm-encoder": bert_layer,
+    "fsor-minilm-l12-parse": bert_layer,
+    "llm-toy-single-head": single_head,
+    "ugv-conv-stack-1x1": conv_stack_1x1,
+    "qvl-tower-raw-op16": qvl_tower_raw,
+    "rbn-vit-base-zoo": lambda: _dinov2("rbn_vit_base", 1, None),
+    "robot-resnet18-int8": resnet18_stem,
+    "robot-resnet18-a16": resnet18_stem,
+    "edge-conv-family": cnn_family("conv"),
+    "edge-dwpw-family": cnn_family("dwpw"),
+    "edge-residual-family": cnn_family("residual"),
 }
 
 

@@ -5,9 +5,16 @@ each row saying whether it agrees with what the DFC did:
   node the DFC named among the refused;
 - on another DFC 5.x, a refusal must never be predicted to parse (unjudged is allowed: the target may
   differ); a parse there is shown.
+
+That is fit: the rules were written with those cases in view. `leave_one_source_out` is the held-out
+figure (each source judged by a gate without its evidence), and `refusals_on_nearest` checks that no
+refusal fires on the public parses nearest to it (`NEAREST_PARSES`).
 """
 
 from __future__ import annotations
+
+import re
+from dataclasses import replace
 
 import onnx
 
@@ -15,7 +22,7 @@ from ..onnx_core.walk import index_model
 from .allowlist import Case, DeviceOps, Evidence
 from .predict import FAIL, PASS, predict
 from .public_record import BUILDERS
-from .standing import reach
+from .standing import REFUSED, op_key, op_standing, reach, rule_standing
 
 AGREES, DISAGREES, UNJUDGED = "agrees", "disagrees", "unjudged"
 
@@ -75,3 +82,136 @@ def held(rows: list[dict[str, object]]) -> list[dict[str, object]]:
         if (r["reach"] == "target" and r["agreement"] != AGREES)
         or (r["reach"] == "sibling" and r["outcome"] != "parsed" and r["prediction"] == PASS)
     ]
+
+
+# ------------------------------------------------------------------------- held out: leave one source out
+
+
+def source_key(text: str) -> str:
+    """The short name a case or an evidence item is cited by: the first word of its `source` ("ADR; RFS
+    (...)" -> "ADR"), which `sources` in params/device_ops.yaml spells out."""
+    return re.split(r"[\s;,(]", text.strip(), maxsplit=1)[0]
+
+
+def without_source(ops: DeviceOps, key: str) -> DeviceOps:
+    """The listing with every piece of evidence from source `key` taken out: the items citing one of its cases
+    and the items whose own source is it. (The cases stay: they are what the gate is then judged on.)"""
+    cases = {name for name, case in ops.cases.items() if source_key(case.source) == key}
+
+    def kept(items: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
+        return tuple(e for e in items if e.case not in cases and source_key(e.source) != key)
+
+    entries = {op: replace(entry, evidence=kept(entry.evidence)) for op, entry in ops.entries.items()}
+    rules = {name: replace(rule, evidence=kept(rule.evidence)) for name, rule in ops.rules.items()}
+    return replace(ops, entries=entries, rules=rules)
+
+
+def leave_one_source_out(ops: DeviceOps) -> list[dict[str, object]]:
+    """The held-out backtest: for each source, the gate with that source's evidence removed, judged on that
+    source's rebuilt cases (a row per case, as `backtest` writes it, with the source held out)."""
+    rebuilt = {name: case for name, case in ops.cases.items() if case.rebuilt}
+    rows = []
+    for key in sorted({source_key(case.source) for case in rebuilt.values()}):
+        held_out = without_source(ops, key)
+        for name, case in rebuilt.items():
+            if source_key(case.source) == key:
+                rows.append({**judge(case, BUILDERS[name](), held_out), "held out": key})
+    return rows
+
+
+def agreement(rows: list[dict[str, object]]) -> dict[str, object]:
+    """How far the verdicts agree with the outcomes: counts, and the share agreed among the cases the gate
+    judged (pass or fail). Unjudged is counted apart: it sends a graph to a probe, not to a rewrite."""
+    agrees = sum(r["agreement"] == AGREES for r in rows)
+    disagrees = sum(r["agreement"] == DISAGREES for r in rows)
+    judged = agrees + disagrees
+    return {
+        "cases": len(rows),
+        "sources": len({r["source"] and source_key(str(r["source"])) for r in rows}),
+        "agrees": agrees,
+        "disagrees": disagrees,
+        "unjudged": len(rows) - judged,
+        "agreement_judged": round(agrees / judged, 4) if judged else None,
+        "agreement_all": round(agrees / len(rows), 4) if rows else None,
+        "disagreed_cases": sorted(str(r["case"]) for r in rows if r["agreement"] == DISAGREES),
+    }
+
+
+# ------------------------------------------------------------- no refusal broader than the record
+
+# Every refusal the listing predicts (a rule, or an op entry, whose standing is refused) beside the public
+# parses nearest to it: cases with the same op or pattern that parsed. A string instead of cases says why the
+# record holds none. `refusals_on_nearest` checks the refusal does not fire on any of them.
+NEAREST_PARSES: dict[str, tuple[str, ...] | str] = {
+    "graph_without_input": ("measured-passing", "ugv-conv-relu"),
+    "input_static_shape": ("llm-qwen2-block", "qvl-block-tokens"),
+    "input_rank_1": ("clef-swiglu", "qvl-block-unbatched", "llm-toy-single-head"),
+    "head_split_interrupted": ("llm-qwen2-block", "qvl-block-tokens", "clef-head-axis-shortcut"),
+    "image_channel_split": ("rfd-backbone-one-window", "ugv-conv-relu"),
+    "reshape_5d_to_4d": ("rfd-backbone-one-window", "qvl-block-tokens"),
+    "batch_axis": ("rfd-isolated-cls-concat", "rfd-backbone-one-window", "qvl-block-unbatched"),
+    "lone_transpose_0213": ("qvl-block-tokens", "llm-qwen2-block"),
+    "softmax_untracked": ("qvl-block-tokens", "clef-attention-core"),
+    "layernorm_untracked": (
+        "qvl-layernorm-fused",
+        "rfd-isolated-layernorm",
+        "rfd-backbone-one-window",
+        "l10h-minilm-encoder",
+    ),
+    "layernorm_fed_by_concat": ("rfd-backbone-one-window", "rfd-isolated-layernorm"),
+    "concat_no_format": ("rfd-isolated-cls-concat", "clef-rope-swap-sign"),
+    "rotate_half_partial": ("llm-qwen2-block", "clef-rope-swap-sign"),
+    "reduce_minus2_dropped": ("clef-reducesum-channels", "qvl-layernorm-decomposed"),
+    "onehot_broken": ("onehot-chain",),
+    "conv_rank_3": ("ugv-conv-relu", "lemu-conv-relu-conv", "edge-dwpw-family"),
+    "channels_last_transpose": (
+        "rfd-backbone-one-window",
+        "onehot-chain",
+        "ugv-conv-relu",
+        "edge-residual-family",
+        "qvl-block-tokens",
+    ),
+    "image_nhwc_to_tokens": ("rfd-backbone-one-window", "rbn-vit-base-zoo"),
+    "op:Expand": "no public run parsed a live Expand on DFC 5.x (folded away, it never reaches the parser)",
+    "op:ConstantOfShape": "no public run parsed a live ConstantOfShape on DFC 5.x",
+    "op:Cast": "no public run checked a value-changing Cast that came back right",
+    "op:Sin": "no public run parsed Sin on DFC 5.x",
+    "op:Cos": "no public run parsed Cos on DFC 5.x",
+    "op:Not": "no public run parsed a boolean op on DFC 5.x",
+    "op:And": "no public run parsed a boolean op on DFC 5.x",
+    "op:Greater": "no public run parsed Greater on DFC 5.x (the vendor's table lists it; the harness refused it)",
+    "op:Less": "no public run parsed Less on DFC 5.x (the vendor's table lists it; the harness refused it)",
+    "op:IsInf": "no public run parsed IsInf on DFC 5.x",
+    "op:IsNaN": "no public run parsed IsNaN on DFC 5.x",
+    "op:Where": "no public run parsed a live Where on DFC 5.x (inside a real export it folds away)",
+    "op:GatherElements": "no public run parsed GatherElements on DFC 5.x",
+    "op:TopK": "no public run parsed TopK on DFC 5.x",
+    "op:ScatterND": "no public run parsed ScatterND on DFC 5.x",
+    "op:GridSample": "no public run parsed GridSample on DFC 5.x",
+}
+
+
+def refusing_subjects(ops: DeviceOps) -> list[str]:
+    """The rules and op entries (as `op_key`) whose standing on the target is refused."""
+    subjects = [op_key(op) for op in ops.entries if op_standing(op, ops).prediction == REFUSED]
+    return subjects + [name for name in ops.rules if rule_standing(name, ops).prediction == REFUSED]
+
+
+def refusals_on_nearest(ops: DeviceOps) -> list[str]:
+    """Each way a refusal is broader than the record: a refusal with no nearest parses listed, a listed case
+    that is not a rebuilt parse, or a refusal that fires on one of its nearest parses. Empty: none."""
+    problems = []
+    for subject in refusing_subjects(ops):
+        nearest = NEAREST_PARSES.get(subject)
+        if nearest is None:
+            problems.append(f"{subject}: refused, with no nearest public parses listed")
+            continue
+        for name in () if isinstance(nearest, str) else nearest:
+            case = ops.cases.get(name)
+            if case is None or case.refused or name not in BUILDERS:
+                problems.append(f"{subject}: {name!r} is not a rebuilt public parse")
+                continue
+            fired = [f.node for f in predict(index_model(BUILDERS[name]()), ops).refused() if f.key == subject]
+            if fired:
+                problems.append(f"{subject}: fires on the public parse {name!r} at {fired}")
+    return problems

@@ -354,6 +354,83 @@ def _lone_transpose(ctx: Context, node: object) -> str | None:
     return "perm [0, 2, 1, 3], not glued to a head split or merge"
 
 
+_CHANNELS_LAST, _CHANNELS_FIRST = [0, 2, 3, 1], [0, 3, 1, 2]
+
+
+def _is_nhwc_flatten(ctx: Context, node: onnx.NodeProto) -> bool:
+    """[B, H, W, C] -> [B, H*W, C]: a channels-last map flattened to tokens, channels kept last."""
+    before, after = ctx.io_shapes(node)
+    return (
+        node.op_type == "Reshape"
+        and before is not None
+        and after is not None
+        and len(before) == 4
+        and len(after) == 3
+        and before[0] == after[0]
+        and before[3] == after[2]
+        and before[1] * before[2] == after[1]
+    )
+
+
+def _image_transpose(ctx: Context, node: onnx.NodeProto) -> list[int] | None:
+    """The perm of a rank-4 Transpose between NCHW and NHWC that no head split, head merge or
+    tokens-to-image pair accounts for; None for any other node."""
+    before, _ = ctx.io_shapes(node)
+    perm = _perm(node, len(before or ())) if node.op_type == "Transpose" else None
+    if before is None or len(before) != 4 or perm not in (_CHANNELS_LAST, _CHANNELS_FIRST):
+        return None
+    if _head_split_glued(ctx, node) or _head_merge_glued(ctx, node):
+        return None
+    source = ctx.producer(node.input[0])
+    if perm == _CHANNELS_FIRST and source is not None and _is_tokens_unflatten(ctx, source):
+        return None  # tokens_to_image
+    return perm
+
+
+def _channels_last(where: str) -> Callable[[Context, object], str | None]:
+    """`where`: "input" (the Transpose of a graph input), "tokens" (to NHWC, then flattened to tokens by
+    the Reshape after it; matches both nodes), "body" (any other NCHW <-> NHWC Transpose)."""
+
+    def match(ctx: Context, node: object) -> str | None:
+        assert isinstance(node, onnx.NodeProto)
+        if node.op_type == "Reshape":
+            source = ctx.producer(node.input[0])
+            if where != "tokens" or source is None or not _is_nhwc_flatten(ctx, node):
+                return None
+            return f"the token flatten of {source.name!r}" if _image_transpose(ctx, source) == _CHANNELS_LAST else None
+        perm = _image_transpose(ctx, node)
+        if perm is None:
+            return None
+        at_input = ctx.producer(node.input[0]) is None and node.input[0] not in ctx.graph.constants
+        flatten = _sole_consumer(ctx, node, "Reshape")
+        to_tokens = perm == _CHANNELS_LAST and flatten is not None and _is_nhwc_flatten(ctx, flatten)
+        kind = "input" if at_input else "tokens" if to_tokens else "body"
+        return f"perm {perm}" + (", then flattened to tokens" if to_tokens else "") if kind == where else None
+
+    return match
+
+
+def _ex_channels_last(where: str) -> Callable[[], onnx.ModelProto]:
+    def build() -> onnx.ModelProto:
+        g = Builder(f"channels_last_{where}")
+        if where == "input":
+            x = g.node("Transpose", [g.input("x", [1, 4, 4, 8])], "probe/Transpose", perm=_CHANNELS_FIRST)
+            g.output(g.conv1x1(x, 8, 8, "probe/post"))
+            return g.model()
+        x = g.conv1x1(g.input("x", [1, 8, 4, 4]), 8, 8, "probe/pre")
+        nhwc = g.node("Transpose", [x], "probe/Transpose", perm=_CHANNELS_LAST)
+        if where == "tokens":
+            tokens = g.node("Reshape", [nhwc, g.ints("tokens", [1, 16, 8])], "probe/Reshape")
+            g.output(g.linear(tokens, 8, 8, "probe/post"))
+            return g.model()
+        scaled = g.node("Mul", [nhwc, g.const("k", np.full([8], 2.0))], "probe/Mul")
+        back = g.node("Transpose", [scaled], "probe/Transpose_back", perm=_CHANNELS_FIRST)
+        g.output(g.conv1x1(back, 8, 8, "probe/post"))
+        return g.model()
+
+    return build
+
+
 def _ex_tokens(name: str, s: int = 8, c: int = 16) -> tuple[Builder, str]:
     g = Builder(name)
     x = g.input("x", [1, s, c])
@@ -631,6 +708,8 @@ def _reduce(kind: str) -> Callable[[Context, object], str | None]:
             return "axis -2, keepdims 0" if rank >= 3 and axes == [rank - 2] and keep == 0 else None
         if kind == "spatial":
             return "axes [2, 3] of an image, keepdims" if rank == 4 and axes == [2, 3] and keep == 1 else None
+        if kind == "last_rank4":
+            return "axis 3 (the last) of a rank-4 input" if rank == 4 and axes == [3] else None
         return None
 
     return match
@@ -644,6 +723,19 @@ def _ex_reduce(kind: str) -> Callable[[], onnx.ModelProto]:
             g.output(g.conv1x1(r, 8, 8, "probe/post"))
             return g.model()
         g, x = _ex_tokens(f"reduce_{kind}")
+        if kind == "last_rank4":  # QK-norm after the head Transpose: RMS over the head dim of [B, H, S, d]
+            heads = g.node("Reshape", [x, g.ints("heads", [1, 8, 4, 4])], "probe/Reshape")
+            heads = g.node("Transpose", [heads], "probe/Transpose", perm=[0, 2, 1, 3])
+            sq = g.node("Mul", [heads, heads], "probe/Mul_sq")
+            ms = g.node("ReduceMean", [sq], "probe/ReduceMean", axes=[-1], keepdims=1)
+            normed = g.node("Div", [heads, g.node("Sqrt", [ms], "probe/Sqrt")], "probe/Div")
+            back = g.node("Transpose", [normed], "probe/Transpose_back", perm=[0, 2, 1, 3])
+            g.output(
+                g.linear(
+                    g.node("Reshape", [back, g.ints("tokens", [1, 8, 16])], "probe/Reshape_back"), 16, 16, "probe/post"
+                )
+            )
+            return g.model()
         if kind == "max_channel":
             r = g.node("ReduceMax", [x], "probe/ReduceMax", axes=[-1], keepdims=1)
             g.output(g.node("Sub", [x, r], "probe/post_Sub"))
@@ -902,6 +994,14 @@ RULES: dict[str, Rule] = {
             _batch_axis,
             _ex_batch_axis,
         ),
+        Rule("channels_last_transpose", ("Transpose",), _channels_last("body"), _ex_channels_last("body")),
+        Rule(
+            "image_nhwc_to_tokens",
+            ("Transpose", "Reshape"),
+            _channels_last("tokens"),
+            _ex_channels_last("tokens"),
+        ),
+        Rule("input_channels_last", ("Transpose",), _channels_last("input"), _ex_channels_last("input")),
         Rule(
             "lone_transpose_0213",
             ("Transpose",),
@@ -1000,6 +1100,7 @@ RULES: dict[str, Rule] = {
             _reduce("minus2_dropped"),
             _ex_reduce("minus2_dropped"),
         ),
+        Rule("reduce_last_axis_rank4", REDUCTIONS, _reduce("last_rank4"), _ex_reduce("last_rank4")),
         Rule(
             "reduce_spatial_axes",
             REDUCTIONS,

@@ -40,6 +40,22 @@ def missing_outputs(folders: dict[str, Path]) -> list[str]:
     return missing
 
 
+def graph_sources(folders: dict[str, Path]) -> str:
+    """What the graphs of a run rest on, for 05's and 06's `rests_on["sources"]`: every part of the graph
+    notebooks' own `rests_on["sources"]` (a checkout with its commit, or a stand-in), once, with the notebooks
+    that named it; a notebook that recorded none is named as unknown. A part starting "stand-in" keeps its
+    word first, so the answer reads "answered on a stand-in" exactly when a graph came from one."""
+    named: dict[str, list[str]] = {}
+    for name, folder in folders.items():
+        metrics = Path(folder) / "metrics.json"
+        recorded = json.loads(metrics.read_text()).get("metrics", {}) if metrics.is_file() else {}
+        sources = str(recorded.get("conclusion", {}).get("rests_on", {}).get("sources", "")).strip()
+        parts = [p.strip() for p in sources.split(";") if p.strip()] or [f"unknown ({name} recorded no sources)"]
+        for part in parts:
+            named.setdefault(part, []).append(name[:2])
+    return "; ".join(f"{part} ({', '.join(notebooks)})" for part, notebooks in named.items())
+
+
 def graph_label(path: Path, root: str | os.PathLike) -> str:
     """A graph's name in a table: its path under the run folder `root`, else its file name."""
     try:

@@ -39,6 +39,13 @@ def read_key(key: str) -> tuple[str, str]:
     return ("op", key[len(_OP_KEY) :]) if key.startswith(_OP_KEY) else ("rule", key)
 
 
+def probe_stem(key: str) -> str:
+    """The stem of the probe that asks about `key` (an `op_key` or a rule's name): `probe_<op>`, or
+    `probe_rule_<rule>`; the probe pack names its files so, and an answer names the probe that settles it."""
+    kind, name = read_key(key)
+    return f"probe_{name}" if kind == "op" else f"probe_rule_{name}"
+
+
 PREDICTIONS = (PARSE, REFUSED, UNJUDGED)
 _RANK = {PARSE: 0, UNJUDGED: 1, REFUSED: 2}
 

@@ -17,7 +17,7 @@ from .device import GateResult, device_gate
 from .dfc_log import DfcResult
 from .dfc_runner import image
 from .pairing import Pairing
-from .run_graphs import graph_label
+from .run_graphs import graph_label, graph_sources, notebook_folders
 from .standing import read_key
 
 if TYPE_CHECKING:
@@ -408,6 +408,57 @@ def answer_markdown(answer: str, unmet: Sequence[str]) -> str:
     return f"**{answer}**\n\n" + "\n".join(f"- unmet: {u}" for u in unmet)
 
 
+def graph_standing(
+    results: dict[Path, GateResult], pairings: dict[Path, Pairing], probes: ProbePack
+) -> dict[str, dict[str, object]]:
+    """Per graph (by stem): its verdict, `pass` / `refused` / `unjudged` (the DFC's where it judged the ops,
+    else the gate's prediction), what that rests on (`DFC` or `prediction`), the rules and ops that refuse it
+    or leave it unjudged, counted (causes only, `explain.blocking`), and the probe asking about each unjudged
+    one. The run index's verdict table per RFD graph reads this record (`suite.verdicts`)."""
+    from .explain import blocking
+
+    asks = {p.label: p.stem for p in probes.probes}
+    standing: dict[str, dict[str, object]] = {}
+    for path, result in results.items():
+        pairing = pairings[path]
+        unjudged = blocking(result, "unjudged", causes_only=True)
+        standing[Path(path).stem] = {
+            "verdict": _verdict_word(result.verdict, pairing),
+            "basis": "DFC" if pairing.judged else "prediction",
+            "refused_by": blocking(result, "refused", causes_only=True),
+            "unjudged_by": unjudged,
+            "probes": {subject: asks[subject] for subject in unjudged if subject in asks},
+        }
+    return standing
+
+
+def _verdict_word(predicted: str, pairing: Pairing) -> str:
+    """The DFC's verdict where it judged the graph's ops, else the gate's, in the words a verdict table uses."""
+    if pairing.judged:
+        return "pass" if pairing.dfc == "parses" else "refused"
+    return {"pass": "pass", "fail": "refused"}.get(predicted, "unjudged")
+
+
+def short_answer(results: dict[Path, GateResult], pairings: dict[Path, Pairing]) -> str:
+    """Notebook 05's answer at a glance (at most 40 words): the graphs by prediction, the rule refusing the
+    most, and how many verdicts rest on the DFC."""
+    from .explain import blocking
+
+    verdicts = [r.verdict for r in results.values()]
+    refusing: dict[str, int] = {}
+    for r in results.values():
+        for subject in blocking(r, "refused", causes_only=True):
+            refusing[subject] = refusing.get(subject, 0) + 1
+    top = max(refusing, key=refusing.__getitem__, default="")
+    judged = sum(p.judged for p in pairings.values())
+    return (
+        f"Of {len(results)} graphs the gate predicts {verdicts.count('pass')} to parse, {verdicts.count('fail')} "
+        f"refused and {verdicts.count('unjudged')} unjudged"
+        + (f" ({top} refuses {refusing[top]})" if top else "")
+        + f"; {judged} verdicts rest on the DFC, {len(pairings) - judged} on the public record alone."
+    )
+
+
 def conclusion(
     results: dict[Path, GateResult],
     pairings: dict[Path, Pairing],
@@ -420,7 +471,8 @@ def conclusion(
 
     With `run_dir`, the DFC script is named relative to it: the run folder is copied to the published
     appendix, so the command stays right there and names no machine's path. `notebooks` are the notebooks
-    whose graphs were gated: the geometry the answer rests on is theirs."""
+    whose graphs were gated: the geometry and the sources the answer rests on are theirs (the sources read from
+    what each recorded in `run_dir`, `run_graphs.graph_sources`)."""
     judged = [p for p in pairings.values() if p.judged]
     unjudged = len(pairings) - len(judged)
     verdicts = [r.verdict for r in results.values()]
@@ -436,7 +488,7 @@ def conclusion(
     )
     rests_on = {
         "dfc": "run" if dfc_source != "not run" and judged else "not run",
-        "sources": "stand-in",
+        "sources": graph_sources(notebook_folders(run_dir, notebooks)) if run_dir and notebooks else "unknown",
         "geometry": f"the graphs {', '.join(n[:2] for n in notebooks)} exported in this run, at their geometries",
     }
     unmet = []

@@ -6,12 +6,29 @@
   runner gives every kernel;
 - `limits`: the machine's sgemm and copy rates, measured in the same run, and the lower bound they give a time
   (`limit_seconds`: compulsory bytes at the copy rate or FLOPs at the sgemm rate), which it must not beat;
-- `bracket`: those rates measured around every timed block, so a row says whether the machine was quiet.
+- `bracket`: those rates measured around every timed block, so a row says whether the machine was quiet;
+- `claims`: a claim about time or memory judged so that noise cannot break it (time on minima of interleaved
+  repeats, not judged when contended; memory against the model plus an allocator allowance).
 
 Callers use the names below as `measure.<name>`.
 """
 
 from .bracket import CONTENDED, Bracket
+from .claims import (
+    ALLOWANCE_PAGES,
+    JUDGE_RATIO_ABOVE,
+    Claim,
+    ClaimFailed,
+    ClaimStatus,
+    check_all,
+    claims_rows,
+    failed,
+    huge_page_bytes,
+    interleaved_ratio,
+    peak_allowance,
+    peak_claim,
+    time_claim,
+)
 from .limits import (
     BoundBeaten,
     MachineLimits,
@@ -29,24 +46,37 @@ from .timing import AGREE, LONG_CALL_S, median_seconds, sample_adaptive, sample_
 __all__ = [
     "AGREE",
     "ALLOCATOR_ENV",
+    "ALLOWANCE_PAGES",
     "CONTENDED",
+    "JUDGE_RATIO_ABOVE",
     "LONG_CALL_S",
     "BoundBeaten",
     "Bracket",
+    "Claim",
+    "ClaimFailed",
+    "ClaimStatus",
     "MachineLimits",
     "Rates",
     "bound_of",
+    "check_all",
     "check_bound",
+    "claims_rows",
     "copy_gbps",
+    "failed",
+    "huge_page_bytes",
+    "interleaved_ratio",
     "limit_seconds",
     "machine_limits",
     "measure_here",
     "median_seconds",
+    "peak_allowance",
+    "peak_claim",
     "peak_rss_subprocess",
     "sample_adaptive",
     "sample_seconds",
     "settled",
     "sgemm_gflops",
     "spread",
+    "time_claim",
     "torch_threads",
 ]

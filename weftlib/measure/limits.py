@@ -86,12 +86,14 @@ def bound_of(flops: float, nbytes: float, limits: Rates) -> tuple[float, str]:
     ) else "bytes"
 
 
-def check_bound(seconds: float, bound_seconds: float, what: str) -> float:
+def check_bound(seconds: float, bound_seconds: float, what: str, *, contended: bool = False) -> float:
     """time / lower bound (>= 1) of one timed row; BoundBeaten when the row ran faster than its bound, since
-    then the bound is no lower bound and any fraction of it would mislead."""
+    then the bound is no lower bound and any fraction of it would mislead. A `contended` row (`Bracket`) is
+    not judged: its rates were measured under other load, so a bound from them may exceed the true one; its
+    ratio is returned as measured, below 1 or not, and the row says it was contended."""
     if not bound_seconds > 0:
         raise ValueError(f"{what}: the bound must be positive, got {bound_seconds}")
-    if seconds < bound_seconds:
+    if seconds < bound_seconds and not contended:
         raise BoundBeaten(
             f"{what}: {seconds:.4g} s is below its lower bound {bound_seconds:.4g} s: the bound counts more work "
             "than the row must do, or the rates were measured under other load"

@@ -19,7 +19,7 @@ from .. import console, paths
 from . import netron_viewer
 from .graph_drawing import figure, layout, svg
 
-__all__ = ["explore", "figure", "interactive", "layout", "static", "svg"]
+__all__ = ["explore", "explorer_command", "figure", "interactive", "layout", "static", "svg"]
 
 
 def static(path: str | os.PathLike | onnx.ModelProto, **kwargs: Any) -> Any:
@@ -49,6 +49,13 @@ def interactive(
     return HTML(netron_viewer.frame(target, height=height, root=root, viewer=viewer))
 
 
+def explorer_command(path: str | os.PathLike, node_data: str | os.PathLike) -> str:
+    """The command that opens `path` in Model Explorer with `node_data` overlaid, run from the graph's folder
+    (`explore` shows it in a notebook; the run index puts it on the graph's link)."""
+    relative = os.path.relpath(Path(node_data).resolve(), Path(path).resolve().parent)
+    return f"model-explorer {Path(path).name} --node_data_paths={relative} --no_open_in_browser"
+
+
 def explore(path: str | os.PathLike, node_data: str | os.PathLike) -> Any:
     """How to see `path` in Google's Model Explorer with `node_data` (its node-data JSON) overlaid, so every
     node shows the value given to it (e.g. the side of a cut it runs on); netron takes no overlay (its issue
@@ -61,8 +68,7 @@ def explore(path: str | os.PathLike, node_data: str | os.PathLike) -> Any:
     for file, what in ((target, "ONNX file"), (data, "node data")):
         if not file.is_file():
             raise FileNotFoundError(f"{what}: no file at {str(file)!r}")
-    relative = os.path.relpath(data.resolve(), target.resolve().parent)
-    command = f"model-explorer {target.name} --node_data_paths={relative} --no_open_in_browser"
+    command = explorer_command(target, data)
     return Markdown(
         f"Open the graph with its overlay in Model Explorer, from the folder `{target.parent.name}/`: `{command}`"
     )

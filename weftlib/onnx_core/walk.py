@@ -69,12 +69,17 @@ def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
         return None, f"{path}: not a readable ONNX model ({type(exc).__name__}: {str(exc)[:200]})"
     if model.ir_version == 0 or not model.HasField("graph"):
         return None, f"{path}: not an ONNX model (no IR version or no graph)"
-    complaint = None
+    return index_model(model), checker_complaint(model)
+
+
+def checker_complaint(model: onnx.ModelProto | str | os.PathLike) -> str | None:
+    """What the ONNX checker holds against `model` (or the file at that path: read there, any size), in one
+    line; None when it is clean."""
     try:
         onnx.checker.check_model(model)
     except Exception as exc:
-        complaint = f"the ONNX checker rejects it ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
-    return index_model(model), complaint
+        return f"the ONNX checker rejects it ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+    return None
 
 
 def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:

@@ -165,7 +165,7 @@ def against_limit(row: dict[str, Any], work: dict[str, int], kernel_bytes: int, 
     """One timed layer (`seconds`, and the rates of its bracket) against its lower bound: the occupied taps'
     FLOPs at the sgemm rate or the compulsory bytes (`conv_work`'s plus the `kernel_bytes` of the kernel map
     as given) at the copy rate, the longer. `of_limit` = bound / time (<= 1; `measure.check_bound` refuses a
-    row that beats its bound), `of_sgemm` = useful GFLOP/s over the sgemm rate."""
+    quiet row that beats its bound; a contended one is not judged), `of_sgemm` = useful GFLOP/s over the sgemm rate."""
     seconds = row["median_seconds"] if "median_seconds" in row else row["seconds"]
     limits = measure.MachineLimits(
         sgemm_gflops=row["sgemm_gflops"],
@@ -178,7 +178,7 @@ def against_limit(row: dict[str, Any], work: dict[str, int], kernel_bytes: int, 
     return {
         "limit_seconds": bound,
         "limit_by": side,
-        "of_limit": 1 / measure.check_bound(seconds, bound, what),
+        "of_limit": 1 / measure.check_bound(seconds, bound, what, contended=bool(row.get("contended"))),
         "useful_gflops": useful,
         "of_sgemm": useful / row["sgemm_gflops"],
     }

@@ -19,7 +19,7 @@ from weftlib import measure
 from . import conv, method_choice, neighbours, voxels, workloads
 from .footprint import features_bytes, gathered_bytes, grid_bytes, itemsize, table_bytes
 
-__all__ = ["measure_kernel_map", "measure_table", "measured_row", "model_table", "peak_model"]
+__all__ = ["measure_kernel_map", "measure_table", "measured_row", "model_table", "peak_claims", "peak_model"]
 
 if TYPE_CHECKING:  # pandas is imported where tables are built: measuring subprocesses start faster without it
     import pandas as pd
@@ -180,6 +180,17 @@ def measure_table(
             for s, r, m in tqdm(cases, desc="peak memory", disable=not progress)
         ]
     return pd.DataFrame(rows)
+
+
+def peak_claims(
+    rows: pd.DataFrame, limit: float, what: str, measured: str = "measured_bytes", model: str = "model_bytes"
+) -> list[measure.Claim]:
+    """One `measure.peak_claim` per row of a measured table (a `measure_table` or a benchmark's rows): its
+    measured peak within `limit` x of its model, named `<what> <shape> <res> <method>`."""
+    return [
+        measure.peak_claim(f"{what} {r['shape']} {r['res']} {r['method']}", r[measured], r[model], limit)
+        for r in rows.to_dict("records")
+    ]
 
 
 def measure_kernel_map(shape: str, res: int, n: int, threads: int = 1) -> dict[str, Any]:

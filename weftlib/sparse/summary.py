@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from weftlib.formatting import format_value
+from weftlib.formatting import MAX_ANSWER_WORDS, format_value, word_count
 
 if TYPE_CHECKING:  # pandas is imported by the callers that hold the tables
     import pandas as pd
@@ -72,6 +72,33 @@ def scatter_ops_text(ops: dict[str, int]) -> str:
     return ", ".join(f"{op} x{n}" for op, n in sorted(ops.items()) if op in {"ScatterND", "Gather", "GatherND"})
 
 
+def route(dense_bytes: int, device_memory_gib: float, res: int) -> str:
+    """03's verdict in its first words: scatter when the densified layer exceeds the device's memory."""
+    return (
+        "Scatter, not densify" if dense_bytes > device_memory_gib * 2**30 else f"Densify fits at this size ({res} grid)"
+    )
+
+
+def short_sentence(
+    *, res: int, peaks: dict[str, int], device_memory_gib: float, named: Mapping[str, GateResult], faithful: list[str]
+) -> str:
+    """03's answer at a glance (at most 40 words): densify or scatter, the densified peak against the lightest
+    sparse route's, and which device layout is predicted to parse (`named`, `faithful`: `named_verdicts`,
+    `faithful_names`)."""
+    from weftlib.gate import explain
+
+    dense = peaks["dense"]
+    sparse_peaks = {m: b for m, b in peaks.items() if m != "dense"}
+    lightest = min(sparse_peaks, key=sparse_peaks.__getitem__)
+    verdict = route(dense, device_memory_gib, res)
+    where = "" if f"({res} grid)" in verdict else f" at the {res} grid"
+    head = (
+        f"{verdict}: one layer{where} needs {format_value(dense, 'B')} densified against "
+        f"{format_value(sparse_peaks[lightest], 'B')} by {lightest}, with {device_memory_gib:g} GiB on the device;"
+    )
+    return f"{head} {explain.short_prediction(dict(named), faithful, MAX_ANSWER_WORDS - word_count(head))}."
+
+
 def conclusion_sentence(
     *,
     res: int,
@@ -94,7 +121,7 @@ def conclusion_sentence(
     dense = peaks["dense"]
     sparse_peaks = {m: b for m, b in peaks.items() if m != "dense"}
     lightest = min(sparse_peaks, key=sparse_peaks.__getitem__)
-    verdict = "Scatter, not densify" if dense > device_memory_gib * 2**30 else f"Densify fits at this size ({res} grid)"
+    verdict = route(dense, device_memory_gib, res)
     return (
         f"{verdict}: one {channels}-channel {dtype} layer at the {res} grid ({n:,} occupied voxels) "
         f"needs {format_bytes(dense)} densified against {format_bytes(sparse_peaks[lightest])} "

@@ -39,7 +39,8 @@ def _rests_on_text(rests_on: dict[str, Any]) -> str:
 
 def answer_rows(run_dir: Path, results: list[NotebookResult], run_note: str | None = None) -> list[dict[str, Any]]:
     """One row per notebook the plan ran that answers an RFD question (the overview, which records
-    `role = overview`, has none): question, answer, what it rests on, status. A notebook that failed, was
+    `role = overview`, has none): question, answer (the notebook's short answer when it gave one, its full
+    sentence then under `details`), what it rests on, status. A notebook that failed, was
     interrupted or recorded no `conclude` record is unanswered, and says why. `run_note` (e.g. "small plan,
     not the appendix") is added to what every row rests on."""
     rows = []
@@ -52,20 +53,24 @@ def answer_rows(run_dir: Path, results: list[NotebookResult], run_note: str | No
         question, _ = question_of(run_dir / f"{nb.name}.ipynb")
         conclusion = metrics.get("conclusion")
         if isinstance(conclusion, dict) and conclusion.get("answer"):
-            answer = conclusion["answer"]
+            short = conclusion.get("short") or ""
+            answer, details = (short, conclusion["answer"]) if short else (conclusion["answer"], "")
             rests_on = dict(conclusion.get("rests_on") or {})
             unmet = list(conclusion.get("unmet") or [])
             status = answer_status({"rests_on": rests_on, "unmet": unmet})
         else:
-            answer, rests_on, unmet, status = "", {}, [], NO_CONCLUSION
+            answer, details, rests_on, unmet, status = "", "", {}, [], NO_CONCLUSION
         if run_note:
             rests_on["run"] = run_note
+        head = "unanswered: " + "; ".join(u.split(":")[0] for u in unmet) if unmet else status
         if nb.status == "failed":
             status = f"unanswered: the notebook failed ({nb.describe_error().splitlines()[0]})"
+            head = "unanswered: the notebook failed"
         elif nb.status in ("not run", "interrupted"):
-            status = f"unanswered: {nb.status}"
+            status = head = f"unanswered: {nb.status}"
         if failed_before and nb.status == "passed":
             status += f" (ran after {', '.join(failed_before)} failed: it may rest on partial outputs)"
+            head += " (after a failure)"
         if nb.status != "passed":
             failed_before.append(nb.name)
         kind = "answered" if status == "answered" else "stand-in" if status.startswith("answered on") else "unanswered"
@@ -74,10 +79,12 @@ def answer_rows(run_dir: Path, results: list[NotebookResult], run_note: str | No
                 "notebook": nb.name,
                 "question": question,
                 "answer": answer,
+                "details": details,
                 "rests_on": rests_on,
                 "rests_on_text": _rests_on_text(rests_on),
                 "unmet": unmet,
                 "status": status,
+                "status_head": head,  # the status in a few words, for the index's cell (in full beneath it)
                 "kind": kind,
             }
         )

@@ -1,5 +1,6 @@
-"""A run's index: `summary.json` (the typed `RunSummary`) and `index.html`, both opening with the answer table,
-then each notebook's status, duration, timing quality, parameters and figures, and the run's provenance.
+"""A run's index: `summary.json` (the typed `RunSummary`) and `index.html`, both opening with the answer table
+and the verdict table per RFD graph (with its figure), then each notebook's status, duration, timing quality,
+parameters and figures, and the run's provenance.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from .pages import ENV
 from .provenance import describe_code, environment, machine_text, outside_code
 from .record import load_metrics, timing_quality
 from .runfolder import NotebookResult, RunSummary, write_summary
+from .verdicts import verdict_rows, verdict_table_html, write_figure
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -60,9 +62,11 @@ def write_index(
     state: str | None = None,
     partial: bool = False,
 ) -> RunSummary:
-    """Write `summary.json` and `index.html` for a run, both opening with the answer table; return the summary."""
+    """Write `summary.json` and `index.html` for a run, both opening with the answer table and the verdict
+    table (its figure saved beside them); return the summary."""
     summary = _run_summary(run_dir, plan, results, started, state, partial)
     write_summary(run_dir, summary)
+    figure = write_figure(run_dir, summary.verdicts)
     verdict = (
         "Every notebook passed."
         if summary.passed
@@ -72,6 +76,8 @@ def write_index(
         appendix=plan.appendix,
         scope=summary.scope,
         answers=summary.answers,
+        verdict_table=verdict_table_html(summary.verdicts) if summary.verdicts else "",
+        verdict_figure=figure.name if figure else "",
         state=summary.state,
         verdict=verdict,
         notebooks=[_index_row(run_dir, r, summary.timings[r.name]) for r in results],
@@ -92,6 +98,7 @@ def _run_summary(
     return RunSummary(
         answers=answer_rows(run_dir, results, run_note),
         scope=scope_line(plan.appendix, str(plan.source)),
+        verdicts=verdict_rows(run_dir),
         appendix=plan.appendix,
         state=state,
         passed=passed and state == "passed",

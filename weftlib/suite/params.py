@@ -76,23 +76,30 @@ def _fail(source: Path, where: str, problem: str) -> ParamsError:
     return ParamsError(f"{source}: {where}: {problem}")
 
 
+def _places(first: yaml.Mark, second: yaml.Mark) -> str:
+    """Where a key stands twice: its two lines, or its two columns of one line (a flow mapping)."""
+    if first.line != second.line:
+        return f"lines {first.line + 1} and {second.line + 1}"
+    return f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}"
+
+
 class _UniqueKeyLoader(yaml.SafeLoader):
     """YAML's safe loader, refusing a key written twice in one mapping (YAML itself keeps the last silently)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
-        seen: dict[Any, int] = {}
+        seen: dict[Any, yaml.Mark] = {}
         for key_node, _ in node.value:
             key = self.construct_object(key_node, deep=deep)
             try:
-                first = seen.setdefault(key, key_node.start_mark.line + 1)
+                first = seen.setdefault(key, key_node.start_mark)
             except TypeError:
                 continue  # an unhashable key: construct_mapping below says so
-            if first != key_node.start_mark.line + 1:
+            if first is not key_node.start_mark:  # block style or flow style ({a: 1, a: 2}, one line)
+                where = _places(first, key_node.start_mark)
                 raise yaml.constructor.ConstructorError(
                     None,
                     None,
-                    f"key {key!r} written twice (lines {first} and {key_node.start_mark.line + 1}); "
-                    "YAML would silently keep the last",
+                    f"key {key!r} written twice ({where}); YAML would silently keep the last",
                     key_node.start_mark,
                 )
         return super().construct_mapping(node, deep=deep)

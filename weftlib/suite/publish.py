@@ -1,5 +1,5 @@
 """The RFD figure page (`publish --rfd DIR` writes `DIR/page.qmd`) from a fully passing run: the answer table,
-then one section per notebook with its headline figures, the top rows of its key tables and its figures as
+the verdict table per RFD graph with its figure, then one section per notebook with its headline figures, the top rows of its key tables and its figures as
 inline SVG, rendered from templates/page.qmd.j2; and the block a person pastes into DETAILS.md.
 """
 
@@ -19,10 +19,12 @@ from .index_page import machine_line, outside_code_text
 from .pages import ENV
 from .record import load_metrics
 from .runfolder import NotebookResult, RunSummary, SummaryError, read_state, read_summary
+from .verdicts import FIGURE, verdict_table_html
 
 PROTECTED = ("README.md", "DETAILS.md", "SKILL.md")
 RFD_TITLE = re.compile(r"^# RFD \d{4}:")
 MAX_SVG_BYTES = 1_500_000
+FIGURE_SVG = Path(FIGURE).with_suffix(".svg")  # the verdict figure's SVG twin, which the page inlines
 # ---- notebook pages ----------------------------------------------------------------------------------------
 
 
@@ -147,8 +149,9 @@ def provenance_line(summary: RunSummary) -> str:
 
 
 def render_page(run_dir: Path, summary: RunSummary) -> str:
-    """The page's Markdown (templates/page.qmd.j2): answer table, then one section per notebook (question, what
-    was done, headline figures and top rows of key tables as pipe tables, figures as inline SVG, provenance)."""
+    """The page's Markdown (templates/page.qmd.j2): answer table, verdict table and its figure, then one section
+    per notebook (question, what was done, the answer and in full, headline figures and top rows of key tables as
+    pipe tables, figures as inline SVG, provenance)."""
     text = ENV.get_template("page.qmd.j2").render(
         params_name=Path(summary.params_file).name,
         scope=summary.scope,
@@ -159,6 +162,8 @@ def render_page(run_dir: Path, summary: RunSummary) -> str:
                 for a in summary.answers
             ],
         ),
+        verdict_table=verdict_table_html(summary.verdicts, links=False) if summary.verdicts else "",
+        verdict_figure=_svg_block(run_dir / FIGURE_SVG) if (run_dir / FIGURE_SVG).is_file() else "",
         provenance=provenance_line(summary),
         sections=[s for nb in summary.notebooks if (s := _page_section(run_dir, nb, summary)) is not None],
     )

@@ -11,11 +11,12 @@ import dataclasses
 import json
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..formatting import format_value
+from ..formatting import MAX_ANSWER_WORDS, format_value, word_count
+from ..measure import Claim
 from ..paths import SCRATCH
 from ..workers import map_forked
 from .files import write_atomic
@@ -117,8 +118,24 @@ class Recorder:
         self.display.setdefault(key, {})["not_headline"] = reason
         self._write()
 
-    def conclude(self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = ()) -> dict[str, Any]:
+    def claims(self, claims: Iterable[Claim]) -> list[Claim]:
+        """Record how claims about time or memory were judged (`measure.claims`) under `claims`, by name (a
+        claim judged again replaces its record), and return them: the run index says which claims were
+        judged and which were not. The notebook still asserts them (`measure.failed`)."""
+        claims = list(claims)
+        names = {c.name for c in claims}
+        kept = [c for c in self.metrics.get("claims", []) if c.get("name") not in names]
+        self.record("claims", [*kept, *(c.as_record() for c in claims)])
+        return claims
+
+    def conclude(
+        self, answer: str, *, rests_on: dict[str, str], unmet: Sequence[str] = (), short: str = ""
+    ) -> dict[str, Any]:
         """Record the notebook's answer to its RFD question, in one sentence, for the run's answer table.
+
+        `short` is that answer as a reader takes it in at a glance, at most `MAX_ANSWER_WORDS` words, built
+        from the same values (the table shows it; `answer` stays as the notebook's sentence in full, in
+        `metrics.json` and `summary.json`); a longer one is a ValueError, so the notebook fails.
 
         `rests_on` says what the answer stands on (keys such as `sources`: the checkouts with their commits
         or "stand-in ..." for each stand-in, `provenance.sources`,
@@ -129,7 +146,13 @@ class Recorder:
         """
         if not answer.strip():
             raise ValueError("conclude: the answer is empty")
+        if word_count(short) > MAX_ANSWER_WORDS:
+            raise ValueError(
+                f"conclude: the short answer has {word_count(short)} words, more than {MAX_ANSWER_WORDS}: {short!r}"
+            )
         conclusion = {"answer": answer.strip(), "rests_on": dict(rests_on), "unmet": list(unmet)}
+        if short.strip():
+            conclusion["short"] = " ".join(short.split())
         conclusion["status"] = answer_status(conclusion)
         self.record("conclusion", conclusion)
         return conclusion
@@ -144,14 +167,7 @@ class Recorder:
         The SVG is what `publish --rfd` inlines (the RFD repository publishes figures as inline SVG): text
         stays text and the file carries no date or random ids, so the same figure gives the same bytes.
         """
-        import matplotlib
-
-        target = self.path(filename)
-        fig.savefig(target, dpi=110, bbox_inches="tight")
-        if target.suffix.lower() != ".svg":
-            with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": self.name}):
-                fig.savefig(target.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
-        return target
+        return save_figure(fig, self.path(filename), self.name)
 
     def savefigs(self, figures: dict[str, Any], folder: str) -> list[Path]:
         """Save many figures (file name -> figure) into a subfolder, each with its SVG twin, and close them:
@@ -175,6 +191,18 @@ class Recorder:
         if self.display:
             payload["display"] = self.display
         write_atomic(self.dir / "metrics.json", json.dumps(payload, indent=2, sort_keys=False))
+
+
+def save_figure(fig: Any, target: Path, salt: str) -> Path:
+    """`fig` as `target` (PNG at 110 dpi) plus its SVG twin: text kept as text, no date, ids salted with `salt`
+    (the notebook's name), so the same figure gives the same bytes (`Recorder.savefig`, the run index)."""
+    import matplotlib
+
+    fig.savefig(target, dpi=110, bbox_inches="tight")
+    if target.suffix.lower() != ".svg":
+        with matplotlib.rc_context({"svg.fonttype": "none", "svg.hashsalt": salt}):
+            fig.savefig(target.with_suffix(".svg"), bbox_inches="tight", metadata={"Date": None})
+    return target
 
 
 def _full_width_tables() -> None:
@@ -233,13 +261,29 @@ def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
         text = f"CONTENDED: {contended} of {timed} timed rows ({where})"
     else:
         text = f"quiet: {timed} timed rows"
+    claims = claim_counts(recorded)
+    if claims["text"]:
+        text = f"{text}; {claims['text']}"
     return {
         "timed_rows": timed,
         "contended_rows": contended,
         "contended": contended > 0,
         "by_record": by_key,
+        "claims": claims,
         "text": text,
     }
+
+
+def claim_counts(recorded: dict[str, Any]) -> dict[str, Any]:
+    """How a notebook's claims about time and memory were judged (`Recorder.claim`): the names of those judged
+    and of those not judged with the reason, and `text` in words for the index ("" when it made none)."""
+    claims = [c for c in recorded.get("metrics", {}).get("claims", []) if isinstance(c, dict)]
+    judged = sorted(c["name"] for c in claims if c.get("judged"))
+    unjudged = {c["name"]: c.get("status", "") for c in claims if not c.get("judged")}
+    text = f"claims judged {len(judged)} of {len(claims)}" if claims else ""
+    if unjudged:
+        text += " (" + ", ".join(f"{name} {why}" for name, why in sorted(unjudged.items())) + ")"
+    return {"judged": judged, "not_judged": unjudged, "text": text}
 
 
 def label_of(key: str) -> str:

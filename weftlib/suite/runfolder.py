@@ -109,6 +109,7 @@ class RunSummary:
 
     answers: list[dict[str, Any]] = field(default_factory=list)  # one row per RFD question (publish.answer_rows)
     scope: str = ""
+    verdicts: list[dict[str, Any]] = field(default_factory=list)  # one row per RFD graph (verdicts.verdict_rows)
     appendix: bool = False
     state: str = "unknown"
     passed: bool = False

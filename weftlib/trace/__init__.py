@@ -22,7 +22,7 @@ from .calls import (
 from .cost import tracing_cost, tracing_overhead
 from .dependencies import AuditRow, audit
 from .drawing import chain_tree, draw_chains, plot_call_chains
-from .findings import config_rows, natten_answer
+from .findings import config_rows, natten_answer, natten_short
 from .scan import ScanHit, declared_dependencies, find_assignments, normalize, requirement_name, static_scan
 
 __all__ = [
@@ -42,6 +42,7 @@ __all__ = [
     "draw_chains",
     "find_assignments",
     "natten_answer",
+    "natten_short",
     "normalize",
     "plot_call_chains",
     "requirement_name",

@@ -80,15 +80,17 @@ def _batch(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> Callabl
 
 def tracing_cost(
     fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5, min_seconds: float = 0.05
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """What tracing costs, split the way it behaves, so the claim holds whatever the workload:
 
-    - `fixed_overhead_us`: one `trace_calls` around a call that does nothing, minus that call (setting up
+    - `fixed_overhead_us`: one `trace_calls` around a call that does nothing, minus that call (minima; setting up
       the hook, the import wrapper, the module snapshot): paid once per traced call, whatever `fn` does;
     - on a workload of at least `min_seconds` (`fn(*args)` repeated `calls` times inside one timed call, so
-      the fixed cost no longer dominates): plain, under an empty profile hook, and traced, as medians of up
-      to `repeats` interleaved rounds (`rounds`: fewer once every sample set is `measure.settled`), and
-      `overhead_us_per_call` = (traced - plain) / calls.
+      the fixed cost no longer dominates): plain, under an empty profile hook, and traced, timed in up to
+      `repeats` interleaved rounds (`rounds`: fewer once every sample set is `measure.settled`), shown as
+      medians; the ratios and `overhead_us_per_call` = (traced - plain) / calls are taken on the minima
+      (`measure.interleaved_ratio`: noise only adds time), and `contended` says whether the machine was
+      quiet meanwhile (`measure.Bracket`), so a claim on them can be left unjudged.
 
     A call of a few microseconds traced once shows only the fixed cost (a ratio of 40 says nothing about
     tracing work); the ratios here are over a workload long enough to measure the per-call cost. `fn` may
@@ -105,9 +107,35 @@ def tracing_cost(
     _call_kept(fn, args)  # warm-up, and the length of one call
     one = max(time.perf_counter() - start, 1e-7)
     calls = max(1, int(-(-min_seconds // one)))
-    work = _batch(fn, args, calls)
+    with measure.Bracket() as block:
+        fixed, runs = _interleaved_rounds(_batch(fn, args, calls), target, repeats, block)
+    median = {name: statistics.median(times) for name, times in runs.items()}
+    quiet = block.verdict()
+    return {
+        "calls": calls,
+        "rounds": len(runs["plain"]),
+        "plain_ms": median["plain"] * 1e3,
+        "empty_hook_ms": median["empty_hook"] * 1e3,
+        "traced_ms": median["traced"] * 1e3,
+        **{f"{name}_min_ms": min(times) * 1e3 for name, times in runs.items()},
+        "fixed_overhead_us": max(0.0, min(fixed["traced"]) - min(fixed["plain"])) * 1e6,
+        "overhead_us_per_call": (min(runs["traced"]) - min(runs["plain"])) / calls * 1e6,
+        "traced_over_plain": measure.interleaved_ratio(runs["traced"], runs["plain"]),
+        "traced_over_empty_hook": measure.interleaved_ratio(runs["traced"], runs["empty_hook"]),
+        "rate_change": quiet["rate_change"],
+        "others_cores": quiet["others_cores"],
+        "contended": quiet["contended"],
+    }
+
+
+def _interleaved_rounds(
+    work: Callable[[], None], target: str, repeats: int, block: measure.Bracket
+) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Up to `repeats` rounds of: a traced and a plain no-op (the fixed cost), then `work` plain, under the
+    empty hook and traced, each timed once per round (A B C A B C ...), the rounds noted in `block`."""
     fixed: dict[str, list[float]] = {"plain": [], "traced": []}
     runs: dict[str, list[float]] = {"plain": [], "empty_hook": [], "traced": []}
+    begin = time.perf_counter()
     for _ in range(repeats):
         for name, run in (("plain", _noop), ("traced", lambda: trace_calls(_noop, target=target))):
             start = time.perf_counter()
@@ -123,15 +151,5 @@ def tracing_cost(
             runs[name].append(time.perf_counter() - start)
         if all(measure.settled(times) for times in runs.values()):
             break  # a workload of seconds: two rounds that agree settle each median
-    median = {name: statistics.median(times) for name, times in runs.items()}
-    return {
-        "calls": calls,
-        "rounds": len(runs["plain"]),
-        "plain_ms": median["plain"] * 1e3,
-        "empty_hook_ms": median["empty_hook"] * 1e3,
-        "traced_ms": median["traced"] * 1e3,
-        "fixed_overhead_us": max(0.0, statistics.median(fixed["traced"]) - statistics.median(fixed["plain"])) * 1e6,
-        "overhead_us_per_call": (median["traced"] - median["plain"]) / calls * 1e6,
-        "traced_over_plain": median["traced"] / median["plain"],
-        "traced_over_empty_hook": median["traced"] / median["empty_hook"],
-    }
+    block.note(begin, time.perf_counter())
+    return fixed, runs

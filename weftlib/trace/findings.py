@@ -34,3 +34,13 @@ def natten_answer(dispatch_suffix: str, audit_flag: str, flag_off: FlagResult) -
         f"the stand-in flow model, no published weights here: {first.key} {list(first.expected)} vs "
         f"{list(first.checkpoint)})"
     )
+
+
+def natten_short(dispatch_suffix: str, flag_off: FlagResult) -> str:
+    """`natten_answer` at a glance (at most 40 words): the call NAF's forward reaches, and the key whose strict
+    load fails with NAF off."""
+    return (
+        f"natten is not optional: NAF's forward reaches {dispatch_suffix.rsplit(' -> ', maxsplit=1)[-1]} through "
+        f"torch.hub, and with NAF off a flow checkpoint trained with it fails a strict load "
+        f"({flag_off.mismatches[0].key})."
+    )

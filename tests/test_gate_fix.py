@@ -1,0 +1,347 @@
+"""weftlib.gate.fix: each exact rewrite on the smallest graph it answers, proven equal in onnxruntime; the
+negative control failing the same proof; the public record's graphs whose refusal has a rewrite; the
+command line (exit codes, nothing written for a malformed model)."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+
+from weftlib import gate
+from weftlib.gate import public_record
+from weftlib.gate.__main__ import main
+from weftlib.gate.fix import FixError, fix_model, prove, write_fix
+from weftlib.gate.fix.shuffles import BatchFoldAroundTranspose, WrongOrderBatchFold
+from weftlib.gate.graphs import Builder
+
+
+@pytest.fixture(scope="module")
+def ops():
+    return gate.load_device_ops()
+
+
+def _save(tmp_path, model: onnx.ModelProto, name: str):
+    path = tmp_path / f"{name}.onnx"
+    onnx.save(model, path)
+    return path
+
+
+def _batch_fold() -> onnx.ModelProto:
+    """The exporter's key transpose inside attention: [1, 4, 6, 8] folded to [4, 6, 8], Transpose, unfolded."""
+    g = Builder("batch_fold")
+    x = g.node("Mul", [g.input("x", [1, 4, 6, 8]), g.const("k", 2.0)], "pre/Mul")
+    folded = g.node("Reshape", [x, g.ints("fold", [-1, 6, 8])], "fold/Reshape")
+    t = g.node("Transpose", [folded], "fold/Transpose", perm=[0, 2, 1])
+    back = g.node("Reshape", [t, g.ints("unfold", [1, 4, 8, 6])], "unfold/Reshape")
+    g.output(g.node("Mul", [back, g.const("k2", 3.0)], "post/Mul"))
+    return g.model()
+
+
+def _rms_expand() -> onnx.ModelProto:
+    """An RMS norm's divisor [1, 8, 4, 1] expanded to [1, 8, 4, 16] before the Div."""
+    g = Builder("rms_expand")
+    x = g.node("Mul", [g.input("x", [1, 8, 4, 16]), g.const("k", 2.0)], "pre/Mul")
+    norm = g.node("ReduceL2", [x], "norm/ReduceL2", axes=[-1], keepdims=1)
+    wide = g.node("Expand", [norm, g.ints("shape", [1, 8, 4, 16])], "norm/Expand")
+    g.output(g.node("Div", [x, wide], "norm/Div"))
+    return g.model()
+
+
+def _groupnorm(groups: int = 4, channels: int = 8) -> onnx.ModelProto:
+    """GroupNorm as torch exports it: Reshape [B, G, -1], InstanceNormalization, Reshape back, affine."""
+    g = Builder("groupnorm")
+    x = g.conv1x1(g.input("x", [1, channels, 6, 6]), channels, channels, "pre")
+    grouped = g.node("Reshape", [x, g.ints("grouped", [1, groups, -1])], "gn/Reshape")
+    ones, zeros = g.const("gn.ones", np.ones(groups)), g.const("gn.zeros", np.zeros(groups))
+    norm = g.node("InstanceNormalization", [grouped, ones, zeros], "gn/InstanceNormalization", epsilon=1e-5)
+    back = g.node("Reshape", [norm, g.ints("back", [1, channels, 6, 6])], "gn/Reshape_back")
+    scale = g.node("CastLike", [g.const("gn.weight", np.linspace(0.5, 2, channels).reshape(-1, 1, 1)), back], "gn/CL")
+    g.output(g.conv1x1(g.node("Mul", [back, scale], "gn/Mul"), channels, channels, "post"))
+    return g.model()
+
+
+def _constant_tables() -> onnx.ModelProto:
+    """Cos and Sin of a Range of constants (a frequency table built in the graph), added to the input."""
+    g = Builder("constant_tables")
+    x = g.input("x", [1, 8])
+    phase = g.node("Range", [g.const("r0", 0.0), g.const("r1", 4.0), g.const("r2", 0.5)], "table/Range")
+    table = g.node("Add", [g.node("Cos", [phase], "table/Cos"), g.node("Sin", [phase], "table/Sin")], "table/Add")
+    g.output(g.node("Mul", [x, table], "out/Mul"))
+    return g.model()
+
+
+def _interleaved_rope() -> onnx.ModelProto:
+    """RoPE on interleaved pairs as the exporter writes view_as_complex: [1, 4, 2, 8] viewed as [.., 4, 2],
+    each half picked by a Gather, rotated by constant tables, stacked and viewed back."""
+    g = Builder("interleaved_rope")
+    x = g.node("Mul", [g.input("x", [1, 4, 2, 8]), g.const("k", 2.0)], "pre/Mul")
+    pairs = g.node("Reshape", [x, g.ints("pairs", [1, 4, 2, -1, 2])], "rope/view")
+    a = g.node("Gather", [pairs, g.const("i0", 0, np.int64)], "rope/select", axis=4)
+    b = g.node("Gather", [pairs, g.const("i1", 1, np.int64)], "rope/select_1", axis=4)
+    phase = np.arange(16).reshape(4, 1, 4) * 0.37
+    cos, sin = g.const("cos", np.cos(phase)), g.const("sin", np.sin(phase))
+    real = g.node("Sub", [g.node("Mul", [a, cos], "rope/m0"), g.node("Mul", [b, sin], "rope/m1")], "rope/Sub")
+    imag = g.node("Add", [g.node("Mul", [a, sin], "rope/m2"), g.node("Mul", [b, cos], "rope/m3")], "rope/Add")
+    last = g.ints("last", [-1])
+    ends = [g.node("Unsqueeze", [t, last], f"rope/Unsqueeze_{i}") for i, t in enumerate([real, imag])]
+    stacked = g.node("Concat", ends, "rope/stack", axis=-1)
+    g.output(g.node("Reshape", [stacked, g.ints("back", [1, 4, 2, 8])], "rope/view_back"))
+    return g.model()
+
+
+def _qk_norm() -> onnx.ModelProto:
+    """A per-head L2 norm with its gain between the head split and its Transpose (a QK norm)."""
+    g = Builder("qk_norm")
+    x = g.linear(g.input("x", [1, 8, 32]), 32, 32, "pre")
+    split = g.node("Reshape", [x, g.ints("heads", [1, 8, 4, -1])], "q/view")
+    norm = g.node("ReduceL2", [split], "q/ReduceL2", axes=[-1], keepdims=1)
+    floor = g.node("Clip", [norm, g.const("eps", 1e-12)], "q/Clip")
+    gain = g.const("gain", np.linspace(-1, 1, 32).reshape(4, 8))
+    y = g.node(
+        "Mul", [g.node("Mul", [g.node("Div", [split, floor], "q/Div"), gain], "q/Mul"), g.const("k", 4.0)], "q/k"
+    )
+    g.output(g.node("Transpose", [y], "q/Transpose", perm=[0, 2, 1, 3]))
+    return g.model()
+
+
+def _pixel_map(rows: np.ndarray, cols: np.ndarray, name: str = "nearest") -> onnx.ModelProto:
+    """The exporter's nearest upsampling: [1, 4, 3, 3] moved to [H, W, B, C], GatherND by a constant pixel map
+    (output (i, j) reads (rows[i], cols[j])), moved back."""
+    g = Builder(name)
+    x = g.conv1x1(g.input("x", [1, 4, 3, 3]), 4, 4, "pre")
+    pixels = g.node("Transpose", [x], "up/Transpose", perm=[2, 3, 0, 1])
+    index = np.stack(np.meshgrid(rows, cols, indexing="ij"), axis=-1)
+    picked = g.node("GatherND", [pixels, g.const("index", index, np.int64)], "up/GatherND")
+    g.output(g.conv1x1(g.node("Transpose", [picked], "up/Transpose_back", perm=[2, 3, 0, 1]), 4, 4, "post"))
+    return g.model()
+
+
+def _reshape_chain() -> onnx.ModelProto:
+    """An image viewed at rank 5 and straight back to another rank-4 layout."""
+    g = Builder("reshape_chain")
+    x = g.conv1x1(g.input("x", [1, 8, 4, 4]), 8, 8, "pre")
+    five = g.node("Reshape", [x, g.ints("five", [1, 2, 4, 4, 4])], "chain/Reshape_5d")
+    four = g.node("Reshape", [five, g.ints("four", [1, 8, 2, 8])], "chain/Reshape")
+    g.output(g.conv1x1(four, 8, 8, "post"))
+    return g.model()
+
+
+def _expand_constant() -> onnx.ModelProto:
+    """A constant row expanded to the input's shape before an Add."""
+    g = Builder("expand_constant")
+    x = g.node("Mul", [g.input("x", [1, 4, 8]), g.const("k", 2.0)], "pre/Mul")
+    row = g.node("Expand", [g.const("row", np.arange(8.0).reshape(1, 1, 8)), g.ints("shape", [1, 4, 8])], "c/Expand")
+    g.output(g.node("Tanh", [g.node("Add", [x, row], "c/Add")], "post/Tanh"))
+    return g.model()
+
+
+REWRITES = {
+    "batch_fold": (_batch_fold, "BatchFoldAroundTranspose", "batch_axis", "Reshape"),
+    "rms_expand": (_rms_expand, "ExpandIntoBroadcast_Div_1", "op:Expand", "Expand"),
+    "groupnorm": (_groupnorm, "GroupNormByReductions", "op:InstanceNormalization", "InstanceNormalization"),
+    "constant_tables": (_constant_tables, "TrigOfConstant_Cos", "op:Cos", "Cos"),
+    "qk_norm": (_qk_norm, "HeadNormAcrossSplit", "head_split_interrupted", "ReduceL2"),
+    "nearest": (
+        lambda: _pixel_map(np.arange(6) // 2, np.arange(6) // 2),
+        "NearestGatherByResize",
+        "op:GatherND",
+        "GatherND",
+    ),
+    "reshape_chain": (_reshape_chain, "ReshapeChain", "reshape_5d_to_4d", "Reshape"),
+    "expand_constant": (_expand_constant, "ExpandOfConstant", "op:Expand", "Expand"),
+    "interleaved_rope": (_interleaved_rope, "InterleavedRopeByTables", "reshape_5d_to_4d", "Gather"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REWRITES))
+def test_each_rewrite_answers_its_finding_and_is_proven_equal(case, tmp_path, ops):
+    build, rewrite, key, gone = REWRITES[case]
+    fix = fix_model(_save(tmp_path, build(), case), ops)
+    assert key in {f.key for f in fix.before.findings}
+    assert rewrite in {a.rewrite for a in fix.rewrites}
+    assert key in next(a for a in fix.rewrites if a.rewrite == rewrite).answers
+    assert key not in {f.key for f in fix.after.findings}
+    ops_after = {n.op_type for n in fix.fixed.graph.node}
+    if gone != "Reshape":
+        assert gone not in ops_after, ops_after
+    assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
+    assert [(i.name, i.type) for i in fix.fixed.graph.input] == [(i.name, i.type) for i in build().graph.input]
+
+
+def test_the_interleaved_rope_is_rewritten_bit_for_bit(tmp_path, ops):
+    fix = fix_model(_save(tmp_path, _interleaved_rope(), "rope"), ops)
+    assert {"Gather", "Concat", "Unsqueeze"}.isdisjoint(n.op_type for n in fix.fixed.graph.node)
+    assert max(fix.proof.worst) == 0.0, fix.proof
+
+
+def test_a_pixel_map_that_is_not_nearest_becomes_one_hot_matmuls(tmp_path, ops):
+    flipped = _pixel_map(np.array([2, 1, 0, 0]), np.array([0, 2, 2, 1, 0]), "flipped")
+    fix = fix_model(_save(tmp_path, flipped, "flipped"), ops)
+    assert [a.rewrite for a in fix.rewrites] == ["PixelMapByOneHot"]
+    assert "GatherND" not in {n.op_type for n in fix.fixed.graph.node} and max(fix.proof.worst) == 0.0
+
+
+def test_constant_tables_fold_range_cos_and_sin_and_castlike(tmp_path, ops):
+    fix = fix_model(_save(tmp_path, _constant_tables(), "tables"), ops)
+    assert not {"Range", "Cos", "Sin"} & {n.op_type for n in fix.fixed.graph.node}
+    norm = fix_model(_save(tmp_path, _groupnorm(), "gn"), ops)
+    assert "CastLike" not in {n.op_type for n in norm.fixed.graph.node}
+
+
+def test_the_negative_control_fails_the_same_proof(tmp_path, ops):
+    path = _save(tmp_path, _batch_fold(), "batch_fold")
+    right = fix_model(path, ops, library=[BatchFoldAroundTranspose()])
+    wrong = fix_model(path, ops, library=[WrongOrderBatchFold()])
+    assert right.proof.proven and right.rewrites
+    assert wrong.rewrites and [a.replaced for a in wrong.rewrites] == [a.replaced for a in right.rewrites]
+    assert not wrong.proof.proven and min(wrong.proof.worst) > 1e-2, wrong.proof
+    assert wrong.exit_code == 1
+
+
+def test_a_rewrite_never_fires_where_no_finding_asks_for_it(tmp_path, ops):
+    """Expand with no following broadcast and a precondition that fails: no rewrite, the refusal named."""
+    g = Builder("expand_kept")
+    x = g.node("Mul", [g.input("x", [1, 4, 1]), g.const("k", 2.0)], "pre/Mul")
+    g.output(g.node("Expand", [x, g.ints("shape", [1, 4, 8])], "keep/Expand"))
+    fix = fix_model(_save(tmp_path, g.model(), "expand_kept"), ops)
+    assert not fix.rewrites and fix.after.verdict == "fail" and fix.exit_code == 1
+    assert [(u["node"], u["rule"]) for u in fix.unanswered] == [("keep/Expand", "op:Expand")]
+    assert "ExpandChannelsByConv" in str(fix.unanswered[0]["why"])
+
+
+def test_prove_holds_float_outputs_to_the_relative_tolerance(tmp_path):
+    g = Builder("scaled")
+    g.output(g.node("Mul", [g.input("x", [1, 4]), g.const("k", 1000.0)], "Mul"))
+    h = Builder("scaled")
+    h.output(h.node("Mul", [h.input("x", [1, 4]), h.const("k", 1000.0 * (1 + 1e-7))], "Mul"))
+    far = Builder("scaled")
+    far.output(far.node("Mul", [far.input("x", [1, 4]), far.const("k", 1000.0 * (1 + 1e-3))], "Mul"))
+    original = _save(tmp_path, g.model(), "a")
+    assert prove(original, _save(tmp_path, h.model(), "b")).proven
+    assert not prove(original, _save(tmp_path, far.model(), "c")).proven
+
+
+RECORD_FIXED = {  # the rebuilt record's graphs whose refusal (or unjudged pattern) an exact rewrite answers, and what they end as
+    "clef-expand": "pass",
+    "clef-rope-partial": "pass",
+    "llm-gqa-repeat-kv": "pass",
+    "llm-qk-norm": "pass",
+    "reshape-as-view": "pass",
+    "clef-reshape-5d-to-4d": "unjudged",
+    "expand-scaffolding": "unjudged",
+}
+
+
+@pytest.mark.parametrize("case", sorted(RECORD_FIXED))
+def test_record_graphs_with_an_exact_rewrite_lose_their_refusal_and_are_proven(case, tmp_path, ops):
+    fix = fix_model(_save(tmp_path, public_record.BUILDERS[case](), case), ops)
+    assert fix.before.verdict in ("fail", "unjudged") and fix.rewrites
+    assert fix.after.verdict == RECORD_FIXED[case] and not fix.unanswered
+    assert fix.proof.proven
+
+
+def test_every_record_graph_fixed_is_proven_and_every_refusal_left_is_named(tmp_path, ops):
+    for case, build in public_record.BUILDERS.items():
+        fix = fix_model(_save(tmp_path, build(), case.replace("-", "_")), ops)
+        refused = [f for f in fix.after.findings if f.prediction == "refused"]
+        assert [(u["node"], u["rule"]) for u in fix.unanswered] == [(f.node, f.key) for f in refused], case
+        assert all(u["why"] for u in fix.unanswered)
+        assert fix.proof.proven or not fix.proof.sets, (case, fix.proof)
+        assert fix.exit_code == (gate.EXIT_CODES[fix.after.verdict] if fix.proof.proven else 1)
+
+
+def test_the_command_writes_the_fixed_graph_and_its_record(tmp_path, capsys):
+    path = _save(tmp_path, public_record.BUILDERS["clef-expand"](), "clef_expand")
+    out = tmp_path / "fixed"
+    assert main(["fix", str(path), "--out", str(out)]) == 0
+    assert sorted(p.name for p in out.iterdir()) == [".weftlib-folder.json", "clef_expand.fixed.onnx", "fix.json"]
+    (out / "notes.txt").write_text("mine")  # the suite's folder rule: a second fix into it keeps a user's file
+    assert main(["fix", str(path), "--out", str(out)]) == 0 and (out / "notes.txt").read_text() == "mine"
+    record = json.loads((out / "fix.json").read_text())
+    assert set(record) >= {"before", "after", "rewrites", "unanswered", "proof"}
+    assert record["before"]["verdict"] == "fail" and record["after"]["verdict"] == "pass"
+    assert record["rewrites"][0]["answers"] == ["op:Expand"] and record["rewrites"][0]["replaced"]
+    assert record["proof"]["proven"] is True
+    onnx.checker.check_model(onnx.load(out / "clef_expand.fixed.onnx"))
+    assert "proven" in capsys.readouterr().out
+    unjudged = _save(tmp_path, public_record.BUILDERS["clef-reshape-5d-to-4d"](), "clef_5d")
+    assert main(["fix", str(unjudged), "--out", str(tmp_path / "unjudged")]) == 3  # only unjudged findings left
+    refused = _save(tmp_path, public_record.BUILDERS["harness-trig"](), "trig")
+    assert main(["fix", str(refused), "--out", str(tmp_path / "refused")]) == 1  # Sin and Cos of an input stay
+    assert json.loads((tmp_path / "refused" / "fix.json").read_text())["unanswered"][0]["rule"] in ("op:Sin", "op:Cos")
+
+
+def test_a_malformed_model_is_a_clear_error_and_nothing_is_written(tmp_path, capsys, ops):
+    bad = tmp_path / "bad.onnx"
+    bad.write_bytes(b"not an onnx file")
+    out = tmp_path / "out"
+    assert main(["fix", str(bad), "--out", str(out)]) == 2
+    assert "error:" in capsys.readouterr().err and not out.exists()
+    with pytest.raises(FixError, match="not a readable ONNX model"):
+        fix_model(bad, ops)
+    assert main(["fix", str(tmp_path / "missing.onnx"), "--out", str(out)]) == 2 and not out.exists()
+    good = _save(tmp_path, _batch_fold(), "batch_fold")
+    assert main(["fix", str(good), "--out", str(out), "--inputs", str(bad)]) == 2 and not out.exists()
+
+
+def test_example_inputs_are_a_proof_set_and_inputs_the_original_refuses_are_named(tmp_path, ops):
+    path = _save(tmp_path, _batch_fold(), "batch_fold")
+    example = {"x": np.full((1, 4, 6, 8), 0.5, np.float32)}
+    fix = fix_model(path, ops, examples={"example": example, "wrong": {"y": example["x"]}})
+    assert fix.proof.sets[-1] == "example" and fix.proof.refused == ("wrong",) and fix.proof.proven
+    np.savez(tmp_path / "example.npz", **example)
+    assert main(["fix", str(path), "--out", str(tmp_path / "out"), "--inputs", str(tmp_path / "example.npz")]) == 0
+    record = json.loads((tmp_path / "out" / "fix.json").read_text())
+    assert record["proof"]["sets"][-1]["inputs"] == "example inputs example.npz"
+
+
+def test_write_fix_follows_the_suites_folder_rule(tmp_path, ops):
+    """An earlier fix's own files are replaced whole, a user's file in it is kept, and a folder the suite did
+    not write is refused rather than emptied (`folder_swap.building`)."""
+    from weftlib.gate.folder_swap import FolderRefused
+
+    out = tmp_path / "out"
+    write_fix(fix_model(_save(tmp_path, _batch_fold(), "batch_fold"), ops), out)
+    (out / "notes.txt").write_text("mine")
+    path = write_fix(fix_model(_save(tmp_path, public_record.BUILDERS["clef-expand"](), "clef_expand"), ops), out)
+    assert path == out / "clef_expand.fixed.onnx" and sorted(p.name for p in out.iterdir()) == [
+        ".weftlib-folder.json",
+        "clef_expand.fixed.onnx",
+        "fix.json",
+        "notes.txt",
+    ]
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "stale.txt").write_text("earlier")
+    with pytest.raises(FolderRefused, match="not a fix of this suite"):
+        write_fix(fix_model(_save(tmp_path, _batch_fold(), "batch_fold"), ops), foreign)
+    assert sorted(p.name for p in foreign.iterdir()) == ["stale.txt"]
+
+
+def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(tmp_path, ops):
+    from weftlib.gate.fix import tables
+
+    models = [
+        _save(tmp_path, _batch_fold(), "batch_fold"),
+        _save(tmp_path, public_record.BUILDERS["clef-expand"](), "ce"),
+    ]
+    with pytest.raises(ValueError, match="not exported"):
+        tables.fix_all(models, ["absent"], ops, tmp_path / "fixed")
+    assert tables.absent(models, ["ce", "absent"]) == ["absent"]
+    assert list(tables.fix_all(models, ["ce", "absent"], ops, tmp_path / "lenient", strict=False)) == ["ce"]
+    fixes = tables.fix_all(models, ["batch_fold", "ce"], ops, tmp_path / "fixed")
+    assert all(p.is_file() for p in tables.fixed_paths(fixes, tmp_path / "fixed"))
+    rows = {r["graph"]: r for r in tables.fix_rows(fixes)}
+    assert (
+        rows["ce"]["after"].startswith("pass")
+        and rows["ce"]["proven"]
+        and "ExpandChannelsByConv" in rows["ce"]["rewrites"]
+    )
+    gates = {"ce": fixes["ce"].after}
+    compared = tables.variant_rows(fixes, {"ce": "ce", "batch_fold": "not_in_run"}, gates)
+    assert [r["faithful graph"] for r in compared] == ["ce"]
+    assert compared[0]["as the variant"] and not tables.holds(compared)
+    assert tables.holds([{**compared[0], "fixed": "fail"}])

@@ -1,0 +1,62 @@
+"""`gate fix` on the faithful DiT block and the faithful NAF upsampler (the stand-ins, exported small as
+tests/test_dit.py and tests/test_naf_rewrites.py do): every refusal left is named as unanswered with its
+rule, the rewrites that apply answer findings, and each fixed graph is proven equal in onnxruntime."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from weftlib import dit, gate, standins
+from weftlib.attention import naf, naf_variants
+from weftlib.gate import cuts
+from weftlib.gate.fix import fix_model, write_fix
+
+
+@pytest.fixture(scope="module")
+def faithful(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("faithful")
+    ops = gate.load_device_ops()
+    model = dit.load_flow_model(None, blocks=1, channels=192)
+    inputs = dit.example_inputs(model, global_tokens=3)
+    variants = dit.exact_variants(model, inputs, names=["faithful"])
+    (block,) = dit.evaluate(variants, folder, dit.forward(model, inputs), ops)
+    hub = naf.load_hub(standins.NAF_HUB_DIR, "naf", dim=32, kernel_size=3)
+    image = torch.rand(1, 3, 24, 24, generator=torch.Generator().manual_seed(0))
+    features = torch.randn(1, 8, 6, 6, generator=torch.Generator().manual_seed(1))
+    prepared = naf_variants.prepare(hub, (24, 24), image, features)
+    exports = naf_variants.export_variants(
+        prepared,
+        folder,
+        method="lowres",
+        reference="shift",
+        atol=1e-4,
+        upsampler_variants=["faithful"],
+        layer_variants=[],
+        workers=1,
+    )
+    return {"dit": block.report.path, "naf": exports["naf_lowres"].report.path}, ops
+
+
+ANSWERED = {
+    "dit": {"batch_axis", "op:Expand", "op:CastLike", "reshape_5d_to_4d", "head_split_interrupted"},
+    "naf": {"op:InstanceNormalization", "op:CastLike", "op:GatherND"},
+}
+
+
+@pytest.mark.parametrize("graph", sorted(ANSWERED))
+def test_fix_leaves_only_named_refusals_and_is_proven(faithful, graph, tmp_path):
+    paths, ops = faithful
+    fix = fix_model(paths[graph], ops)
+    answered = {key for a in fix.rewrites for key in a.answers}
+    assert ANSWERED[graph] <= answered, answered
+    refused = [f for f in fix.after.findings if f.prediction == "refused"]
+    assert [(u["node"], u["rule"]) for u in fix.unanswered] == [(f.node, f.key) for f in refused]
+    assert all(u["rule"] and u["why"] for u in fix.unanswered)
+    before = {f.node for f in fix.before.findings if f.prediction == "refused"}
+    assert len(refused) < len(before) or graph == "naf"  # NAF's refusals are in its attention, which no rewrite takes
+    assert not ANSWERED[graph] & {f.key for f in fix.after.findings}
+    assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
+    # notebook 06 cuts the fixed graph: every cut of it proven equal to it
+    (cut,) = cuts.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "segments").values()
+    assert cut.proven and cut.device_segments

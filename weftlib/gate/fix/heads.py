@@ -1,0 +1,150 @@
+"""A head split interrupted by its per-head norm (QK norm: Reshape [B, L, C] -> [B, L, H, d], an L2 norm over
+d, the gain, then the Transpose): the norm moved across the Reshape onto the tokens, so the split is glued to
+its Transpose again (`dit.rewrites.glued_heads` in torch; here on any ONNX graph).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+from onnxscript import ir
+
+from .base import ExactRewrite, const, ints, reshaped, static_shape
+
+
+def _reduces_last(norm: ir.Value, rank: int) -> bool:
+    node = norm.producer()
+    if node is None:
+        return False
+    axes, keep = node.attributes.get("axes"), node.attributes.get("keepdims")
+    return (
+        axes is not None
+        and [int(a) % rank for a in axes.as_ints()] == [rank - 1]
+        and (keep is None or keep.as_int() == 1)
+        and len(node.inputs) == 1
+    )
+
+
+def _split(x: ir.Value, shape: ir.Value) -> tuple[int, int] | None:
+    """(heads, head dim) when the Reshape splits x's last axis C into [H, d], else None."""
+    before = static_shape(x)
+    after = reshaped(before, ints(shape))
+    if before is None or after is None or len(after) != len(before) + 1 or after[:-2] != list(before[:-1]):
+        return None
+    return after[-2], after[-1]
+
+
+class HeadNormAcrossSplit(ExactRewrite):
+    """Fires on Reshape(x [.., C] -> [.., H, d]), y = split / Clip(ReduceL2(split, last axis), eps) * gain
+    * k (gain a constant [H, d] or [d], k a one-element constant), then Transpose [0, 2, 1, 3]. On the
+    tokens: each head's sum of squares is (x * x) @ E (E: the [C, H] head indicator), Sqrt and Clip as
+    before, spread back over the head's channels by @ E^T (one product by 1 plus zeros), then the same Div
+    and Muls with the gain laid out as [C]; the Reshape and its Transpose follow, glued. Only the sum of
+    squares is added in another order than ReduceL2's: the proof's float32 tolerance covers that."""
+
+    answers = ("head_split_interrupted",)
+
+    def pattern(
+        self, op: Any, x: ir.Value, shape: ir.Value, eps: ir.Value, gain: ir.Value, k: ir.Value, perm: Any
+    ) -> Any:
+        split = op.Reshape(x, shape)
+        norm = op.Clip(op.ReduceL2(split, _outputs=["norm"]), eps)
+        return op.Transpose(op.Mul(op.Mul(op.Div(split, norm), gain), k), perm=perm)
+
+    def holds(
+        self, x: ir.Value, shape: ir.Value, eps: ir.Value, gain: ir.Value, k: ir.Value, perm: Any, norm: ir.Value
+    ) -> str | None:
+        heads = _split(x, shape)
+        if heads is None or len(static_shape(x) or ()) != 3:
+            return "the Reshape does not split the tokens' channels into heads"
+        if list(perm.as_ints()) != [0, 2, 1, 3] or not _reduces_last(norm, 4):
+            return "not a norm over each head's channels followed by the head Transpose"
+        g, scale, floor = const(gain), const(k), const(eps)
+        if g is None or scale is None or floor is None or scale.size != 1 or floor.size != 1:
+            return "the gain, scale or floor is not a constant"
+        if np.broadcast_shapes(g.shape, heads) != heads or g.ndim > 2:
+            return "the gain is not per head channel ([H, d] or [d])"
+        return None
+
+    def rewrite(
+        self,
+        op: Any,
+        x: ir.Value,
+        shape: ir.Value,
+        eps: ir.Value,
+        gain: ir.Value,
+        k: ir.Value,
+        perm: Any,
+        norm: ir.Value,
+    ) -> Any:
+        heads = _split(x, shape)
+        g = const(gain)
+        assert heads is not None and g is not None
+        h, d = heads
+        indicator = np.kron(np.eye(h), np.ones((d, 1))).astype(g.dtype)  # [C, H]
+        sums = op.MatMul(op.Mul(x, x), self.constant(op, indicator))
+        spread = op.MatMul(op.Clip(op.Sqrt(sums), eps), self.constant(op, indicator.T.copy()))
+        flat_gain = self.constant(op, np.broadcast_to(g, heads).reshape(h * d).copy())
+        tokens = op.Mul(op.Mul(op.Div(x, spread), flat_gain), k)
+        return op.Transpose(op.Reshape(tokens, shape), perm=[0, 2, 1, 3])
+
+
+class RmsHeadNormAcrossSplit(ExactRewrite):
+    """Fires on Reshape(x [.., C] -> [.., H, d]), y = split / Sqrt(ReduceMean(Pow(split, 2), last axis) + eps)
+    * gain, then Transpose [0, 2, 1, 3] (Qwen3's QK norm as exported). On the tokens: each head's mean square
+    is (x^2) @ (E / d), E the [C, H] head indicator, then Add, Sqrt as before, spread back by @ E^T (one
+    product by 1 plus zeros), the same Div and the gain laid out as [C]; the head split and its Transpose
+    follow, glued. The mean is summed in another order than ReduceMean's (and by 1/d products where d is
+    not a power of two): the proof's float32 tolerance covers that rounding, nothing else."""
+
+    answers = ("head_split_interrupted",)
+
+    def pattern(
+        self, op: Any, x: ir.Value, shape: ir.Value, two: ir.Value, eps: ir.Value, gain: ir.Value, perm: Any
+    ) -> Any:
+        split = op.Reshape(x, shape)
+        mean = op.ReduceMean(op.Pow(split, two), _outputs=["norm"])
+        return op.Transpose(op.Mul(op.Div(split, op.Sqrt(op.Add(mean, eps))), gain), perm=perm)
+
+    def holds(
+        self, x: ir.Value, shape: ir.Value, two: ir.Value, eps: ir.Value, gain: ir.Value, perm: Any, norm: ir.Value
+    ) -> str | None:
+        heads = _split(x, shape)
+        if heads is None or len(static_shape(x) or ()) != 3:
+            return "the Reshape does not split the tokens' channels into heads"
+        if list(perm.as_ints()) != [0, 2, 1, 3] or not _reduces_last(norm, 4):
+            return "not a norm over each head's channels followed by the head Transpose"
+        g, power, floor = const(gain), const(two), const(eps)
+        if (
+            g is None
+            or power is None
+            or floor is None
+            or power.size != 1
+            or float(power.item()) != 2
+            or floor.size != 1
+        ):
+            return "the gain or eps is not a constant, or the power is not 2"
+        if np.broadcast_shapes(g.shape, heads) != heads or g.ndim > 2:
+            return "the gain is not per head channel ([H, d] or [d])"
+        return None
+
+    def rewrite(
+        self,
+        op: Any,
+        x: ir.Value,
+        shape: ir.Value,
+        two: ir.Value,
+        eps: ir.Value,
+        gain: ir.Value,
+        perm: Any,
+        norm: ir.Value,
+    ) -> Any:
+        heads, g = _split(x, shape), const(gain)
+        assert heads is not None and g is not None
+        h, d = heads
+        indicator = np.kron(np.eye(h), np.ones((d, 1))).astype(g.dtype)  # [C, H]
+        mean = op.MatMul(op.Mul(x, x), self.constant(op, indicator / d))
+        spread = op.MatMul(op.Sqrt(op.Add(mean, eps)), self.constant(op, indicator.T.copy()))
+        flat_gain = self.constant(op, np.broadcast_to(g, heads).reshape(h * d).copy())
+        return op.Transpose(op.Reshape(op.Mul(op.Div(x, spread), flat_gain), shape), perm=[0, 2, 1, 3])

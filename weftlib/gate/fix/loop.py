@@ -1,0 +1,102 @@
+"""The fix loop: gate the graph, apply the rewrites that answer its refused and unjudged findings, gate the
+result again, and repeat until no rewrite applies. Every application is recorded with the nodes it took
+out and the nodes it put in, so `fix.json` says what changed and why.
+"""
+
+from __future__ import annotations
+
+import tempfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import onnx
+import onnx_ir.passes.common as ir_passes
+from onnxscript import ir
+from onnxscript.rewriter import RewriteRule, RewriteRuleSet
+
+from ..allowlist import DeviceOps
+from ..device import GateResult, device_gate
+from .base import ExactRewrite
+
+MAX_ROUNDS = 8  # each round answers what the last one uncovered; a graph still changing after 8 is a bug
+
+
+@dataclass(frozen=True)
+class Applied:
+    """One rewrite applied in one round (possibly at several places): what it answers, took out, put in."""
+
+    rewrite: str
+    answers: tuple[str, ...]  # the gate keys of the findings it replaced
+    replaced: tuple[str, ...]
+    produced: tuple[str, ...]
+    round: int
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "rewrite": self.rewrite,
+            "answers": list(self.answers),
+            "replaced": list(self.replaced),
+            "produced": list(self.produced),
+            "round": self.round,
+        }
+
+
+def gate_proto(model: onnx.ModelProto, ops: DeviceOps, name: str) -> GateResult:
+    """The device gate on an in-memory model (the gate reads files: it is written to a scratch folder)."""
+    with tempfile.TemporaryDirectory(prefix="weftlib-fix-") as scratch:
+        path = Path(scratch) / f"{name}.onnx"
+        onnx.save(model, path)
+        result = device_gate(path, ops)
+    return result
+
+
+def to_ir(model: onnx.ModelProto) -> ir.Model:
+    """The model in onnxscript's IR, its shapes inferred and every node named (the gate names findings by
+    node, and a rewrite is aimed at those names)."""
+    inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
+    graph = ir.serde.deserialize_model(inferred)
+    ir_passes.NameFixPass()(graph)
+    return graph
+
+
+def to_proto(model: ir.Model) -> onnx.ModelProto:
+    return onnx.shape_inference.infer_shapes(ir.serde.serialize_model(model), data_prop=True)
+
+
+def _apply(model: ir.Model, rewrite: ExactRewrite, findings: dict[str, set[str]], round_: int) -> Applied | None:
+    """`rewrite` aimed at the findings it answers (node -> its findings' keys); None when it applied nowhere."""
+    targets = {node: keys & set(rewrite.answers) for node, keys in findings.items() if keys & set(rewrite.answers)}
+    if not targets:
+        return None
+    rewrite.aim(targets)
+    rule = RewriteRule(rewrite.pattern, rewrite.rewrite, rewrite.check, name=rewrite.name)
+    before = {n.name or "" for n in model.graph}
+    if RewriteRuleSet([rule]).apply_to_model(model) == 0:
+        return None
+    after = {n.name or "" for n in model.graph}
+    replaced = tuple(sorted(before - after))
+    answers = tuple(sorted(set().union(*(targets[n] for n in replaced if n in targets))))
+    return Applied(rewrite.name, answers, replaced, tuple(sorted(after - before)), round_)
+
+
+def rewrite_until_settled(
+    model: onnx.ModelProto, ops: DeviceOps, library: Sequence[ExactRewrite], name: str
+) -> tuple[onnx.ModelProto, list[GateResult], list[Applied]]:
+    """The rewritten model, the gate's result on each round's graph (the first on the original), and
+    every rewrite applied, in order."""
+    current = to_proto(to_ir(model))
+    gates = [gate_proto(current, ops, name)]
+    applied: list[Applied] = []
+    for round_ in range(1, MAX_ROUNDS + 1):
+        findings: dict[str, set[str]] = {}
+        for f in gates[-1].findings:
+            findings.setdefault(f.node, set()).add(f.key)
+        graph = to_ir(current)
+        done = [a for rw in library if (a := _apply(graph, rw, findings, round_)) is not None]
+        if not done:
+            return current, gates, applied
+        applied += done
+        current = to_proto(graph)
+        gates.append(gate_proto(current, ops, name))
+    raise RuntimeError(f"{name}: the rewrites still changed the graph after {MAX_ROUNDS} rounds")

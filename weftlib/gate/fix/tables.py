@@ -1,0 +1,129 @@
+"""`gate fix` over a run's graphs, for notebooks 05 and 06: each graph fixed into its own folder, one row per
+graph (refusals before and after, the rewrites, the proof), and the fixed faithful graphs beside the hand-made
+exact variants."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..allowlist import DeviceOps
+from ..segments import Partition
+from . import Fix, fix_model, write_fix
+
+
+def absent(models: Sequence[Path], stems: Sequence[str]) -> list[str]:
+    """The stems in `stems` no model of the run has (a run with other graphs: named, never skipped silently)."""
+    found = {m.stem for m in models}
+    return [s for s in stems if s not in found]
+
+
+def fix_all(
+    models: Sequence[Path], stems: Sequence[str], ops: DeviceOps, folder: str | os.PathLike, *, strict: bool = True
+) -> dict[str, Fix]:
+    """Each model whose stem is in `stems` fixed and written to `folder/<stem>/`. A stem not found raises when
+    `strict`, else is left out (the caller names it: `absent`)."""
+    missing = absent(models, stems)
+    if missing and strict:
+        raise ValueError(f"graphs to fix not exported in this run: {missing}")
+    found = {m.stem: m for m in models}
+    out = {}
+    for stem in (s for s in stems if s in found):
+        out[stem] = fix_model(found[stem], ops)
+        write_fix(out[stem], Path(folder) / stem)
+    return out
+
+
+def fixed_paths(fixes: Mapping[str, Fix], folder: str | os.PathLike) -> list[Path]:
+    """Where `fix_all` wrote each fixed graph."""
+    return [Path(folder) / stem / f"{stem}.fixed.onnx" for stem in fixes]
+
+
+def _rules(rows: list[dict[str, object]]) -> str:
+    counts: dict[str, int] = {}
+    for row in rows:
+        counts[str(row["rule"])] = counts.get(str(row["rule"]), 0) + 1
+    return ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in sorted(counts.items())) or "none"
+
+
+def fix_rows(fixes: Mapping[str, Fix]) -> list[dict[str, object]]:
+    """Per graph: verdict and refused nodes before and after, the rewrites, what stays unanswered, the proof."""
+    rows = []
+    for stem, fix in fixes.items():
+        before, after = fix.as_json("")["before"], fix.as_json("")["after"]
+        assert isinstance(before, dict) and isinstance(after, dict)
+        rows.append(
+            {
+                "graph": stem,
+                "before": f"{before['verdict']}: {len(before['refused'])} refused, {len(before['unjudged'])} unjudged",
+                "after": f"{after['verdict']}: {len(after['refused'])} refused, {len(after['unjudged'])} unjudged",
+                "rewrites": ", ".join(sorted({f"{a.rewrite} ({', '.join(a.answers)})" for a in fix.rewrites}))
+                or "none",
+                "unanswered": _rules(list(fix.unanswered)),
+                "proven": fix.proof.proven,
+                "worst relative diff": max(fix.proof.worst) if fix.proof.worst else float("nan"),
+            }
+        )
+    return rows
+
+
+def variant_rows(fixes: Mapping[str, Fix], variants: Mapping[str, str], gates: Mapping[str, object]) -> list[dict]:
+    """Each fixed faithful graph beside its hand-made exact variant (`variants`: faithful stem -> variant stem,
+    `gates`: variant stem -> its GateResult): both verdicts, and what the fix leaves unanswered."""
+    rows = []
+    for stem, variant in variants.items():
+        if stem not in fixes or variant not in gates:
+            continue  # not in this run: `absent` names it
+        fix, hand = fixes[stem], gates[variant]
+        rows.append(
+            {
+                "faithful graph": stem,
+                "fixed": fix.after.verdict,
+                "hand-made variant": variant,
+                "variant": getattr(hand, "verdict", "?"),
+                "as the variant": fix.after.verdict == getattr(hand, "verdict", None),
+                "refusals no rewrite answers": _rules(list(fix.unanswered)),
+            }
+        )
+    return rows
+
+
+def holds(rows: list[dict]) -> list[dict]:
+    """The comparison's claim: each fixed graph is predicted to parse as its variant is, or the table names
+    the refusals no rewrite answers. Returns the rows where neither holds (a refusal left unnamed)."""
+    return [r for r in rows if r["fixed"] == "fail" and r["refusals no rewrite answers"] == "none"]
+
+
+def unnamed_refusals(fixes: Mapping[str, Fix]) -> list[str]:
+    """The graphs whose fixed version has a refusal `unanswered` does not name (it must name every one)."""
+    return [
+        stem
+        for stem, fix in fixes.items()
+        if [(u["node"], u["rule"]) for u in fix.unanswered]
+        != [(f.node, f.key) for f in fix.after.findings if f.prediction == "refused"]
+    ]
+
+
+def coverage_rows(
+    before: Mapping[Path, Partition], after: Mapping[Path, Partition], fixes: Mapping[str, Fix]
+) -> list[dict[str, object]]:
+    """Per fixed graph: the device's share of the nodes and MACs cut as exported and cut after the fix."""
+    original = {p.stem: part for p, part in before.items()}
+    fixed = {p.name.removesuffix(".fixed.onnx"): part for p, part in after.items()}
+    rows = []
+    for stem in fixes:
+        old, new = original[stem].coverage, fixed[stem].coverage
+        rows.append(
+            {
+                "graph": stem,
+                "nodes on device before": f"{old.nodes[0]} of {old.nodes[1]}",
+                "nodes on device after": f"{new.nodes[0]} of {new.nodes[1]}",
+                "MACs on device before": f"{old.share('macs'):.1%}",
+                "MACs on device after": f"{new.share('macs'):.1%}",
+                "device segments before": len(original[stem].device_segments),
+                "device segments after": len(fixed[stem].device_segments),
+                "fixed cut proven": fixed[stem].proven,
+            }
+        )
+    return rows
