@@ -111,3 +111,11 @@ def test_default_pipeline_reports_the_map_once_and_the_layer_against_its_bound()
     assert benchmark.pipeline_claims({**at_scale, "over_bound": 0.9})[0].status is measure.ClaimStatus.FAILS
     busy = benchmark.pipeline_claims({**at_scale, "over_bound": 9.0, "contended": True})[0]
     assert busy.status is measure.ClaimStatus.CONTENDED and not busy.judged
+
+
+def test_spconv_on_the_same_voxels_equals_the_default_layer():
+    pytest.importorskip("spconv.pytorch")
+    got = benchmark.default_pipeline("sphere", 16, 8, threads=1, repeats=2, spconv_threads=1)
+    spc = got["spconv"]
+    assert spc["max_abs_diff_vs_ours"] <= 1e-4 and spc["threads"] == 1 and spc["version"]
+    assert got["over_spconv"] == got["layer"]["seconds"] / spc["seconds"]
