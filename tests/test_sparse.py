@@ -377,8 +377,9 @@ def test_rulebook_refuses_bad_input_and_mismatched_chunks():
         sparse.submanifold_conv3d(feats[:-1], sparse.rulebook(nbr), weight)
 
 
-def test_auto_picks_compact_given_a_rulebook_and_chunked_im2col_given_a_table():
-    assert sparse.choose_method(10**6, 27) == "im2col" and sparse.choose_method(10**6, 27, tracing=True) == "im2col"
+def test_auto_picks_compact_given_a_rulebook_or_a_table_and_im2col_under_an_exporter():
+    # issue 33: a bare table runs compact too, on the rulebook conv.rulebook_of keeps for it
+    assert sparse.choose_method(10**6, 27) == "compact" and sparse.choose_method(10**6, 27, tracing=True) == "im2col"
     assert sparse.choose_method(10**6, 27, has_rulebook=True) == "compact"
     assert sparse.choose_method(10**6, 27, tracing=True, has_rulebook=True) == "im2col"
     assert sparse.auto_chunk_rows("im2col", 27, 64, 4, sparse.SMALL_ROWS - 1) is None

@@ -8,15 +8,19 @@ gather to `[N, k^3 Cin]`, one MatMul), `"accumulate"` (per offset: gather, then 
 which exports as Gemm) or `"scatter"` (per offset: gather the valid pairs, MatMul, ScatterND-add: the rulebook
 pattern of spconv-style libraries). `"compact"` is a host path, not an export form: it multiplies only the
 (voxel, offset) pairs that exist, from a `Rulebook` (`pairs`): the kernel map in pair form, built once per
-voxel set by `rulebook` and reused by every layer, as spconv reuses its rulebook. `method="auto"` (the
-default) runs `method_choice`'s pick. The kernel map and its offset order are `neighbours`'; the exportable
+voxel set and reused by every layer, as spconv reuses its rulebook. `method="auto"` (the default) runs
+`method_choice`'s pick: given a bare table, the pair form `rulebook_of` keeps for that table, so the two
+obvious lines (`table = kernel_map(coords)`, then each layer on `table`) build it once, at the first layer. The kernel map and its offset order are `neighbours`'; the exportable
 modules are `exports`'; the fp64 ground truth is `reference`'.
 """
 
 from __future__ import annotations
 
+import dataclasses
+
 import torch
 import torch.nn.functional as F
+from torch.utils.weak import WeakIdKeyDictionary
 
 from weftlib.onnx_core.tracing import is_tracing
 
@@ -113,9 +117,10 @@ def submanifold_conv3d(
     """Submanifold convolution of `feats` [N, Cin] on the voxel set whose kernel map is `nbr`: the neighbour
     table [N, k^3] (`kernel_map`) or its pair form (`rulebook(table)`, which carries the table too).
 
-    `weight` is in Conv3d layout [Cout, Cin, k, k, k]. `"auto"` (the default) runs `choose_method`'s pick
-    with chunks sized by `auto_chunk_rows`: `"compact"` for a rulebook, chunked `"im2col"` for a table. The
-    named methods stay for the memory study and the exports. `"dense"` also needs `coords` and `res` and
+    `weight` is in Conv3d layout [Cout, Cin, k, k, k]. `"auto"` (the default) runs `choose_method`'s pick:
+    `"compact"` on the rulebook given, or on the one `rulebook_of` keeps for the table given (built at the
+    first layer on that table, reused by every later one); under an exporter the one-GEMM `"im2col"`. The
+    named methods stay for the memory study and the exports, and read the table alone. `"dense"` also needs `coords` and `res` and
     refuses (DenseBudgetError naming the bytes) when its grids exceed `budget_bytes`; `"im2col"` processes
     `chunk_rows` rows at a time when given (bounding its buffer to chunk_rows * k^3 * Cin); `"compact"` given
     a table builds its rulebook first, in chunks of `chunk_rows` voxels (auto-sized when None).
@@ -125,10 +130,9 @@ def submanifold_conv3d(
     if book is not None and method in (AUTO, "compact") and chunk_rows not in (None, book.chunk_rows):
         raise ValueError(f"chunk_rows={chunk_rows} differs from the rulebook's chunks of {book.chunk_rows} voxels")
     if method == AUTO:
-        tracing = is_tracing(feats)
-        method = choose_method(feats.shape[0], table.shape[1], tracing=tracing, has_rulebook=book is not None)
-        if chunk_rows is None and not tracing and method == "im2col":  # an export gets the one-MatMul form
-            chunk_rows = auto_chunk_rows(method, table.shape[1], feats.shape[1], feats.element_size(), feats.shape[0])
+        method = choose_method(feats.shape[0], table.shape[1], tracing=is_tracing(feats), has_rulebook=book is not None)
+        if method == "compact" and book is None:
+            book = rulebook_of(table, feats.shape[1], feats.element_size(), chunk_rows)
     if method == "dense":
         _check_dense_args(feats, weight, coords, res, budget_bytes)
         assert coords is not None and res is not None  # _check_dense_args refuses None
@@ -158,9 +162,31 @@ def rulebook(nbr: torch.Tensor, chunk_rows: int | None = None, channels: int = 6
     return pairs.build(nbr, chunk_rows or rulebook_rows(n, taps, channels, itemsize))
 
 
-def rulebook_rows(n: int, taps: int, channels: int, itemsize: int) -> int:
-    """Voxels per rulebook chunk when the caller gives none: `auto_chunk_rows`, or all of a small set."""
-    return auto_chunk_rows("compact", taps, channels, itemsize, n) or max(n, 1)
+_KEPT: WeakIdKeyDictionary = WeakIdKeyDictionary()  # table -> (its version, its rulebook less the table)
+
+
+def rulebook_of(nbr: torch.Tensor, channels: int = 64, itemsize: int = 4, chunk_rows: int | None = None) -> Rulebook:
+    """The rulebook of table `nbr`, built on the first call for that table (`rulebook`, chunks sized for a
+    layer of `channels` x `itemsize` bytes, or `chunk_rows`) and kept while the table lives, so every layer on
+    one voxel set reuses one: what `"auto"` runs on when given a bare table. It is rebuilt when the table was
+    modified in place since, or when `chunk_rows` names other chunks; it holds about 8 bytes a pair
+    (`Rulebook.nbytes`) beside the table, freed with it."""
+    kept = _KEPT.get(nbr)
+    if kept is None or kept[0] != nbr._version or chunk_rows not in (None, kept[1].chunk_rows):
+        book = rulebook(nbr, chunk_rows, channels, itemsize)
+        kept = (nbr._version, dataclasses.replace(book, table=nbr.new_empty((0, nbr.shape[1]))))
+        _KEPT[nbr] = kept  # kept without the table: a value that held its key would keep the key alive
+    return dataclasses.replace(kept[1], table=nbr)
+
+
+def rulebook_rows(n: int, taps: int, channels: int, itemsize: int, threads: int | None = None) -> int:
+    """Voxels per rulebook chunk when the caller gives none: `auto_chunk_rows` shared by the `threads` (torch's
+    count when None) that run a layer's chunks at once, each with its own buffers (`pairs.conv`), so their
+    buffers together stay one chunk's; all of a small set."""
+    rows = auto_chunk_rows("compact", taps, channels, itemsize, n)
+    if rows is None:
+        return max(n, 1)
+    return max(64, rows // (torch.get_num_threads() if threads is None else max(threads, 1)))
 
 
 # ----------------------------------------------------------------------------------------------- methods

@@ -27,16 +27,14 @@ def l2_cache_bytes() -> int:
 
 
 def choose_method(n: int, taps: int, tracing: bool = False, has_rulebook: bool = False) -> str:
-    """The fastest exact path measured here for what the caller holds.
-
-    With a rulebook (`rulebook`), 'compact': it multiplies only the taps that have a neighbour (about half
-    the FLOPs of a surface voxel set), so a layer given the rulebook is faster than chunked im2col (the
-    README and `scripts/bench_sparse.py` hold the times). With only the table, 'im2col', chunked by
-    `auto_chunk_rows` for real voxel sets (one unchunked GEMM for small ones and under an exporter, where it
-    is the static-shape form): building the rulebook inside one call would cost more than it saves. `n` and `taps`
-    stay in the signature for kernels where the choice would differ."""
-    del n, taps
-    return "compact" if has_rulebook and not tracing else "im2col"
+    """The fastest exact path measured here for a network's layers: 'compact', which multiplies only the taps
+    that have a neighbour (0.53 of them at the 1024 bunny), on the rulebook given or, for a bare table, on the
+    one `conv.rulebook_of` builds at the first layer and keeps for the table, so a network builds it once per
+    voxel set (its build costs about half a layer; the README and `benchmark.default_pipeline` hold the times).
+    Under an exporter, 'im2col' unchunked: the static-shape form. `n`, `taps` and `has_rulebook` stay in the
+    signature for the memory model (`memory.peak_model`) and for kernels where the choice would differ."""
+    del n, taps, has_rulebook
+    return "im2col" if tracing else "compact"
 
 
 def auto_chunk_rows(method: str, taps: int, channels: int, itemsize: int, n: int) -> int | None:

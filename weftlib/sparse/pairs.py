@@ -14,10 +14,14 @@ and MinkowskiEngine its kernel map; building it costs about half a layer (`bench
 
 from __future__ import annotations
 
+import itertools
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+
+from .chunk_threads import run_chunks, workers_for
 
 _INDEX = torch.int32  # voxel and pair positions; embedding_bag wants input and offsets in one dtype
 
@@ -55,27 +59,23 @@ class Rulebook:
 
 
 def build(nbr: torch.Tensor, chunk_rows: int) -> Rulebook:
-    """The rulebook of neighbour table `nbr` [N, k^3] (int64, -1 for no neighbour) in chunks of `chunk_rows`."""
+    """The rulebook of neighbour table `nbr` [N, k^3] (int64, -1 for no neighbour) in chunks of `chunk_rows`,
+    the chunks built on every thread torch may use (`chunk_threads`)."""
     n, taps = nbr.shape
     if n >= torch.iinfo(_INDEX).max:
         raise ValueError(f"a rulebook indexes voxels as int32; {n} voxels is too many")
-    sources, bags, bag_starts, tap_ends, starts = [], [], [], [], [0]
-    for start in range(0, n, chunk_rows):
-        part = nbr[start : start + chunk_rows]
-        valid = part >= 0
-        per_tap = valid.sum(0)
-        ends = per_tap.cumsum(0)
-        # position of pair (i, o) in the offset-major order: pairs before offset o, plus those of o above row i
-        position = valid.cumsum(0, dtype=_INDEX).add_((ends - per_tap - 1).to(_INDEX))
-        bag = position[valid]  # voxel-major: each voxel's products, in offset order
-        source = torch.empty(len(bag), dtype=_INDEX)
-        source[bag] = part[valid].to(_INDEX)
-        per_row = valid.sum(1, dtype=_INDEX)
-        sources.append(source)
-        bags.append(bag)
-        bag_starts.append(per_row.cumsum(0, dtype=_INDEX).sub_(per_row))
-        tap_ends.append(ends)
-        starts.append(starts[-1] + len(bag))
+    count = -(-n // chunk_rows)
+    built: list[tuple[torch.Tensor, ...]] = [()] * count
+
+    def make_work() -> Callable[[int], None]:
+        def work(c: int) -> None:
+            built[c] = _chunk_pairs(nbr[c * chunk_rows : (c + 1) * chunk_rows])
+
+        return work
+
+    run_chunks(count, make_work)
+    sources, bags, bag_starts, tap_ends = (list(parts) for parts in zip(*built)) if built else ([], [], [], [])
+    starts = [0, *itertools.accumulate(len(b) for b in bags)]
     empty = torch.empty(0, dtype=_INDEX)
     return Rulebook(
         table=nbr,
@@ -88,9 +88,29 @@ def build(nbr: torch.Tensor, chunk_rows: int) -> Rulebook:
     )
 
 
+def _chunk_pairs(part: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor]:
+    """One chunk's (sources, bags, bag_starts, tap_ends) from its rows of the table."""
+    valid = part >= 0
+    per_tap = valid.sum(0)
+    ends = per_tap.cumsum(0)
+    # position of pair (i, o) in the offset-major order: pairs before offset o, plus those of o above row i
+    position = valid.cumsum(0, dtype=_INDEX).add_((ends - per_tap - 1).to(_INDEX))
+    bag = position[valid]  # voxel-major: each voxel's products, in offset order
+    source = torch.empty(len(bag), dtype=_INDEX)
+    source[bag] = part[valid].to(_INDEX)
+    per_row = valid.sum(1, dtype=_INDEX)
+    return source, bag, per_row.cumsum(0, dtype=_INDEX).sub_(per_row), ends
+
+
 def most_chunk_pairs(nbr: torch.Tensor, chunk_rows: int) -> int:
     """Pairs in the fullest chunk of `chunk_rows` voxels: what sizes `conv`'s two buffers (the memory model's)."""
     return max((int((nbr[s : s + chunk_rows] >= 0).sum()) for s in range(0, len(nbr), chunk_rows)), default=0)
+
+
+def buffer_pairs(nbr: torch.Tensor, chunk_rows: int, threads: int | None = None) -> int:
+    """Pairs `conv`'s gather and product buffers hold together: the fullest chunk's, once per thread it runs
+    on (`chunk_threads.workers_for`): what sizes its buffers in the memory model."""
+    return workers_for(-(-len(nbr) // chunk_rows), threads) * most_chunk_pairs(nbr, chunk_rows)
 
 
 def conv(feats: torch.Tensor, book: Rulebook, weight: torch.Tensor) -> torch.Tensor:
@@ -98,27 +118,36 @@ def conv(feats: torch.Tensor, book: Rulebook, weight: torch.Tensor) -> torch.Ten
 
     Per chunk: one gather of the pairs' input rows into a reused buffer, one GEMM per offset on its
     contiguous rows into a second buffer, one embedding_bag summing each voxel's products into its output
-    rows. Extra memory beyond the output: the two buffers of the largest chunk (`memory.peak_model`).
+    rows. Chunks run on every thread torch may use (`chunk_threads`), each thread with its own two buffers
+    sized for the fullest chunk: the extra memory beyond the output (`buffer_pairs`, `memory.peak_model`).
     """
     n = feats.shape[0]
     out = feats.new_empty((n, weight.shape[2]))
-    most = book.max_chunk_pairs
-    gathered = feats.new_empty((most, feats.shape[1]))
-    products = feats.new_empty((most, weight.shape[2]))
     ends = book.tap_ends.tolist()
-    for c, start in enumerate(range(0, n, book.chunk_rows)):
-        p0, p1 = book.chunk_starts[c], book.chunk_starts[c + 1]
-        stop = min(n, start + book.chunk_rows)
-        if p1 == p0:  # no voxel of this chunk has any neighbour, not even itself
-            out[start:stop].zero_()
-            continue
-        torch.index_select(feats, 0, book.sources[p0:p1], out=gathered[: p1 - p0])
-        lo = 0
-        for o, hi in enumerate(ends[c]):
-            if hi > lo:
-                torch.mm(gathered[lo:hi], weight[o], out=products[lo:hi])
-            lo = hi
-        out[start:stop] = F.embedding_bag(
-            book.bags[p0:p1], products[: p1 - p0], book.bag_starts[start:stop], mode="sum"
-        )
+    taps = weight.unbind(0)
+
+    def make_work() -> Callable[[int], None]:
+        most = book.max_chunk_pairs
+        gathered = feats.new_empty((most, feats.shape[1]))
+        products = feats.new_empty((most, weight.shape[2]))
+
+        def work(c: int) -> None:
+            start, (p0, p1) = c * book.chunk_rows, book.chunk_starts[c : c + 2]
+            stop = min(n, start + book.chunk_rows)
+            if p1 == p0:  # no voxel of this chunk has any neighbour, not even itself
+                out[start:stop].zero_()
+                return
+            torch.index_select(feats, 0, book.sources[p0:p1], out=gathered[: p1 - p0])
+            lo = 0
+            for o, hi in enumerate(ends[c]):
+                if hi > lo:
+                    torch.mm(gathered[lo:hi], taps[o], out=products[lo:hi])
+                lo = hi
+            out[start:stop] = F.embedding_bag(
+                book.bags[p0:p1], products[: p1 - p0], book.bag_starts[start:stop], mode="sum"
+            )
+
+        return work
+
+    run_chunks(len(ends), make_work)
     return out

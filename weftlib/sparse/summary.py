@@ -183,3 +183,27 @@ def named_verdicts(
 def faithful_names(named: dict[str, Any]) -> list[str]:
     """The faithful exports' names among `named_verdicts`, in order (the prediction sentence leads with them)."""
     return [n for n in named if n.startswith(FAITHFUL_PREFIX)]
+
+
+def pipeline_text(pipeline: dict[str, Any], verdict: str) -> str:
+    """03's headline in words: the default two-line pipeline's map, built once per voxel set, and one layer
+    against its lower bound and against spconv (`benchmark.default_pipeline`), with its claim's `verdict`."""
+    p, m, lay, spc = pipeline, pipeline["map"], pipeline["layer"], pipeline["spconv"]
+    spread = "n/a" if lay["spread"] is None else f"{lay['spread']:.2f}"
+    versus = (
+        f"{p['over_spconv']:.2f} of spconv {spc['version']} SubMConv3d on {spc['threads']} thread(s) "
+        f"({spc['seconds']:.2f} s, its pairs built once and reused; max |spconv - ours| "
+        f"{spc['max_abs_diff_vs_ours']:.2g})"
+        if spc
+        else "spconv not installed"
+    )
+    return (
+        f"default pipeline (`table = kernel_map(coords, 3)`, then `submanifold_conv3d(feats, table, weight)`): "
+        f"{p['shape']} {p['res']}, {p['N']:,} voxels, C = {p['C']}, fp32, {p['threads']} threads.\n"
+        f"map, once per voxel set: table {m['table_seconds']:.2f} s + pair form {m['pairs_seconds']:.2f} s "
+        f"({m['pairs']:,} pairs, built by the first layer and kept for the table).\n"
+        f"one layer: {lay['seconds']:.2f} s (median, spread {spread}; fastest {lay['best_seconds']:.2f} s, "
+        f"{p['over_bound']:.2f}x its lower bound "
+        f"({p['bound_seconds']:.2f} s: {p['bound_by']}, sgemm {lay['sgemm_gflops']:.0f} GFLOP/s, copy "
+        f"{lay['copy_gbps']:.1f} GB/s)); {versus}.\n{verdict}"
+    )

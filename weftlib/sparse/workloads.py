@@ -164,12 +164,15 @@ def given_rulebook(method: str) -> bool:
     return method in (conv.AUTO, "compact")
 
 
-def most_chunk_pairs(shape: str, res: int, channels: int, dtype: str, chunk_rows: int | None) -> int:
-    """The fullest rulebook chunk of (shape, res), chunked as `conv.rulebook` chunks it for this layer."""
+def most_chunk_pairs(
+    shape: str, res: int, channels: int, dtype: str, chunk_rows: int | None, threads: int | None = None
+) -> int:
+    """The pairs a compact layer's buffers hold on (shape, res), chunked as `conv.rulebook` chunks it for this
+    layer, on `threads` threads (torch's count when None): the fullest chunk's, once per thread
+    (`pairs.buffer_pairs`), what the memory model's `chunk_pairs` counts."""
     nbr = kernel_map_of(shape, res)
-    return pairs.most_chunk_pairs(
-        nbr, chunk_rows or conv.rulebook_rows(len(nbr), nbr.shape[1], channels, itemsize(dtype))
-    )
+    rows = chunk_rows or conv.rulebook_rows(len(nbr), nbr.shape[1], channels, itemsize(dtype))
+    return pairs.buffer_pairs(nbr, rows, threads)
 
 
 def kernel_map_workload(
