@@ -111,7 +111,7 @@ def measured_row(
     counted here from the voxel set's table when not given. The child reads its voxel set and table from
     `inputs_dir` (`save_inputs`) when given; a `block` (`measure.Bracket`) is told when its forward ran."""
     if workloads.given_rulebook(method) and chunk_pairs is None:
-        chunk_pairs = workloads.most_chunk_pairs(shape, res, channels, dtype, chunk_rows)
+        chunk_pairs = workloads.most_chunk_pairs(shape, res, channels, dtype, chunk_rows, threads)
     got = measure.peak_rss_subprocess(
         workloads.TARGET,
         {

@@ -171,7 +171,7 @@ def most_chunk_pairs(
     layer, on `threads` threads (torch's count when None): the fullest chunk's, once per thread
     (`pairs.buffer_pairs`), what the memory model's `chunk_pairs` counts."""
     nbr = kernel_map_of(shape, res)
-    rows = chunk_rows or conv.rulebook_rows(len(nbr), nbr.shape[1], channels, itemsize(dtype))
+    rows = chunk_rows or conv.rulebook_rows(len(nbr), nbr.shape[1], channels, itemsize(dtype), threads)
     return pairs.buffer_pairs(nbr, rows, threads)
 
 
