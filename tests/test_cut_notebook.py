@@ -41,13 +41,13 @@ def test_06_reads_the_dfc_results_from_the_folder_it_is_given(tmp_path):
         parsed = DfcResult(verdict="parsed", model=f"attn.cut{index:02d}.onnx", arch="hailo10h", dfc_version="5.3.0")
         (kept / f"attn.cut{index:02d}.dfc.json").write_text(parsed.to_json())
     ensure_kernel()
-    parameters = {
-        "graph_notebooks": ["02_export_attention"],
-        "answer_graphs": {"DiT block (04)": ["attn"]},
-        "dfc_results_dir": str(kept),
-    }
+    graphs = {"graph_notebooks": ["02_export_attention"], "fix_graphs": []}
+    gate_plan = params.NotebookPlan("05_gate_pairing", NB.with_name("05_gate_pairing.ipynb"), graphs)
+    parameters = {**graphs, "answer_graphs": {"DiT block (04)": ["attn"]}, "dfc_results_dir": str(kept)}
     plan = params.NotebookPlan("06_device_cut", NB, parameters)
     with mock.patch.dict(os.environ, {HEADLESS_ENV: "1"}):
+        gated = runner.execute_one(gate_plan, run, 600, False)  # 06's verdict table reads 05's record
+        assert gated.status == "passed", gated.describe_error()
         result = runner.execute_one(plan, run, 600, False)
     assert result.status == "passed", result.describe_error()
     metrics = load_metrics(run, "06_device_cut")["metrics"]
