@@ -4,6 +4,7 @@ command line (exit codes, nothing written for a malformed model)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -341,6 +342,9 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
         and "ExpandChannelsByConv" in rows["ce"]["rewrites"]
     )
     assert tables.fixed_verdicts(fixes)["ce"] == "pass" == rows["ce"]["after"].split(":")[0]
+    assert tables.offered(fixes) == fixes and tables.unproven(fixes) == {}  # both proven
+    refuted = {"ce": dataclasses.replace(fixes["ce"], proof=dataclasses.replace(fixes["ce"].proof, worst=(3.7e-5,)))}
+    assert tables.offered(refuted) == {} and tables.unproven(refuted) == {"ce": {"worst": 3.7e-5, "tolerance": 1e-5}}
     gates = {"ce": fixes["ce"].after}
     compared = tables.variant_rows(fixes, {"ce": "ce", "batch_fold": "not_in_run"}, gates)
     assert [r["faithful graph"] for r in compared] == ["ce"]

@@ -35,6 +35,22 @@ def fix_all(
     return out
 
 
+def offered(fixes: Mapping[str, Fix]) -> dict[str, Fix]:
+    """The fixes whose graph the proof found equal to the original: only those are offered beside the faithful
+    graph (gated, compared, cut); the others are named with `unproven`, as `gate fix` exits 1 on them."""
+    return {stem: fix for stem, fix in fixes.items() if fix.proof.proven}
+
+
+def unproven(fixes: Mapping[str, Fix]) -> dict[str, dict[str, float]]:
+    """Stem -> the worst relative difference the proof found and its tolerance, for each fix it did not find
+    equal (no input set ran: the worst is infinite)."""
+    return {
+        stem: {"worst": max(fix.proof.worst, default=float("inf")), "tolerance": fix.proof.tolerance}
+        for stem, fix in fixes.items()
+        if not fix.proof.proven
+    }
+
+
 def fixed_paths(fixes: Mapping[str, Fix], folder: str | os.PathLike) -> list[Path]:
     """Where `fix_all` wrote each fixed graph."""
     return [Path(folder) / stem / f"{stem}.fixed.onnx" for stem in fixes]
