@@ -18,7 +18,7 @@ from pathlib import Path
 import onnx
 from onnx import AttributeProto, helper
 
-from ..onnx_core.walk import STANDARD_DOMAINS
+from ..onnx_core.walk import STANDARD_DOMAINS, walk_nodes
 
 RUNTIME_DOMAINS = (*STANDARD_DOMAINS, "ai.onnx.ml", "com.microsoft")  # the domains onnxruntime has kernels for
 GiB = 1 << 30
@@ -153,7 +153,7 @@ def _free(graph: onnx.GraphProto) -> set[str]:
 
 def _foreign_op(model: onnx.ModelProto) -> str | None:
     local = {(f.domain, f.name) for f in model.functions}
-    for node in _walk(model.graph):
+    for node in walk_nodes(model.graph):
         if (node.domain, node.op_type) in local:
             continue
         if node.domain not in RUNTIME_DOMAINS:
@@ -165,14 +165,6 @@ def _foreign_op(model: onnx.ModelProto) -> str | None:
         if domain in ("", "ai.onnx.ml") and not onnx.defs.has(node.op_type, domain):
             return f"node {node.name!r} is op {node.op_type}, which ONNX does not define"
     return None
-
-
-def _walk(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
-    for node in graph.node:
-        yield node
-        for attr in node.attribute:
-            for sub in _subgraphs(attr):
-                yield from _walk(sub)
 
 
 def _outer_read(graph: onnx.GraphProto) -> str | None:
