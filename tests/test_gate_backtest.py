@@ -75,6 +75,15 @@ def test_every_rebuilt_case_has_a_builder_and_every_builder_a_case(ops):
         "l10h-smollm2-tbt-reshape-factor",
         "l10h-defuse-too-coarse",
         "l10h-defuse-8",
+        "benchy-yolo11n-det-530",
+        "benchy-yolo11n-seg-pose-530",
+        "benchy-obb-530",
+        "benchy-yolo26n-seg-pose-530",
+        "benchy-yolo26n-det-hint-cut",
+        "sigb-ic-530",
+        "sigb-kws-530",
+        "sigb-ad-530",
+        "mokt-yolo11n-640",
     }
 
 
