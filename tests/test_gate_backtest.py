@@ -84,6 +84,17 @@ def test_every_rebuilt_case_has_a_builder_and_every_builder_a_case(ops):
         "sigb-kws-530",
         "sigb-ad-530",
         "mokt-yolo11n-640",
+        "amrl-yolo26n-det-520",
+        "keff-regnetx-full-530",
+        "keff-mobilenetv3-full-530",
+        "keff-yolo11l-full-530",
+        "keff-yolo26-full-530",
+        "keff-yolov7-full-530",
+        "keff-classifier-prefixes-530",
+        "keff-yolov7-prefixes-530",
+        "keff-yolo-prefixes-built-530",
+        "keff-yolo-prefixes-build-failed-530",
+        "keff-yolo26-uint8-scores-530",
     }
 
 

@@ -696,6 +696,27 @@ def resnet18_stem() -> onnx.ModelProto:
     return g.model()
 
 
+def _bottleneck(g: Builder, x: str, cin: int, mid: int, stride: int, name: str) -> str:
+    """torchvision's ResNet50 bottleneck: 1x1 reduce, 3x3 (carrying the stride), 1x1 expand to 4 x mid, the
+    residual Add and ReLU; a 1x1 projection shortcut where the shape changes."""
+    y = _relu(g, _conv(g, x, cin, mid, 1, f"{name}/conv1"), f"{name}/act1")
+    y = _conv(g, _relu(g, _conv(g, y, mid, mid, 3, f"{name}/conv2", stride), f"{name}/act2"), mid, 4 * mid, 1,
+              f"{name}/conv3")  # fmt: skip
+    skip = x if stride == 1 and cin == 4 * mid else _conv(g, x, cin, 4 * mid, 1, f"{name}/downsample", stride)
+    return _relu(g, g.node("Add", [y, skip], f"{name}/Add"), f"{name}/act3")
+
+
+def resnet50_trunk() -> onnx.ModelProto:
+    """KEFF's ResNet50 at 32x32: the stem, then one bottleneck block that keeps the shape and one that
+    downsamples through its projection (layer1's and layer2's first forms)."""
+    g = Builder("resnet50_trunk")
+    x = _relu(g, _conv(g, g.input("image", [1, 3, 32, 32]), 3, 16, 7, "/conv1", 2), "/act")
+    x = g.node("MaxPool", [x], "/maxpool/MaxPool", kernel_shape=[3, 3], strides=[2, 2], pads=[1, 1, 1, 1])
+    x = _bottleneck(g, _bottleneck(g, x, 16, 4, 1, "/layer1.0"), 16, 8, 2, "/layer2.0")
+    g.output(x)
+    return g.model()
+
+
 def cnn_family(kind: str) -> Callable[[], onnx.ModelProto]:
     """The Edge NPU Lab's three families: plain Convs, depthwise-separable, residual."""
 
@@ -844,6 +865,7 @@ BUILDERS: dict[str, Callable[[], onnx.ModelProto]] = {
     "edge-residual-family": cnn_family("residual"),
     "benchy-yolov8-det-530": yolov8_opset11,
     "ne503-yolov8-det-530": yolov8_opset11,
+    "keff-resnet50-full-530": resnet50_trunk,
 }
 
 

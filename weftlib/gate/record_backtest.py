@@ -197,7 +197,13 @@ NEAREST_PARSES: dict[str, tuple[str, ...] | str] = {
     "rotate_half_partial": ("llm-qwen2-block", "clef-rope-swap-sign"),
     "reduce_minus2_dropped": ("clef-reducesum-channels", "qvl-layernorm-decomposed"),
     "onehot_broken": ("onehot-chain",),
-    "conv_rank_3": ("ugv-conv-relu", "lemu-conv-relu-conv", "edge-dwpw-family", "benchy-yolov8-det-530"),
+    "conv_rank_3": (
+        "ugv-conv-relu",
+        "lemu-conv-relu-conv",
+        "edge-dwpw-family",
+        "benchy-yolov8-det-530",
+        "keff-resnet50-full-530",
+    ),
     "channels_last_transpose": (
         "rfd-backbone-one-window",
         "onehot-chain",
@@ -205,6 +211,7 @@ NEAREST_PARSES: dict[str, tuple[str, ...] | str] = {
         "edge-residual-family",
         "qvl-block-tokens",
         "benchy-yolov8-det-530",
+        "keff-resnet50-full-530",
     ),
     "image_nhwc_to_tokens": ("rfd-backbone-one-window", "rbn-vit-base-zoo"),
     "op:Expand": "no public run parsed a live Expand on DFC 5.x (folded away, it never reaches the parser)",
