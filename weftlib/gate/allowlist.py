@@ -20,6 +20,7 @@ the case, so each fact is written once.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
@@ -32,6 +33,12 @@ if TYPE_CHECKING:
 
 DEFAULT_PATH = REPO_ROOT / "params" / "device_ops.yaml"
 OBSERVED = ("parsed", "rejected", "miscompiled")  # the kinds of `seen` that are observations of the DFC
+
+
+def source_key(text: str) -> str:
+    """The short name a case or an evidence item is cited by: the first word of its `source` ("ADR; RFS
+    (...)" -> "ADR"), which `sources` in params/device_ops.yaml spells out."""
+    return re.split(r"[\s;,(]", text.strip(), maxsplit=1)[0]
 
 
 class DeviceOpsError(ValueError):
@@ -111,12 +118,26 @@ class DeviceOps:
     target_arch: str = "unknown"
     source: str = "<memory>"
     sources: dict[str, str] = field(default_factory=dict)  # short name -> the source in full
+    origins: dict[str, str] = field(default_factory=dict)  # short name -> its origin (author or organisation)
     compile_figures: tuple[dict[str, Any], ...] = ()  # a layer's size against what the compiler did with it
+
+    def origin(self, text: str) -> str:
+        """The origin of the source `text` cites: its entry's in `sources`, else the owner of a repository it
+        names ("weftspun/rf-detr-cpp docs/..." -> "weftspun"), else ""."""
+        key = source_key(text)
+        return self.origins.get(key) or (key.split("/", maxsplit=1)[0] if "/" in key else "")
+
+    @property
+    def case_origins(self) -> dict[str, tuple[str, ...]]:
+        """Each origin the public record's cases come from, with their source keys (the record's independent
+        sources: one author's several keys count once)."""
+        keys: dict[str, set[str]] = {}
+        for case in self.cases.values():
+            keys.setdefault(self.origin(case.source), set()).add(source_key(case.source))
+        return {origin: tuple(sorted(k)) for origin, k in sorted(keys.items())}
 
     def cited(self, *texts: str) -> dict[str, str]:
         """The short source names these texts cite, spelled out (for a reader of a finding or a table)."""
-        import re
-
         words = set(re.findall(r"[A-Z][A-Z0-9]+", " ".join(texts)))
         return {key: full for key, full in self.sources.items() if key in words}
 
@@ -187,7 +208,8 @@ def parse_device_ops(data: Any, source: str = "<memory>") -> DeviceOps:
         entries=build.entries(),
         rules=build.rules(),
         cases=build.cases,
-        sources=dict(checked.sources),
+        sources={key: body.cite for key, body in checked.sources.items()},
+        origins={key: body.origin for key, body in checked.sources.items()},
         compile_figures=tuple(figure.model_dump() for figure in checked.compile_record),
         target_dfc=checked.target.dfc,
         target_arch=checked.target.arch,
@@ -204,6 +226,12 @@ class _Builder:
     def __init__(self, source: str, checked: AllowlistFile) -> None:
         self.source, self.file = source, checked
         self.cases = {name: Case(name=name, **body.model_dump()) for name, body in checked.public_record.items()}
+        for name, case in self.cases.items():
+            if checked.sources and source_key(case.source) not in checked.sources:
+                raise self.error(
+                    f"public_record.{name}.source",
+                    f"{source_key(case.source)!r} is not in `sources` (each case names its source and so its origin)",
+                )
 
     def error(self, place: str, problem: str) -> DeviceOpsError:
         return DeviceOpsError(f"{self.source}: {place}: {problem}")

@@ -148,6 +148,16 @@ class CaseBody(_Record):
         return value
 
 
+class SourceBody(_Record):
+    """An entry of `sources`: the source in full, and its origin (the author or organisation behind it).
+
+    Sources of one origin are not independent of each other (one author's logbook and probes), so the
+    held-out backtest holds out an origin, not a key, and the record counts its origins."""
+
+    origin: Text
+    cite: Text
+
+
 class Target(_Record):
     dfc: Text
     arch: Text
@@ -185,7 +195,7 @@ class AllowlistFile(_Record):
 
     target: Target
     compiler: Compiler
-    sources: dict[Text, Text] = {}
+    sources: dict[Text, SourceBody] = {}
     compile_record: tuple[CompileFigure, ...] = ()
     public_record: dict[Name, CaseBody] = {}
     device_ops: dict[OpName, OpBody]

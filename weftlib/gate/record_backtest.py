@@ -6,20 +6,24 @@ each row saying whether it agrees with what the DFC did:
 - on another DFC 5.x, a refusal must never be predicted to parse (unjudged is allowed: the target may
   differ); a parse there is shown.
 
-That is fit: the rules were written with those cases in view. `leave_one_source_out` is the held-out
-figure (each source judged by a gate without its evidence), and `refusals_on_nearest` checks that no
-refusal fires on the public parses nearest to it (`NEAREST_PARSES`).
+That is fit: the rules were written with those cases in view. `leave_one_origin_out` is the held-out
+figure: each origin (an author or organisation, `sources` in params/device_ops.yaml) judged by a gate without
+the evidence of any of its sources, since one author's several sources are not independent
+(`leave_one_source_out` holds out one short name at a time, which leaks). `refusals_on_nearest` checks that no
+refusal fires on the public parses nearest to it (`NEAREST_PARSES`), and `limits_on_public_parses` that no
+graph-level limit of the compiler fires on a rebuilt public parse.
 """
 
 from __future__ import annotations
 
-import re
+from collections.abc import Callable
 from dataclasses import replace
 
 import onnx
 
 from ..onnx_core.walk import index_model
-from .allowlist import Case, DeviceOps, Evidence
+from .allowlist import Case, DeviceOps, Evidence, source_key
+from .device import graph_limits
 from .predict import FAIL, PASS, predict
 from .public_record import BUILDERS
 from .standing import REFUSED, op_key, op_standing, reach, rule_standing
@@ -87,36 +91,51 @@ def held(rows: list[dict[str, object]]) -> list[dict[str, object]]:
 # ------------------------------------------------------------------------- held out: leave one source out
 
 
-def source_key(text: str) -> str:
-    """The short name a case or an evidence item is cited by: the first word of its `source` ("ADR; RFS
-    (...)" -> "ADR"), which `sources` in params/device_ops.yaml spells out."""
-    return re.split(r"[\s;,(]", text.strip(), maxsplit=1)[0]
-
-
-def without_source(ops: DeviceOps, key: str) -> DeviceOps:
-    """The listing with every piece of evidence from source `key` taken out: the items citing one of its cases
-    and the items whose own source is it. (The cases stay: they are what the gate is then judged on.)"""
-    cases = {name for name, case in ops.cases.items() if source_key(case.source) == key}
+def _without(ops: DeviceOps, gone: Callable[[str], bool]) -> DeviceOps:
+    """The listing with every piece of evidence whose source `gone` names taken out: the items citing one of
+    its cases and the items whose own source it is. (The cases stay: they are what the gate is judged on.)"""
+    cases = {name for name, case in ops.cases.items() if gone(case.source)}
 
     def kept(items: tuple[Evidence, ...]) -> tuple[Evidence, ...]:
-        return tuple(e for e in items if e.case not in cases and source_key(e.source) != key)
+        return tuple(e for e in items if e.case not in cases and not (e.source and gone(e.source)))
 
     entries = {op: replace(entry, evidence=kept(entry.evidence)) for op, entry in ops.entries.items()}
     rules = {name: replace(rule, evidence=kept(rule.evidence)) for name, rule in ops.rules.items()}
     return replace(ops, entries=entries, rules=rules)
 
 
-def leave_one_source_out(ops: DeviceOps) -> list[dict[str, object]]:
-    """The held-out backtest: for each source, the gate with that source's evidence removed, judged on that
-    source's rebuilt cases (a row per case, as `backtest` writes it, with the source held out)."""
+def without_source(ops: DeviceOps, key: str) -> DeviceOps:
+    """The listing without the evidence of source `key` (one short name)."""
+    return _without(ops, lambda text: source_key(text) == key)
+
+
+def without_origin(ops: DeviceOps, origin: str) -> DeviceOps:
+    """The listing without the evidence of every source of `origin` (an author or organisation)."""
+    return _without(ops, lambda text: ops.origin(text) == origin)
+
+
+def _held_out(ops: DeviceOps, group: Callable[[str], str], without: Callable[[DeviceOps, str], DeviceOps]) -> list:
     rebuilt = {name: case for name, case in ops.cases.items() if case.rebuilt}
     rows = []
-    for key in sorted({source_key(case.source) for case in rebuilt.values()}):
-        held_out = without_source(ops, key)
+    for held in sorted({group(case.source) for case in rebuilt.values()}):
+        listing = without(ops, held)
         for name, case in rebuilt.items():
-            if source_key(case.source) == key:
-                rows.append({**judge(case, BUILDERS[name](), held_out), "held out": key})
+            if group(case.source) == held:
+                rows.append({**judge(case, BUILDERS[name](), listing), "held out": held})
     return rows
+
+
+def leave_one_source_out(ops: DeviceOps) -> list[dict[str, object]]:
+    """For each source (short name), the gate with that source's evidence removed, judged on that source's
+    rebuilt cases (a row per case, as `backtest` writes it, with the source held out). One author's other
+    sources stay in: this leaks, `leave_one_origin_out` does not."""
+    return _held_out(ops, source_key, without_source)
+
+
+def leave_one_origin_out(ops: DeviceOps) -> list[dict[str, object]]:
+    """The held-out backtest: for each origin, the gate with the evidence of all its sources removed, judged
+    on that origin's rebuilt cases ("held out" names the origin)."""
+    return _held_out(ops, ops.origin, without_origin)
 
 
 def agreement(rows: list[dict[str, object]]) -> dict[str, object]:
@@ -133,7 +152,22 @@ def agreement(rows: list[dict[str, object]]) -> dict[str, object]:
         "unjudged": len(rows) - judged,
         "agreement_judged": round(agrees / judged, 4) if judged else None,
         "agreement_all": round(agrees / len(rows), 4) if rows else None,
+        "coverage": round(judged / len(rows), 4) if rows else None,  # the share the gate judged at all
         "disagreed_cases": sorted(str(r["case"]) for r in rows if r["agreement"] == DISAGREES),
+    }
+
+
+def record_origins(ops: DeviceOps) -> dict[str, object]:
+    """How independent the public record is: its cases, its sources (short names) and its origins (authors
+    or organisations; one author's several sources count once), over all cases and over the rebuilt ones."""
+    rebuilt = [case for case in ops.cases.values() if case.rebuilt]
+    return {
+        "cases": len(ops.cases),
+        "rebuilt": len(rebuilt),
+        "sources": len({source_key(case.source) for case in ops.cases.values()}),
+        "origins": len(ops.case_origins),
+        "origins_rebuilt": len({ops.origin(case.source) for case in rebuilt}),
+        "by_origin": {origin: ", ".join(keys) for origin, keys in ops.case_origins.items()},
     }
 
 
@@ -147,7 +181,7 @@ NEAREST_PARSES: dict[str, tuple[str, ...] | str] = {
     "input_static_shape": ("llm-qwen2-block", "qvl-block-tokens"),
     "input_rank_1": ("clef-swiglu", "qvl-block-unbatched", "llm-toy-single-head"),
     "head_split_interrupted": ("llm-qwen2-block", "qvl-block-tokens", "clef-head-axis-shortcut"),
-    "image_channel_split": ("rfd-backbone-one-window", "ugv-conv-relu"),
+    "image_channel_split": ("rfd-backbone-one-window", "ugv-conv-relu", "benchy-yolov8-det-530"),
     "reshape_5d_to_4d": ("rfd-backbone-one-window", "qvl-block-tokens"),
     "batch_axis": ("rfd-isolated-cls-concat", "rfd-backbone-one-window", "qvl-block-unbatched"),
     "lone_transpose_0213": ("qvl-block-tokens", "llm-qwen2-block"),
@@ -159,17 +193,25 @@ NEAREST_PARSES: dict[str, tuple[str, ...] | str] = {
         "l10h-minilm-encoder",
     ),
     "layernorm_fed_by_concat": ("rfd-backbone-one-window", "rfd-isolated-layernorm"),
-    "concat_no_format": ("rfd-isolated-cls-concat", "clef-rope-swap-sign"),
+    "concat_no_format": ("rfd-isolated-cls-concat", "clef-rope-swap-sign", "benchy-yolov8-det-530"),
     "rotate_half_partial": ("llm-qwen2-block", "clef-rope-swap-sign"),
     "reduce_minus2_dropped": ("clef-reducesum-channels", "qvl-layernorm-decomposed"),
     "onehot_broken": ("onehot-chain",),
-    "conv_rank_3": ("ugv-conv-relu", "lemu-conv-relu-conv", "edge-dwpw-family"),
+    "conv_rank_3": (
+        "ugv-conv-relu",
+        "lemu-conv-relu-conv",
+        "edge-dwpw-family",
+        "benchy-yolov8-det-530",
+        "keff-resnet50-full-530",
+    ),
     "channels_last_transpose": (
         "rfd-backbone-one-window",
         "onehot-chain",
         "ugv-conv-relu",
         "edge-residual-family",
         "qvl-block-tokens",
+        "benchy-yolov8-det-530",
+        "keff-resnet50-full-530",
     ),
     "image_nhwc_to_tokens": ("rfd-backbone-one-window", "rbn-vit-base-zoo"),
     "op:Expand": "no public run parsed a live Expand on DFC 5.x (folded away, it never reaches the parser)",
@@ -189,6 +231,18 @@ NEAREST_PARSES: dict[str, tuple[str, ...] | str] = {
     "op:ScatterND": "no public run parsed ScatterND on DFC 5.x",
     "op:GridSample": "no public run parsed GridSample on DFC 5.x",
 }
+
+
+def limits_on_public_parses(ops: DeviceOps) -> list[str]:
+    """Each graph-level limit of the compiler (`weftlib.gate.device.graph_limits`: IR, opsets, domains) that
+    fires on a rebuilt public parse of DFC 5.x. Empty: none."""
+    major = ops.target_dfc.split(".", maxsplit=1)[0]
+    return [
+        f"{name}: {problem}"
+        for name, case in ops.cases.items()
+        if case.rebuilt and not case.refused and case.dfc.split(".", maxsplit=1)[0] in (major, "unknown")
+        for problem in graph_limits(index_model(BUILDERS[name]()), ops)
+    ]
 
 
 def refusing_subjects(ops: DeviceOps) -> list[str]:
