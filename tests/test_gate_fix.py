@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -366,3 +367,30 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
     assert [r["faithful graph"] for r in compared] == ["ce"]
     assert compared[0]["as the variant"] and not tables.holds(compared)
     assert tables.holds([{**compared[0], "fixed": "fail"}])
+
+
+def test_the_faithful_graphs_of_a_run_are_told_from_the_variants_by_the_names_their_notebooks_give():
+    from weftlib.attention import naf_variants, neighborhood
+    from weftlib.dit import variants as dit_variants
+    from weftlib.gate.fix import tables
+    from weftlib.sparse import conv
+
+    assert set(tables.FORMULATIONS) == set(neighborhood.METHODS) | set(conv.SPARSE_METHODS)
+    plan = [dit_variants.variant_name(layout, changes) for layout, changes in dit_variants.variant_plan()]
+    dit = {name: Path(dit_variants.onnx_name(name)).stem for name in plan}
+    assert [name for name, stem in dit.items() if tables.is_faithful(stem)] == ["faithful"]
+    naf = {
+        (graph, variant): naf_variants.stem(graph, variant, method)
+        for graph, named in (
+            (naf_variants.UPSAMPLER, naf_variants.UPSAMPLER_VARIANTS),
+            (naf_variants.LAYER, naf_variants.LAYER_VARIANTS),
+        )
+        for variant in named
+        for method in neighborhood.METHODS
+    }
+    assert {variant for (_, variant), stem in naf.items() if tables.is_faithful(stem)} == {"faithful"}
+    others = ["16p2_shift", "naf_512_lowres", "conv_im2col", "conv_scatter", "dit_upstream_faithful"]
+    layouts = ["image_16p2", "conv_gathered", "conv_dense_2d", "naf_device", "naf_attention_image", "attn"]
+    assert all(tables.is_faithful(s) for s in others) and not any(tables.is_faithful(s) for s in layouts)
+    models = [Path(f"{s}.onnx") for s in [*layouts, *others]]
+    assert tables.faithful(models, skip=["conv_scatter"]) == [s for s in others if s != "conv_scatter"]

@@ -12,6 +12,26 @@ from ..allowlist import DeviceOps
 from ..segments import Partition
 from . import Fix, fix_model, write_fix
 
+FORMULATIONS = ("masked", "gather", "matmul", "shift", "lowres", "im2col", "accumulate", "scatter")
+"""The formulations a faithful export's stem ends with: natten swapped for one of `attention.neighborhood.METHODS`
+(02: `<geometry>_<method>`, `naf_<method>`, `naf_attention_<method>`) or a sparse method of
+`sparse.conv.SPARSE_METHODS` (03: `conv_<method>`). The gate may not import those packages; a test holds the
+two lists equal."""
+VARIANT_MARK = "__"  # `<faithful stem>__<variant>`: an exact rewrite (02's NAF variants, 04's `tokens+<change>`)
+
+
+def is_faithful(stem: str) -> bool:
+    """Whether a graph of the run is a faithful export by the name its notebook gives it: the model as
+    written (04: `dit_faithful`, `dit_upstream_faithful`) or with only natten or the sparse convolution
+    swapped for a proven formulation (02, 03). A variant carries `VARIANT_MARK` or a layout's name instead
+    (`image_16p2`, `naf_device`, `conv_gathered`, `dit_tokens`)."""
+    return VARIANT_MARK not in stem and stem.endswith(("_faithful", *(f"_{m}" for m in FORMULATIONS)))
+
+
+def faithful(models: Sequence[Path], skip: Sequence[str] = ()) -> list[str]:
+    """The stems of every faithful graph of the run (`is_faithful`), in the models' order, less `skip`."""
+    return [m.stem for m in models if is_faithful(m.stem) and m.stem not in skip]
+
 
 def absent(models: Sequence[Path], stems: Sequence[str]) -> list[str]:
     """The stems in `stems` no model of the run has (a run with other graphs: named, never skipped silently)."""
