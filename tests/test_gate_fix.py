@@ -405,3 +405,42 @@ def test_the_faithful_graphs_of_a_run_are_told_from_the_variants_by_the_names_th
     assert all(tables.is_faithful(s) for s in others) and not any(tables.is_faithful(s) for s in layouts)
     models = [Path(f"{s}.onnx") for s in [*layouts, *others]]
     assert tables.faithful(models, skip=["conv_scatter"]) == [s for s in others if s != "conv_scatter"]
+
+
+def _rank5_input() -> onnx.ModelProto:
+    """A rank-5 input [1, 2, 8, 4, 4] scaled, then reshaped to an image (a refused 5d -> 4d Reshape)."""
+    g = Builder("rank5_input")
+    x = g.node("Mul", [g.input("x", [1, 2, 8, 4, 4]), g.const("k", 2.0)], "pre/Mul")
+    image = g.node("Reshape", [x, g.ints("image", [1, 16, 4, 4])], "image/Reshape")
+    g.output(g.conv1x1(g.conv1x1(image, 16, 16, "mid"), 16, 8, "post"))
+    return g.model()
+
+
+def test_an_input_with_no_format_is_reshaped_at_the_start_and_the_cut_moves_only_that_to_the_host(tmp_path, ops):
+    from weftlib.gate import cuts
+
+    path = _save(tmp_path, _rank5_input(), "rank5")
+    fix = fix_model(path, ops)
+    assert (fix.rewrites[0].rewrite, fix.rewrites[0].answers) == ("InputReshapedAtStart", ("input_rank_5",))
+    start = "x/InputReshapedAtStart/Reshape"
+    assert fix.fixed.graph.node[0].name == start and fix.proof.proven, fix.proof
+    assert [n.name for n in fix.fixed.graph.node if "x" in n.input] == [start]  # the only reader of x
+    assert [(u["node"], u["rule"]) for u in fix.unanswered] == [(start, "reshape_5d_to_4d")]
+    assert "the cut (06) moves it to the host" in str(fix.unanswered[0]["why"])
+    (before,) = cuts.cut_all([path], ops, tmp_path / "cut_before").values()
+    (after,) = cuts.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "cut_after").values()
+    host = [n for s in after.segments if s.runs_on == "host" for n in s.nodes]
+    assert start in host and "x" not in {i for s in after.device_segments for i in s.inputs}
+    assert after.proven and after.coverage.nodes[0] > before.coverage.nodes[0], (before.coverage, after.coverage)
+
+
+def test_the_record_graph_with_a_rank1_timestep_keeps_it_named_and_an_input_reshaped_already_is_left(tmp_path, ops):
+    """RFD 1154's Pixal3D flow model as exported: t [1] is read by a Mul (reshaped at the start now, its
+    refusal named with what was done), x [1, 8, 8, 8, 8] by one Reshape to tokens already (left as it is)."""
+    fix = fix_model(_save(tmp_path, public_record.BUILDERS["pixal-flow-as-exported"](), "pixal"), ops)
+    assert fix.proof.proven and fix.rewrites[0].answers == ("input_rank_1",)
+    named = {u["node"]: u for u in fix.unanswered}
+    assert named["t"]["rule"] == "input_rank_1" and "one Reshape to [1, 1] at the start" in str(named["t"]["why"])
+    assert {f.node for f in fix.after.findings if f.prediction == "refused"} == set(named)
+    readers = [n.name for n in fix.fixed.graph.node if "x" in n.input]
+    assert readers == ["/x/Reshape"]

@@ -127,7 +127,9 @@ def prove(
     exact_session: Any = False  # opened on the first set that needs it
     sets = {f"random seed {s}": random_feeds(first, s) for s in seeds} | dict(examples or {})
     names = [o.name for o in first.get_outputs()]
-    ran, worst, refused, exact, own = [], [], [], [], []
+    ran, worst, refused = [], [], []
+    exact: list[float | None] = []
+    own: list[float | None] = []
     for label, feeds in sets.items():
         try:
             expected = first.run(names, dict(feeds))
