@@ -53,6 +53,16 @@ class Proof:
             for i, w in enumerate(self.worst)
         )
 
+    def summary(self) -> str:
+        """In words: proven or not, the worst difference from the original, and from the exact reference
+        where it was run (with the original's own distance from it)."""
+        head = f"{'proven' if self.proven else 'NOT equal'}, worst {max(self.worst, default=float('inf')):.3g} of the scale"
+        exact = [(x, o) for x, o in zip(self.exact, self.original_exact, strict=False) if x is not None]
+        if not exact:
+            return head
+        x, o = max(e for e, _ in exact), max(o or 0.0 for _, o in exact)
+        return f"{head} from the original, {x:.3g} from it with the replaced nodes in float64 (the original: {o:.3g})"
+
     def as_json(self) -> dict[str, object]:
         def row(i: int, label: str, w: float) -> dict[str, object]:
             out: dict[str, object] = {"inputs": label, "worst_relative_diff": w}

@@ -105,6 +105,7 @@ def fix_rows(fixes: Mapping[str, Fix]) -> list[dict[str, object]]:
                 "unanswered": _rules(list(fix.unanswered)),
                 "proven": fix.proof.proven,
                 "worst relative diff": max(fix.proof.worst) if fix.proof.worst else float("nan"),
+                "proof": fix.proof.summary() if fix.proof.worst else "no input set ran",
             }
         )
     return rows
