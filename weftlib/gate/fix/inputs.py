@@ -21,11 +21,13 @@ FORMATTED = {2, 3, 4}  # ranks the record shows parsed as inputs ([S, C], tokens
 
 
 def formatted_shape(shape: tuple[int, ...]) -> list[int]:
-    """The shape the input is read as: rank 0 or 1 [n] as [1, n]; rank 5 and more keeps its first three axes
-    and folds the rest into the last ([B, H, W, heads, D] -> [B, H, W, heads*D]). Same elements, same order."""
+    """The shape the input is read as: rank 0 or 1 [n] as [1, n]; rank 5 and more as tokens [B, S, C], the
+    last two axes folded into the channels and the ones between into the sequence ([B, H, W, heads, D] ->
+    [B, H*W, heads*D]). Same elements, same order. Tokens, not an image: a Reshape from rank 5 to rank 4 is a
+    refusal of its own on the record (`reshape_5d_to_4d`, Clef), one to rank 3 is not."""
     if len(shape) <= 1:
         return [1, int(np.prod(shape))]
-    return [*shape[:3], int(np.prod(shape[3:]))]
+    return [shape[0], int(np.prod(shape[1:-2])), shape[-2] * shape[-1]]
 
 
 class InputReshapedAtStart(ExactRewrite):
