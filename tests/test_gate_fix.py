@@ -363,6 +363,8 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
     assert list(tables.fix_all(models, ["ce", "absent"], ops, tmp_path / "lenient", strict=False)) == ["ce"]
     fixes = tables.fix_all(models, ["batch_fold", "ce"], ops, tmp_path / "fixed")
     assert all(p.is_file() for p in tables.fixed_paths(fixes, tmp_path / "fixed"))
+    assert tables.proven_fixed(tmp_path / "fixed") == dict(zip(fixes, tables.fixed_paths(fixes, tmp_path / "fixed")))
+    assert tables.proven_fixed(tmp_path / "absent") == {}
     rows = {r["graph"]: r for r in tables.fix_rows(fixes)}
     assert (
         rows["ce"]["after"].startswith("pass")
@@ -371,8 +373,14 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
     )
     assert tables.fixed_verdicts(fixes)["ce"] == "pass" == rows["ce"]["after"].split(":")[0]
     assert tables.offered(fixes) == fixes and tables.unproven(fixes) == {}  # both proven
-    refuted = {"ce": dataclasses.replace(fixes["ce"], proof=dataclasses.replace(fixes["ce"].proof, worst=(3.7e-5,)))}
+    refuted = {
+        "ce": dataclasses.replace(
+            fixes["ce"], proof=dataclasses.replace(fixes["ce"].proof, worst=(3.7e-5,) * len(fixes["ce"].proof.sets))
+        )
+    }
     assert tables.offered(refuted) == {} and tables.unproven(refuted) == {"ce": {"worst": 3.7e-5, "tolerance": 1e-5}}
+    write_fix(refuted["ce"], tmp_path / "refuted" / "ce")
+    assert tables.proven_fixed(tmp_path / "refuted") == {}  # 06 never cuts a fix the proof refuted
     gates = {"ce": fixes["ce"].after}
     compared = tables.variant_rows(fixes, {"ce": "ce", "batch_fold": "not_in_run"}, gates)
     assert [r["faithful graph"] for r in compared] == ["ce"]

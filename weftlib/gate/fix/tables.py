@@ -4,8 +4,9 @@ exact variants."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..allowlist import DeviceOps
@@ -74,6 +75,17 @@ def unproven(fixes: Mapping[str, Fix]) -> dict[str, dict[str, float]]:
 def fixed_paths(fixes: Mapping[str, Fix], folder: str | os.PathLike) -> list[Path]:
     """Where `fix_all` wrote each fixed graph."""
     return [Path(folder) / stem / f"{stem}.fixed.onnx" for stem in fixes]
+
+
+def proven_fixed(folder: str | os.PathLike) -> dict[str, Path]:
+    """Stem -> fixed graph, for each fix `fix_all` wrote under `folder` (05's) whose proof held: what 06 cuts,
+    read from each `fix.json` rather than fixed a second time. A missing folder has none."""
+    out = {}
+    for record in sorted(Path(folder).glob("*/fix.json")) if Path(folder).is_dir() else []:
+        data = json.loads(record.read_text())
+        if data["proof"]["proven"]:
+            out[record.parent.name] = record.parent / str(data["fixed"])
+    return out
 
 
 def _rules(rows: list[dict[str, object]]) -> str:
@@ -149,7 +161,7 @@ def unnamed_refusals(fixes: Mapping[str, Fix]) -> list[str]:
 
 
 def coverage_rows(
-    before: Mapping[Path, Partition], after: Mapping[Path, Partition], fixes: Mapping[str, Fix]
+    before: Mapping[Path, Partition], after: Mapping[Path, Partition], fixes: Iterable[str]
 ) -> list[dict[str, object]]:
     """Per fixed graph: the device's share of the nodes and MACs cut as exported and cut after the fix."""
     original = {p.stem: part for p, part in before.items()}
