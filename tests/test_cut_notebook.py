@@ -41,7 +41,7 @@ def test_06_reads_the_dfc_results_from_the_folder_it_is_given(tmp_path):
         parsed = DfcResult(verdict="parsed", model=f"attn.cut{index:02d}.onnx", arch="hailo10h", dfc_version="5.3.0")
         (kept / f"attn.cut{index:02d}.dfc.json").write_text(parsed.to_json())
     ensure_kernel()
-    graphs = {"graph_notebooks": ["02_export_attention"], "fix_graphs": []}
+    graphs = {"graph_notebooks": ["02_export_attention"]}
     gate_plan = params.NotebookPlan("05_gate_pairing", NB.with_name("05_gate_pairing.ipynb"), graphs)
     parameters = {**graphs, "answer_graphs": {"DiT block (04)": ["attn"]}, "dfc_results_dir": str(kept)}
     plan = params.NotebookPlan("06_device_cut", NB, parameters)

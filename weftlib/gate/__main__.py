@@ -266,7 +266,7 @@ def _fix(args: argparse.Namespace) -> int:
         print(f"  {a.rewrite} answers {', '.join(a.answers)}: {len(a.replaced)} nodes -> {len(a.produced)}")
     for u in fixed.unanswered:
         print(f"  unanswered {u['node']} by {u['rule']}: {u['why']}")
-    print(f"proof: {'proven' if fixed.proof.proven else 'NOT equal'}, worst {max(fixed.proof.worst):.3g} of the scale")
+    print(f"proof: {fixed.proof.summary()}")
     return fixed.exit_code
 
 

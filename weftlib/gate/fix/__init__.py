@@ -3,8 +3,10 @@ device gate, the result proven equal to the original in onnxruntime.
 
 `fix_model` gates the graph, applies the library's rewrites (onnxscript rewrite rules, `library`) aimed at
 the refused and unjudged nodes, gates again until no rewrite applies, checks the inputs and outputs are
-kept, and proves the fixed graph equal (`proof`). `write_fix` writes `<stem>.fixed.onnx` and `fix.json`
-into a folder swapped in whole (`folder_swap`), so a failure leaves nothing half written.
+kept, and proves the fixed graph equal (`proof`: to the original, or where the original's own float32
+rounding is the larger, to it with the replaced nodes in float64, `exact`). `write_fix` writes
+`<stem>.fixed.onnx` and `fix.json` into a folder swapped in whole (`folder_swap`), so a failure leaves
+nothing half written.
 """
 
 from __future__ import annotations
@@ -22,8 +24,9 @@ from ..allowlist import DeviceOps, load_device_ops
 from ..device import device_gate
 from ..folder_swap import building
 from .base import ExactRewrite
+from .exact import exact_reference
 from .library import answered_keys, default_library
-from .loop import Applied, rewrite_until_settled
+from .loop import Applied, rewrite_until_settled, to_ir, to_proto
 from .proof import RELATIVE, Proof, prove
 from .report import Fix, interface, unanswered
 
@@ -54,10 +57,14 @@ def fix_model(
         raise FixError(f"{model_path}: malformed model: {exc}") from exc
     if interface(fixed) != interface(model):
         raise FixError(f"{model_path}: the rewrites changed the graph's inputs or outputs (a rewrite's bug)")
+    region = {name for a in applied for name in a.replaced}
+    reference = exact_reference(to_proto(to_ir(model)), region) if region else None
     with tempfile.TemporaryDirectory(prefix="weftlib-fix-") as scratch:
-        path = Path(scratch) / "fixed.onnx"
+        path, exact = Path(scratch) / "fixed.onnx", Path(scratch) / "exact.onnx"
         onnx.save(fixed, path)
-        proof = prove(model_path, path, examples, tolerance=tolerance)
+        if reference is not None:
+            onnx.save(reference, exact)
+        proof = prove(model_path, path, examples, tolerance=tolerance, reference=exact if reference else None)
     after = gates[-1]
     declined = {node: why for rewrite in library for node, why in rewrite.declined.items()}
     left = unanswered(after, answered_keys(library), declined)

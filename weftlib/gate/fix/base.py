@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 
 import numpy as np
 from onnxscript import ir
-from onnxscript.rewriter import MatchResult, RewriteRuleClassBase
+from onnxscript.rewriter import MatchResult, RewriteRule, RewriteRuleClassBase, RewriteRuleSet
 
 
 class ExactRewrite(RewriteRuleClassBase):
@@ -28,7 +28,13 @@ class ExactRewrite(RewriteRuleClassBase):
         super().__init__(name=type(self).__name__)
         self.targets: frozenset[str] = frozenset()
         self.declined: dict[str, str] = {}  # aimed-at node -> the precondition that failed there
+        self.touched: set[str] = set()  # findings answered without replacing their node (a graph input)
         self._made = 0
+
+    def apply_to(self, model: ir.Model) -> int:
+        """Apply the rule where it is aimed (`aim`); how many places it rewrote."""
+        rule = RewriteRule(self.pattern, self.rewrite, self.check, name=self.name)
+        return RewriteRuleSet([rule]).apply_to_model(model)
 
     def aim(self, nodes: Iterable[str]) -> ExactRewrite:
         """Fire only on matches that include one of `nodes` (the gate's findings under `answers`)."""

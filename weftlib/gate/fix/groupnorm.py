@@ -12,6 +12,24 @@ from onnxscript import ir
 
 from .base import ExactRewrite, const, ints, static_shape
 
+BLOCK = 16  # the most elements one pooling level sums along an axis (`pool_levels`)
+
+
+def pool_levels(n: int, most: int | None = BLOCK) -> list[int]:
+    """Factors of `n` in order, each at most `most` where `n` allows (a prime factor above it stays whole),
+    their product `n`; `most=None`: `[n]`, one level. A mean of equal blocks' means is the mean, exactly in
+    real arithmetic; in float32 a sum over a block of b elements rounds by about b*eps at worst, so levels
+    of at most 16 keep the rounding near that of a pairwise sum: onnxruntime's AveragePool sums its kernel
+    in one running total, and one kernel over a 512 x 512 image rounded by 6e-5 of the mean (measured)."""
+    if most is None or n <= most:
+        return [n]
+    out, rest = [], n
+    while rest > most:
+        factor = next((d for d in range(most, 1, -1) if rest % d == 0), rest)
+        out.append(factor)
+        rest //= factor
+    return out + ([rest] if rest > 1 else [])
+
 
 def _groups(x: ir.Value, grouped: ir.Value, back: ir.Value, scale: ir.Value, bias: ir.Value) -> int | str:
     """The group count when the chain is a GroupNorm without its own affine, else why not."""
@@ -34,9 +52,15 @@ class GroupNormByReductions(ExactRewrite):
     Reshape back. Each channel's mean over the image is an AveragePool over the whole image, the group's
     mean a constant 1x1 Conv (1/(C/G) on the group's channels) of those; the variance the same on the
     centred square; then x - mean over Sqrt(var + eps). The same biased statistics of the same elements,
-    summed in another order: the proof's float32 tolerance covers that rounding, nothing else."""
+    summed in another order: the proof's float32 tolerance covers that rounding, nothing else. The image
+    mean is taken in levels (`pool_levels`: AveragePools of at most `BLOCK` x `BLOCK`, each stride its
+    kernel), so its rounding stays within that tolerance at any image size."""
 
     answers = ("op:InstanceNormalization",)
+
+    def __init__(self, block: int | None = BLOCK) -> None:
+        super().__init__()
+        self.block = block  # None: one AveragePool over the whole image (the tests show its rounding)
 
     def pattern(self, op: Any, x: ir.Value, grouped: ir.Value, back: ir.Value, scale: ir.Value, bias: ir.Value) -> Any:
         norm = op.InstanceNormalization(op.Reshape(x, grouped), scale, bias, _outputs=["norm"])
@@ -60,8 +84,14 @@ class GroupNormByReductions(ExactRewrite):
         average = np.kron(np.eye(groups), np.full((k, k), 1.0 / k)).astype(dtype).reshape(c, c, 1, 1)
         weight = self.constant(op, average)
 
+        rows, cols = pool_levels(h, self.block), pool_levels(w, self.block)
+        levels = max(len(rows), len(cols))
+        kernels = [[(rows + [1] * levels)[i], (cols + [1] * levels)[i]] for i in range(levels)]
+
         def group_mean(t: Any) -> Any:
-            return op.Conv(op.AveragePool(t, kernel_shape=[h, w]), weight)
+            for kernel in kernels:
+                t = op.AveragePool(t, kernel_shape=kernel, strides=kernel)
+            return op.Conv(t, weight)
 
         centred = op.Sub(x, group_mean(x))
         variance = group_mean(op.Mul(centred, centred))

@@ -13,6 +13,7 @@ from .expand import expand_rewrites
 from .gathers import NearestGatherByResize, PixelMapByOneHot
 from .groupnorm import GroupNormByReductions
 from .heads import HeadNormAcrossSplit, RmsHeadNormAcrossSplit
+from .inputs import InputReshapedAtStart
 from .rope import InterleavedRopeByTables, RotateHalfBySignedPermutation
 from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
 
@@ -35,6 +36,7 @@ def default_library() -> list[ExactRewrite]:
         GroupNormByReductions(),
         NearestGatherByResize(),
         PixelMapByOneHot(),
+        InputReshapedAtStart(),
     ]
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 import onnx
 import onnx_ir.passes.common as ir_passes
 from onnxscript import ir
-from onnxscript.rewriter import RewriteRule, RewriteRuleSet
 
 from ..allowlist import DeviceOps
 from ..device import GateResult, device_gate
@@ -70,13 +69,14 @@ def _apply(model: ir.Model, rewrite: ExactRewrite, findings: dict[str, set[str]]
     if not targets:
         return None
     rewrite.aim(targets)
-    rule = RewriteRule(rewrite.pattern, rewrite.rewrite, rewrite.check, name=rewrite.name)
+    rewrite.touched.clear()
     before = {n.name or "" for n in model.graph}
-    if RewriteRuleSet([rule]).apply_to_model(model) == 0:
+    if rewrite.apply_to(model) == 0:
         return None
     after = {n.name or "" for n in model.graph}
     replaced = tuple(sorted(before - after))
-    answers = tuple(sorted(set().union(*(targets[n] for n in replaced if n in targets))))
+    hits = [n for n in (*replaced, *rewrite.touched) if n in targets]
+    answers = tuple(sorted(set().union(*(targets[n] for n in hits))))
     return Applied(rewrite.name, answers, replaced, tuple(sorted(after - before)), round_)
 
 

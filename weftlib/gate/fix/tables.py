@@ -4,13 +4,34 @@ exact variants."""
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
 from ..allowlist import DeviceOps
 from ..segments import Partition
 from . import Fix, fix_model, write_fix
+
+FORMULATIONS = ("masked", "gather", "matmul", "shift", "lowres", "im2col", "accumulate", "scatter")
+"""The formulations a faithful export's stem ends with: natten swapped for one of `attention.neighborhood.METHODS`
+(02: `<geometry>_<method>`, `naf_<method>`, `naf_attention_<method>`) or a sparse method of
+`sparse.conv.SPARSE_METHODS` (03: `conv_<method>`). The gate may not import those packages; a test holds the
+two lists equal."""
+VARIANT_MARK = "__"  # `<faithful stem>__<variant>`: an exact rewrite (02's NAF variants, 04's `tokens+<change>`)
+
+
+def is_faithful(stem: str) -> bool:
+    """Whether a graph of the run is a faithful export by the name its notebook gives it: the model as
+    written (04: `dit_faithful`, `dit_upstream_faithful`) or with only natten or the sparse convolution
+    swapped for a proven formulation (02, 03). A variant carries `VARIANT_MARK` or a layout's name instead
+    (`image_16p2`, `naf_device`, `conv_gathered`, `dit_tokens`)."""
+    return VARIANT_MARK not in stem and stem.endswith(("_faithful", *(f"_{m}" for m in FORMULATIONS)))
+
+
+def faithful(models: Sequence[Path], skip: Sequence[str] = ()) -> list[str]:
+    """The stems of every faithful graph of the run (`is_faithful`), in the models' order, less `skip`."""
+    return [m.stem for m in models if is_faithful(m.stem) and m.stem not in skip]
 
 
 def absent(models: Sequence[Path], stems: Sequence[str]) -> list[str]:
@@ -56,6 +77,17 @@ def fixed_paths(fixes: Mapping[str, Fix], folder: str | os.PathLike) -> list[Pat
     return [Path(folder) / stem / f"{stem}.fixed.onnx" for stem in fixes]
 
 
+def proven_fixed(folder: str | os.PathLike) -> dict[str, Path]:
+    """Stem -> fixed graph, for each fix `fix_all` wrote under `folder` (05's) whose proof held: what 06 cuts,
+    read from each `fix.json` rather than fixed a second time. A missing folder has none."""
+    out = {}
+    for record in sorted(Path(folder).glob("*/fix.json")) if Path(folder).is_dir() else []:
+        data = json.loads(record.read_text())
+        if data["proof"]["proven"]:
+            out[record.parent.name] = record.parent / str(data["fixed"])
+    return out
+
+
 def _rules(rows: list[dict[str, object]]) -> str:
     counts: dict[str, int] = {}
     for row in rows:
@@ -85,6 +117,7 @@ def fix_rows(fixes: Mapping[str, Fix]) -> list[dict[str, object]]:
                 "unanswered": _rules(list(fix.unanswered)),
                 "proven": fix.proof.proven,
                 "worst relative diff": max(fix.proof.worst) if fix.proof.worst else float("nan"),
+                "proof": fix.proof.summary() if fix.proof.worst else "no input set ran",
             }
         )
     return rows
@@ -128,7 +161,7 @@ def unnamed_refusals(fixes: Mapping[str, Fix]) -> list[str]:
 
 
 def coverage_rows(
-    before: Mapping[Path, Partition], after: Mapping[Path, Partition], fixes: Mapping[str, Fix]
+    before: Mapping[Path, Partition], after: Mapping[Path, Partition], fixes: Iterable[str]
 ) -> list[dict[str, object]]:
     """Per fixed graph: the device's share of the nodes and MACs cut as exported and cut after the fix."""
     original = {p.stem: part for p, part in before.items()}
