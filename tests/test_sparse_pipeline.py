@@ -119,3 +119,20 @@ def test_spconv_on_the_same_voxels_equals_the_default_layer():
     spc = got["spconv"]
     assert spc["max_abs_diff_vs_ours"] <= 1e-4 and spc["threads"] == 1 and spc["version"]
     assert got["over_spconv"] == got["layer"]["seconds"] / spc["seconds"]
+
+
+def test_the_grouped_gemm_and_the_per_offset_loop_give_one_result(monkeypatch):
+    """float32 with 16-byte rows takes torch._grouped_mm; other operands the loop of mm; the same products."""
+    coords = voxels.voxel_set("sphere", 16)
+    table = sparse.kernel_map(coords)
+    feats, weight = _layer(len(coords), 8)
+    flat = conv._flat_weight(weight).contiguous()
+    book = conv.rulebook(table, 64)
+    assert pairs._groups(feats, flat) and not pairs._groups(feats.double(), flat.double())
+    assert not pairs._groups(feats[:, :1].contiguous(), flat[:, :1, :1].contiguous())  # 4-byte rows
+    grouped = pairs.conv(feats, book, flat)
+    monkeypatch.setattr(pairs, "_groups", lambda *_: False)
+    looped = pairs.conv(feats, book, flat)
+    assert (grouped - looped).abs().max().item() <= 1e-6
+    ref = sparse.reference_conv3d(feats, coords, weight, 16)
+    assert (grouped.double() - ref).abs().max().item() <= 1e-4

@@ -26,8 +26,8 @@ def format_benchmark(result: dict[str, Any]) -> str:
     given = (
         [
             f"'auto' and 'compact' are handed the rulebook (`sparse.rulebook`, {book['pairs']:,} pairs in "
-            f"{book['chunk_rows']}-voxel chunks, {book['bytes'] / 2**20:.0f} MiB), built once per voxel set in "
-            f"{book['seconds']:.2f} s; the other methods the table"
+            f"{book['chunk_rows']}-voxel chunks, {book['bytes'] / 2**20:.0f} MiB), built once per voxel set "
+            "before the timed layers; the other methods the table"
         ]
         if book
         else []

@@ -134,7 +134,7 @@ def conv_workload(
     """Measurement target: build one layer's inputs here (not counted) and return its forward as `run`.
 
     The kernel map is an input: the table, or for 'auto' and 'compact' its pair form (`conv.rulebook`), which a
-    network builds once per voxel set and reuses in every layer (`rulebook_seconds` times the build). The
+    network builds once per voxel set and reuses in every layer (`benchmark.default_pipeline` times the build). The
     voxel set and table come from `inputs_dir` when the parent saved them there (`save_inputs`)."""
     _rss_tracks_tensors()
     torch.set_num_threads(threads)
