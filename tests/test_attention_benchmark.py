@@ -188,3 +188,26 @@ def test_without_natten_the_fallback_is_timed_first_and_its_output_is_the_refere
     assert [(r["method"], r["backend"]) for r in rows][1:3] == [("gather", "torch"), ("gather", "onnxruntime")]
     assert {r["reference"] for r in rows[1:]} == {"shift"}
     assert rows[3]["max_abs_diff"] == 0.0 and rows[1]["max_abs_diff"] <= 1e-5
+
+
+def test_a_row_out_of_time_is_stopped_with_the_machines_verdict_not_dropped(tmp_path, monkeypatch):
+    """A measuring child past its timeout leaves a row that says so and whether the machine was busy meanwhile
+    (02 does not judge a stop while contended; a stop on a quiet machine still fails its assertion)."""
+    import time
+
+    real = measure.peak_rss_subprocess
+
+    def out_of_time(target, kwargs=None, **rest):
+        if (kwargs or {}).get("backend") != "torch":
+            return real(target, kwargs, **rest)
+        now = time.perf_counter()
+        raise measure.MeasurementStopped(target, 900, (now - 0.1, now), cpu_seconds=0.2)
+
+    monkeypatch.setattr(measure, "peak_rss_subprocess", out_of_time)
+    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
+    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=1, memory=True)
+    torch_row, ort_row = rows[1], rows[2]
+    assert torch_row["status"].startswith(benchmark.STOPPED) and "took over 900 s" in torch_row["status"]
+    assert torch_row["seconds"] is None and isinstance(torch_row["contended"], bool)
+    assert torch_row["rates_from"] in ("before", "after") and torch_row["others_cores"] is not None
+    assert ort_row["status"] == "not exported: torch did not run"

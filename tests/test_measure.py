@@ -42,6 +42,28 @@ def test_a_child_killed_outright_is_reported_not_waited_for():
         measure.peak_rss_subprocess("tests.test_measure:killed_workload")
 
 
+def spinning_workload(seconds: float):
+    """Setup for the harness: a run that keeps one core busy for `seconds` (longer than the test's timeout)."""
+
+    def run():
+        end = time.perf_counter() + seconds
+        while time.perf_counter() < end:
+            pass
+
+    return run
+
+
+def test_a_child_out_of_time_says_when_it_ran_and_what_cpu_it_used():
+    """The stop carries its window and the child's own CPU, so a bracket can tell a slow machine from a hang."""
+    before = time.perf_counter()
+    with pytest.raises(measure.MeasurementStopped, match=r"took over 1\.5 s; stopped") as stop:
+        measure.peak_rss_subprocess("tests.test_measure:spinning_workload", {"seconds": 30}, timeout=1.5)
+    start, end = stop.value.window
+    assert before <= start < end <= time.perf_counter()
+    assert end - start >= 1.5
+    assert 0 < stop.value.cpu_seconds <= (end - start) + 0.5  # one spinning thread: at most its wall time
+
+
 def test_failing_child_raises_with_its_error():
     with pytest.raises(RuntimeError, match=r"unexpected keyword argument .wrong."):
         measure.peak_rss_subprocess("tests.test_measure:alloc_workload", {"wrong": 1})

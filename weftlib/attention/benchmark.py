@@ -41,6 +41,9 @@ from .geometry import Geometry, make_inputs, method_args, methods_for, tiny
 
 BACKENDS = ("torch", "onnxruntime", "natten")
 DEFAULT_CAP_BYTES = 16 << 30
+STOPPED = (
+    "stopped"  # a row's status when its measuring process ran out of time (its `contended` says if others slowed it)
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -122,6 +125,8 @@ def _peak(
         return measure.peak_rss_subprocess(
             "weftlib.attention.benchmark:workload", kwargs, repeats=repeats, save=save
         ), "ok"
+    except measure.MeasurementStopped as exc:  # its window and CPU let the bracket judge the machine (`_timed`)
+        return {"stopped": exc}, f"{STOPPED}: {exc}"
     except RuntimeError as exc:
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
         last = lines[-1][:200] if lines else str(exc)[:200]
@@ -248,7 +253,12 @@ def _timed(
             with tempfile.TemporaryDirectory() as tmp:
                 saved = Path(tmp) / "out.npy"
                 got, status = _peak(**child, repeats=repeats, save=saved)
+                stopped = got.pop("stopped", None) if got else None
                 out = torch.from_numpy(np.load(saved)) if got else None
+            if stopped is not None:  # out of time: the row says whether the machine was busy meanwhile
+                (start, end), cpu = stopped.window, stopped.cpu_seconds
+                block.note(start, end, cpu)
+                got = None
             if got is not None:
                 start, end = got["window"]
                 block.note(start, end, got["cpu_seconds"])
@@ -266,6 +276,8 @@ def _timed(
     row["status"] = status
     if out is not None:
         _timed_row(row, samples, block)
+    elif status.startswith(STOPPED):
+        row.update(block.verdict())
     return out
 
 

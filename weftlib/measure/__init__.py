@@ -40,7 +40,7 @@ from .limits import (
     machine_limits,
     sgemm_gflops,
 )
-from .peak import ALLOCATOR_ENV, measure_here, peak_rss_subprocess
+from .peak import ALLOCATOR_ENV, MeasurementStopped, measure_here, peak_rss_subprocess
 from .timing import AGREE, LONG_CALL_S, median_seconds, sample_adaptive, sample_seconds, settled, spread, torch_threads
 
 __all__ = [
@@ -56,6 +56,7 @@ __all__ = [
     "ClaimFailed",
     "ClaimStatus",
     "MachineLimits",
+    "MeasurementStopped",
     "Rates",
     "bound_of",
     "check_all",

@@ -98,6 +98,25 @@ def _child(target: str, kwargs: dict[str, Any], repeats: int, save: str | None, 
 _SERVER: dict[str, Any] = {}
 
 
+class MeasurementStopped(RuntimeError):
+    """A measuring process stopped for running past its timeout. It carries the wall window it ran in
+    (`time.perf_counter` values) and the CPU it had used, so the caller's `Bracket` can say whether other work
+    slowed it: a stop on a busy machine is not judged, a stop on a quiet one is a failure."""
+
+    def __init__(self, target: str, timeout: float, window: tuple[float, float], cpu_seconds: float) -> None:
+        super().__init__(f"measurement of {target} took over {timeout:g} s; stopped")
+        self.window, self.cpu_seconds = window, cpu_seconds
+
+
+def _process_cpu_seconds(pid: int | None) -> float:
+    """CPU seconds (user + system, all threads) process `pid` has used so far; 0 where /proc cannot tell."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime, stime (fields 14, 15)
+
+
 def _forkserver(module: str) -> Any:
     """multiprocessing's forkserver context, its server preloading `module` (and this one) when this is the
     first measurement of the process; later targets in other modules import them in the child."""
@@ -132,12 +151,14 @@ def peak_rss_subprocess(
     proc = ctx.Process(
         target=_child, args=(target, dict(kwargs or {}), int(repeats), str(save) if save else None, send)
     )
+    start = time.perf_counter()
     proc.start()
     send.close()
     try:
         if not receive.poll(timeout):
+            cpu = _process_cpu_seconds(proc.pid)
             proc.kill()
-            raise RuntimeError(f"measurement of {target} took over {timeout:g} s; stopped")
+            raise MeasurementStopped(target, timeout, (start, time.perf_counter()), cpu)
         ok, payload = receive.recv()
     except EOFError:
         ok, payload = False, "the measuring process ended without a result"
