@@ -21,9 +21,11 @@ from markdown_it import MarkdownIt
 from tests.conftest import write_notebook
 from weftlib import dit, trace
 from weftlib.attention import conclusion as attention_conclusion
-from weftlib.gate import cut_tables, cuts, device_gate, explain, load_device_ops, write_probes
-from weftlib.gate import summary as gate_summary
+from weftlib.gate import device_gate, load_device_ops, write_probes
 from weftlib.gate.graphs import Builder
+from weftlib.gate.pages import cut_tables, cuts
+from weftlib.gate.pages import summary as gate_summary
+from weftlib.gate.predict import explain
 from weftlib.sparse import summary as sparse_summary
 from weftlib.suite import index_page, params, publish, record, verdicts
 from weftlib.suite.runfolder import NotebookResult, read_summary

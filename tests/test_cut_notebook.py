@@ -14,7 +14,7 @@ import pytest
 
 from tests.test_gate_graphs import attention, save
 from weftlib.console import HEADLESS_ENV
-from weftlib.gate.dfc_log import DfcResult
+from weftlib.gate.compiler.dfc_log import DfcResult
 from weftlib.suite import params, runner
 from weftlib.suite.kernel import ensure_kernel
 from weftlib.suite.record import load_metrics

@@ -8,9 +8,9 @@ import pytest
 import yaml
 
 from weftlib.gate import DeviceOpsError, contradictions, evidence_table, load_device_ops, parse_device_ops
-from weftlib.gate.allowlist import DEFAULT_PATH
-from weftlib.gate.dfc_runner import DFC5_ARCHS
-from weftlib.gate.rules import RULES
+from weftlib.gate.compiler.dfc_runner import DFC5_ARCHS
+from weftlib.gate.predict.rules import RULES
+from weftlib.gate.record.allowlist import DEFAULT_PATH
 
 
 @pytest.fixture(scope="module")
@@ -183,7 +183,7 @@ def test_every_problem_is_named_at_once(raw):
 
 
 def test_an_allowlist_from_names_takes_the_committed_target_and_limits():
-    from weftlib.gate.allowlist import DeviceOps
+    from weftlib.gate.record.allowlist import DeviceOps
 
     ops, committed = DeviceOps.from_names(["Add"]), load_device_ops()
     assert (ops.target_dfc, ops.max_ir_version, ops.opsets) == (

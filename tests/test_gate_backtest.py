@@ -14,10 +14,10 @@ import pytest
 import yaml
 
 from weftlib.gate import load_device_ops, parse_device_ops
-from weftlib.gate import public_record as P
-from weftlib.gate import record_backtest as B
-from weftlib.gate.allowlist import DEFAULT_PATH
-from weftlib.gate.proving import run_once
+from weftlib.gate.compiler.proving import run_once
+from weftlib.gate.predict import backtest as B
+from weftlib.gate.record import public_record as P
+from weftlib.gate.record.allowlist import DEFAULT_PATH
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,8 @@ import onnx
 import pytest
 
 from tests.test_gate_partition import chain
-from weftlib.gate import cut_tables, cuts, load_device_ops
+from weftlib.gate import load_device_ops
+from weftlib.gate.pages import cut_tables, cuts
 
 
 @pytest.fixture(scope="module")

@@ -13,12 +13,12 @@ import onnx
 import pytest
 
 from weftlib import gate
-from weftlib.gate import public_record
 from weftlib.gate.__main__ import main
 from weftlib.gate.fix import RELATIVE, FixError, fix_model, prove, write_fix
 from weftlib.gate.fix.groupnorm import GroupNormByReductions, pool_levels
 from weftlib.gate.fix.shuffles import BatchFoldAroundTranspose, WrongOrderBatchFold
 from weftlib.gate.graphs import Builder
+from weftlib.gate.record import public_record
 
 
 @pytest.fixture(scope="module")
@@ -351,7 +351,7 @@ def test_write_fix_follows_the_suites_folder_rule(tmp_path, ops):
 
 
 def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(tmp_path, ops):
-    from weftlib.gate.fix import tables
+    from weftlib.gate.pages import fix_tables as tables
 
     models = [
         _save(tmp_path, _batch_fold(), "batch_fold"),
@@ -391,7 +391,7 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
 def test_the_faithful_graphs_of_a_run_are_told_from_the_variants_by_the_names_their_notebooks_give():
     from weftlib.attention import naf_variants, neighborhood
     from weftlib.dit import variants as dit_variants
-    from weftlib.gate.fix import tables
+    from weftlib.gate.pages import fix_tables as tables
     from weftlib.sparse import conv
 
     assert set(tables.FORMULATIONS) == set(neighborhood.METHODS) | set(conv.SPARSE_METHODS)
@@ -425,7 +425,7 @@ def _rank5_input() -> onnx.ModelProto:
 
 
 def test_an_input_with_no_format_is_reshaped_at_the_start_and_the_cut_moves_only_that_to_the_host(tmp_path, ops):
-    from weftlib.gate import cuts
+    from weftlib.gate.pages import cuts
 
     path = _save(tmp_path, _rank5_input(), "rank5")
     fix = fix_model(path, ops)

@@ -19,13 +19,13 @@ from tests.test_gate_partition import chain
 from tests.test_gate_probes import save
 from weftlib.gate import device_gate, load_device_ops
 from weftlib.gate.__main__ import main
-from weftlib.gate.cuts import cut_all, pack_cuts
-from weftlib.gate.dfc_pack import MANIFEST, write_dfc_pack
-from weftlib.gate.dfc_runner import default_arch
+from weftlib.gate.compiler.dfc_target import default_arch
+from weftlib.gate.compiler.pack import MANIFEST, write_dfc_pack
+from weftlib.gate.compiler.probes import write_probes
+from weftlib.gate.cut.partition import WHOLE_FILE, write_partition
+from weftlib.gate.cut.segments import DEVICE
 from weftlib.gate.folder_swap import MARKER
-from weftlib.gate.partition import WHOLE_FILE, write_partition
-from weftlib.gate.probes import write_probes
-from weftlib.gate.segments import DEVICE
+from weftlib.gate.pages.cuts import cut_all, pack_cuts
 
 
 @pytest.fixture(scope="module")
@@ -200,7 +200,7 @@ def test_notebook_05_and_06_packs_keep_their_results_when_written_again(ops, tmp
 def test_a_device_segment_the_gate_would_fail_refuses_the_cut(ops, tmp_path, monkeypatch):
     """The guard behind that promise: were the file's own objections not sent to the host first, the cut
     would be refused, never written."""
-    from weftlib.gate import partition as partition_module
+    from weftlib.gate.cut import partition as partition_module
 
     monkeypatch.setattr(partition_module, "file_problems", lambda *args: [])
     path = save(model([conv("x", "c", "/C"), relu("c", "y", "/R")], ir=12), tmp_path / "m.onnx")

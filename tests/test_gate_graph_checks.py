@@ -1,5 +1,5 @@
 """Malformed graphs refused before any work, in one line with exit 2, by `device` and `partition` alike
-(`weftlib.gate.graph_checks`), and what a cut must refuse besides; every graph is built here (issue 35)."""
+(`weftlib.gate.predict.graph_checks`), and what a cut must refuse besides; every graph is built here (issue 35)."""
 
 from __future__ import annotations
 

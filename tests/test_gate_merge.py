@@ -9,11 +9,12 @@ import onnx
 import pytest
 
 from tests.test_gate_partition import cut_of
-from weftlib.gate import load_device_ops, merge
+from weftlib.gate import load_device_ops
+from weftlib.gate.cut import merge
+from weftlib.gate.cut.merge import LINK, MERGED, UNMERGED, CutRule, mergeable_pairs, quotient_acyclic
+from weftlib.gate.cut.partition import cut, partition
+from weftlib.gate.cut.segments import DEVICE, HOST
 from weftlib.gate.graphs import Builder
-from weftlib.gate.merge import LINK, MERGED, UNMERGED, CutRule, mergeable_pairs, quotient_acyclic
-from weftlib.gate.partition import cut, partition
-from weftlib.gate.segments import DEVICE, HOST
 
 SHAPE = [1, 8, 4, 4]
 
@@ -216,7 +217,7 @@ def test_partition_takes_the_old_rule_too(ops, tmp_path):
 
 
 def test_before_and_after_the_merge_notebook_06_shows_both(ops, tmp_path):
-    from weftlib.gate import cut_tables, cuts
+    from weftlib.gate.pages import cut_tables, cuts
 
     models = []
     for name, model in (("b", branches()), ("c", random_dag(9, 8))):
@@ -269,7 +270,7 @@ def test_the_dit_block_the_rfd_asks_about_cuts_into_two_device_graphs(ops, tmp_p
 
 
 def cut_of_path(path, ops, folder):
-    from weftlib.gate.cut_proof import prove
+    from weftlib.gate.cut.proof import prove
 
     return prove(partition(path, ops, folder), path, folder)
 

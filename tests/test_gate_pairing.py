@@ -7,8 +7,8 @@ import pytest
 
 from tests.test_gate_graphs import attention, save, topk_head, with_op
 from weftlib.gate import device_gate, load_device_ops, pair, read_dfc_log
-from weftlib.gate import pairing as P
 from weftlib.gate.__main__ import main
+from weftlib.gate.compiler import pairing as P
 
 HEADER = (
     "hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: "

@@ -7,9 +7,9 @@ import onnx
 import pytest
 from onnx import TensorProto, helper
 
-from weftlib.gate.cut_proof import random_feeds
-from weftlib.gate.probe_graphs import OP_PROBES, op_probe, op_probe_nodes
-from weftlib.gate.proving import prove, run_once
+from weftlib.gate.compiler.probe_graphs import OP_PROBES, op_probe, op_probe_nodes
+from weftlib.gate.compiler.proving import prove, run_once
+from weftlib.gate.cut.proof import random_feeds
 
 
 @pytest.mark.parametrize("op", sorted(OP_PROBES))

@@ -17,12 +17,12 @@ from tests.test_gate_graphs import attention, save
 from tests.test_gate_runner import ParsingWithRecommendationException
 from weftlib.gate import load_device_ops, run_dfc
 from weftlib.gate.__main__ import main
-from weftlib.gate.allowlist import DEFAULT_PATH, parse_device_ops
-from weftlib.gate.dfc_pack import MANIFEST, SCRIPT, read_pack, write_dfc_pack
-from weftlib.gate.dfc_runner import image, target
-from weftlib.gate.probe_evidence import evidence_diff
-from weftlib.gate.probe_graphs import OP_PROBES, op_probe
-from weftlib.gate.probes import to_probe, write_probes
+from weftlib.gate.compiler.dfc_target import image, target
+from weftlib.gate.compiler.pack import MANIFEST, SCRIPT, read_pack, write_dfc_pack
+from weftlib.gate.compiler.probe_evidence import evidence_diff
+from weftlib.gate.compiler.probe_graphs import OP_PROBES, op_probe
+from weftlib.gate.compiler.probes import to_probe, write_probes
+from weftlib.gate.record.allowlist import DEFAULT_PATH, parse_device_ops
 
 DFC, ARCH = target()  # the allowlist's target (params/device_ops.yaml)
 
@@ -123,7 +123,7 @@ def test_manifest_and_script_are_relative_and_copyable(pack):
     script = (pack.folder / SCRIPT).read_text()
     assert str(pack.folder) not in script and '"$HERE:/pack"' in script
     assert script.count("docker run") == len(pack.probes)
-    assert (pack.folder / "dfc_tool" / "weftlib" / "gate" / "dfc_runner.py").is_file()
+    assert (pack.folder / "dfc_tool" / "weftlib" / "gate" / "compiler" / "dfc_runner.py").is_file()
     subprocess.run(["bash", "-n", str(pack.folder / SCRIPT)], check=True)  # valid bash
 
 
@@ -137,8 +137,8 @@ def test_the_packed_tool_runs_alone_with_the_double(pack, tmp_path):
         "    def translate_onnx_model(self, *a, **k): return None, {}\n"
         "    def save_har(self, p): Path(p).write_bytes(b'x')\n"
         "c.ClientRunner = R; sys.modules['hailo_sdk_client'] = c\n"
-        "from weftlib.gate.dfc_runner import main\n"
-        f"sys.exit(main([{str(pack.folder / pack.probes[0].file)!r}, '--out', {str(tmp_path / 'r.json')!r}]))\n"
+        "from weftlib.gate.compiler.dfc_runner import main\n"
+        f"sys.exit(main([{str(pack.folder / pack.probes[0].file)!r}, '--arch', 'hailo10h', '--out', {str(tmp_path / 'r.json')!r}]))\n"
     )
     env = {"PYTHONPATH": str(pack.folder / "dfc_tool"), "PATH": "/usr/bin:/bin"}
     done = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=False)
@@ -187,7 +187,7 @@ def test_evidence_turns_probe_results_into_the_yaml_diff(pack, monkeypatch, caps
     assert not any(f"probe_{s}.onnx" in line for line in added for s in ("rule_input_rank_5", "Unsqueeze", "Flatten"))
     # the diff applies, the file it gives still loads, and the new observations move the predictions
     ops = parse_device_ops(yaml.safe_load(apply_unified(DEFAULT_PATH.read_text(), diff)), "patched")
-    from weftlib.gate.standing import op_standing, rule_standing
+    from weftlib.gate.record.standing import op_standing, rule_standing
 
     assert rule_standing("lone_transpose_0213", ops).prediction == "parse"  # a 5.3.0 parse now decides
     assert op_standing("Mod", ops).prediction == "refused"

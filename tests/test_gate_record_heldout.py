@@ -9,10 +9,10 @@ from __future__ import annotations
 import pytest
 
 from weftlib.gate import load_device_ops
-from weftlib.gate import public_record as P
-from weftlib.gate import record_backtest as B
-from weftlib.gate.rules import RULES
-from weftlib.gate.standing import op_key
+from weftlib.gate.predict import backtest as B
+from weftlib.gate.predict.rules import RULES
+from weftlib.gate.record import public_record as P
+from weftlib.gate.record.standing import op_key
 
 
 @pytest.fixture(scope="module")
@@ -84,7 +84,7 @@ def test_negative_control_a_refusal_that_fires_on_a_public_parse_is_caught(ops, 
 def test_negative_control_a_refusal_rule_widened_to_a_parsed_layout_fires(ops, monkeypatch):
     """Matching every rank-4 Transpose (dropping the head-split exclusion) fires on the glued head splits of
     qvl-block-tokens, which parsed: the check catches it."""
-    from weftlib.gate import rules as R
+    from weftlib.gate.predict import rules as R
 
     rule = R.RULES["channels_last_transpose"]
     wide = R.Rule(rule.name, rule.judges, lambda ctx, node: "any Transpose", rule.example)

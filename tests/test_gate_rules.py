@@ -7,11 +7,12 @@ import numpy as np
 import onnx
 import pytest
 
-from weftlib.gate import load_device_ops, shuffles
-from weftlib.gate import rules as R
+from weftlib.gate import load_device_ops
+from weftlib.gate.compiler.proving import run_once
 from weftlib.gate.graphs import Builder
-from weftlib.gate.predict import predict
-from weftlib.gate.proving import run_once
+from weftlib.gate.predict import rules as R
+from weftlib.gate.predict import shuffles
+from weftlib.gate.predict.nodes import predict
 from weftlib.onnx_core.walk import index_model
 
 # rule -> the rule whose example is its negative control (same ops, another pattern)

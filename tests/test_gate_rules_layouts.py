@@ -7,10 +7,10 @@ import numpy as np
 import pytest
 
 from weftlib.gate import load_device_ops
-from weftlib.gate import record_backtest as B
-from weftlib.gate import rules as R
 from weftlib.gate.graphs import Builder
-from weftlib.gate.predict import FAIL, UNJUDGED, predict
+from weftlib.gate.predict import backtest as B
+from weftlib.gate.predict import rules as R
+from weftlib.gate.predict.nodes import FAIL, UNJUDGED, predict
 from weftlib.onnx_core.walk import index_model
 
 

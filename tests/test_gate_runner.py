@@ -18,7 +18,7 @@ import pytest
 from tests.test_gate_graphs import attention, save
 from weftlib.gate import DfcUnavailable, check_arch, docker_command, run_dfc
 from weftlib.gate.__main__ import main
-from weftlib.gate.dfc_runner import image, target
+from weftlib.gate.compiler.dfc_target import image, target
 
 DFC, ARCH = target()  # the allowlist's target (params/device_ops.yaml)
 

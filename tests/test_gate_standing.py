@@ -3,8 +3,8 @@ never a silent pass."""
 
 from __future__ import annotations
 
-from weftlib.gate.allowlist import Evidence
-from weftlib.gate.standing import PARSE, REFUSED, UNJUDGED, reach, weigh, worst
+from weftlib.gate.record.allowlist import Evidence
+from weftlib.gate.record.standing import PARSE, REFUSED, UNJUDGED, reach, weigh, worst
 
 TARGET = ("5.3.0", "hailo10h")
 
@@ -70,7 +70,7 @@ def test_worst_takes_the_strongest_objection():
 
 
 def test_an_op_key_reads_back_as_the_op_and_a_rule_name_as_the_rule():
-    from weftlib.gate.standing import op_key, read_key
+    from weftlib.gate.record.standing import op_key, read_key
 
     assert op_key("Gather") == "op:Gather" and read_key(op_key("Gather")) == ("op", "Gather")
     assert read_key("softmax_untracked") == ("rule", "softmax_untracked")

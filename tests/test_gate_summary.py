@@ -16,8 +16,8 @@ from weftlib.gate import (
     pairing_table,
     plot_op_matrix,
 )
-from weftlib.gate.dfc_results import result_files
-from weftlib.gate.dfc_runner import default_arch
+from weftlib.gate.compiler.dfc_target import default_arch
+from weftlib.gate.compiler.results import result_files
 
 ARCH = default_arch()
 
@@ -127,7 +127,7 @@ def test_the_answer_rests_on_the_sources_the_graph_notebooks_used(tmp_path):
 def test_the_prediction_sentence_names_causes_apart_from_their_consequences(tmp_path):
     """A refused head reshape, and the Softmax it leaves with no format: the reshape is the cause."""
     from weftlib.gate import prediction_rows, prediction_sentence
-    from weftlib.gate import rules as R
+    from weftlib.gate.predict import rules as R
 
     ops = load_device_ops()
     width = save(R.RULES["softmax_untracked"].example(), tmp_path / "width.onnx")
@@ -151,8 +151,9 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
     the matrix agrees with the gate, a graph rests on the prediction exactly when its pairing is unjudged)."""
     import pandas as pd
 
-    from weftlib.gate import findings_table, pack_models, run_graphs, standing_table, summary
-    from weftlib.gate import pairing as P
+    from weftlib.gate import findings_table, pack_models, run_graphs, standing_table
+    from weftlib.gate.compiler import pairing as P
+    from weftlib.gate.pages import summary
 
     ops = load_device_ops()
     (tmp_path / "02").mkdir()
@@ -201,7 +202,7 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
 def test_the_public_record_and_the_listing_in_figures():
     import pandas as pd
 
-    from weftlib.gate import summary
+    from weftlib.gate.pages import summary
 
     rows = [
         {"case": "a", "agreement": "agrees", "reach": "target"},
@@ -230,7 +231,7 @@ def test_the_public_record_and_the_listing_in_figures():
 def test_the_probe_rows_and_sentences():
     from types import SimpleNamespace
 
-    from weftlib.gate import summary
+    from weftlib.gate.pages import summary
 
     probe = SimpleNamespace(file="probe_rule_x.onnx", label="x", nodes=("probe/x/a", "probe/x/b"), why="unjudged")
     pack = SimpleNamespace(probes=(probe,), unbuilt={"op:Foo": "no probe builder"}, folder="out", script="out/run.sh")

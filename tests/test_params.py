@@ -146,7 +146,7 @@ def test_appendix_flag(tiny_suite):
 def test_capabilities_judge_the_plans_notebooks_and_name_one_without_a_rule():
     """The notebook list is the plan's (both shipped plans hold the same notebooks); provenance only knows
     what each needs, and a notebook it has no rule for is an error, not a missing row."""
-    from weftlib.gate.dfc_runner import image
+    from weftlib.gate.compiler.dfc_target import image
     from weftlib.suite import capabilities
 
     names = params.notebook_names()

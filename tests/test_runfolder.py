@@ -11,13 +11,7 @@ import pytest
 from tests.conftest import write_notebook
 from weftlib.formatting import NO_COMMIT
 from weftlib.suite import index_page, params, record
-from weftlib.suite.runfolder import (
-    NotebookResult,
-    RunSummary,
-    SummaryError,
-    read_summary,
-    write_summary,
-)
+from weftlib.suite.runfolder import NotebookResult, RunSummary, SummaryError, read_summary, write_summary
 
 
 def test_the_index_summary_reads_back_as_a_run_summary_byte_for_byte(tmp_path):

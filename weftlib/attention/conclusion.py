@@ -79,7 +79,7 @@ def short_answer(
     """The answer at a glance (at most 40 words): equality with natten, and which of NAF's exact variants is
     predicted to parse or what the closest waits on (`naf_results`: graph name -> its `GateResult`, named as
     `naf_variants.VariantExport.name` does, "NAF upsampler, device"; `faithful`: the faithful graphs' names)."""
-    from weftlib.gate import explain
+    from weftlib.gate.predict import explain
 
     def shown(name: str) -> str:  # "NAF upsampler, device" -> "NAF upsampler (device)"
         return name.replace(", ", " (", 1) + ")" if ", " in name else name

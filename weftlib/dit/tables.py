@@ -261,7 +261,7 @@ def short_answer(results: Mapping[str, Any]) -> str:
     verdict and the rules refusing it, and which exact variant is predicted to parse or what the closest waits
     on (`results`: variant name -> its `GateResult`, the faithful graph as "faithful")."""
     from weftlib.formatting import MAX_ANSWER_WORDS, word_count
-    from weftlib.gate import explain
+    from weftlib.gate.predict import explain
 
     faithful = results["faithful"]
     word = {"fail": "refused", "pass": "predicted to parse"}.get(faithful.verdict, faithful.verdict)

@@ -7,21 +7,15 @@ move, and a DFC failure before any operator leaves the ops unjudged. `write_prob
 one DFC session into evidence for `params/device_ops.yaml`.
 """
 
-from .allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
-from .device import EXIT_CODES, GateResult, OpUse, device_gate
-from .dfc_log import DfcError, DfcResult, load_dfc_result, read_dfc_log
-from .dfc_pack import DfcPack, write_dfc_pack
-from .dfc_results import collect_dfc
-from .dfc_runner import DfcUnavailable, check_arch, cli_docker_command, dfc_available, docker_command, run_dfc
-from .evidence import contradictions, evidence_table, unjudged
-from .explain import blocking, prediction_rows, prediction_sentence, reasons
-from .pairing import PAIR_VERDICTS, Edit, Pairing, pair
-from .predict import Finding, Prediction, predict
-from .probe_evidence import evidence_diff
-from .probes import ProbePack, write_probes
-from .record_backtest import backtest, held
-from .run_graphs import find_models, graph_sources, missing_outputs, notebook_folders
-from .summary import (
+from .compiler.dfc_log import DfcError, DfcResult, load_dfc_result, read_dfc_log
+from .compiler.dfc_runner import DfcUnavailable, check_arch, dfc_available
+from .compiler.dfc_target import cli_docker_command, docker_command, run_dfc
+from .compiler.pack import DfcPack, write_dfc_pack
+from .compiler.pairing import PAIR_VERDICTS, Edit, Pairing, pair
+from .compiler.probe_evidence import evidence_diff
+from .compiler.probes import ProbePack, write_probes
+from .compiler.results import collect_dfc
+from .pages.summary import (
     backtest_counts,
     conclusion,
     edits_table,
@@ -35,6 +29,13 @@ from .summary import (
     plot_op_matrix,
     standing_table,
 )
+from .predict.backtest import backtest, held
+from .predict.device import EXIT_CODES, GateResult, OpUse, device_gate
+from .predict.explain import blocking, prediction_rows, prediction_sentence, reasons
+from .predict.nodes import Finding, Prediction, predict
+from .record.allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
+from .record.evidence import contradictions, evidence_table, unjudged
+from .run_graphs import find_models, graph_sources, missing_outputs, notebook_folders
 
 __all__ = [
     "EXIT_CODES",

@@ -42,8 +42,8 @@ from . import (
     pair,
     run_dfc,
 )
-from .dfc_runner import default_arch, docker_command
-from .pairing import HELD, REFUSED, UNMATCHED
+from .compiler.dfc_target import default_arch, docker_command
+from .compiler.pairing import HELD, REFUSED, UNMATCHED
 
 
 class BadInput(ValueError):
@@ -187,7 +187,7 @@ def _writable(path: str, what: str) -> Path:
 
 
 def _probes(args: argparse.Namespace) -> int:
-    from .probes import write_probes
+    from .compiler.probes import write_probes
 
     out = Path(args.out)
     parent = out.parent if str(out.parent) else Path(".")
@@ -203,7 +203,7 @@ def _probes(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from .probe_evidence import evidence_diff
+    from .compiler.probe_evidence import evidence_diff
 
     diff, rows = evidence_diff(args.folder, args.ops)
     for row in rows:
@@ -213,8 +213,8 @@ def _evidence(args: argparse.Namespace) -> int:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .partition import WHOLE_FILE, PartitionError, write_partition
-    from .segments import TOLERANCE
+    from .cut.partition import WHOLE_FILE, PartitionError, write_partition
+    from .cut.segments import TOLERANCE
 
     _existing_file(args.model, "MODEL")
     ops = load_device_ops(args.ops)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
+import numpy as np
+
 
 def session(path: str | os.PathLike, threads: int | None = None, *, once: bool = False, optimize: bool = True) -> Any:
     """An onnxruntime CPU session that logs errors only (its warnings would clutter a published notebook).
@@ -26,3 +28,21 @@ def session(path: str | os.PathLike, threads: int | None = None, *, once: bool =
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
     return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
+
+
+def random_feeds(session: Any, seed: int = 0, *, symbolic: int = 1, index_range: int = 3) -> dict[str, np.ndarray]:
+    """Random values for every input of an onnxruntime `session`, of its type and shape: floats standard normal
+    (float16/64 cast from it), integers in [0, `index_range`) (most int inputs index something small), booleans
+    fair. A dimension that is not a positive number (symbolic, unknown) takes `symbolic`."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for info in session.get_inputs():
+        shape = [d if isinstance(d, int) and d > 0 else symbolic for d in info.shape]
+        kind = info.type[len("tensor(") : -1]
+        if kind == "bool":
+            feeds[info.name] = rng.random(shape) > 0.5
+        elif "int" in kind:
+            feeds[info.name] = rng.integers(0, index_range, shape).astype(np.dtype(kind))
+        else:
+            feeds[info.name] = rng.standard_normal(shape).astype({"float": np.float32}.get(kind, kind))
+    return feeds

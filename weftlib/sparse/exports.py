@@ -85,7 +85,7 @@ def inventory_table(reports: dict[str, Any], device_ops: Any) -> pd.DataFrame:
     graph rules), and how many Gathers read a data-dependent index."""
     import pandas as pd
 
-    from weftlib.gate.evidence import evidence_table
+    from weftlib.gate.record.evidence import evidence_table
 
     predicted = {row["name"]: row["prediction"] for row in evidence_table(device_ops) if row["kind"] == "op"}
     ops = sorted({op for r in reports.values() for op in r.ops})

@@ -85,7 +85,7 @@ def short_sentence(
     """03's answer at a glance (at most 40 words): densify or scatter, the densified peak against the lightest
     sparse route's, and which device layout is predicted to parse (`named`, `faithful`: `named_verdicts`,
     `faithful_names`)."""
-    from weftlib.gate import explain
+    from weftlib.gate.predict import explain
 
     dense = peaks["dense"]
     sparse_peaks = {m: b for m, b in peaks.items() if m != "dense"}

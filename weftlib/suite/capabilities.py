@@ -17,7 +17,7 @@ def by_notebook(
     notebook list lives in the plan, only what each notebook needs is written here, and a notebook with no
     rule below is an error that names it.
     """
-    from ..gate.dfc_runner import image  # not at import: the gate package loads onnx
+    from ..gate.compiler.dfc_target import image  # not at import: the gate package loads onnx
     from .params import notebook_names
 
     natten_native = env["natten"]["libnatten"] and env["natten"]["cuda"]

@@ -124,7 +124,7 @@ def natten_backends() -> dict[str, Any]:
 def hailo_dfc() -> dict[str, Any]:
     """Whether the Hailo Dataflow Compiler's Python client imports here (Linux x86-64 in its image only):
     the gate's own check (`dfc_runner.dfc_client`), so provenance and the gate cannot disagree."""
-    from ..gate.dfc_runner import dfc_client  # not at import: the gate package loads onnx
+    from ..gate.compiler.dfc_runner import dfc_client  # not at import: the gate package loads onnx
 
     client, why = dfc_client()
     if client is None:

@@ -115,7 +115,7 @@ def _in_run(script: str | None) -> str:
 def _links(stem: str, context: dict[str, Any]) -> list[dict[str, str]]:
     """The graph in netron (its ONNX file, which netron opens), its Model Explorer overlay (06's node data, the
     command on the link) and 06's picture of its cut; those the run holds, paths inside the run folder."""
-    from ..gate.cuts import node_data_file  # late: the index imports no ONNX code until it has graphs to link
+    from ..gate.pages.cuts import node_data_file  # late: the index imports no ONNX code until it has graphs to link
     from ..onnx_core.view import explorer_command
 
     run_dir, onnx_file = context["run_dir"], context["files"].get(stem)
@@ -163,7 +163,7 @@ def verdict_figure(rows: list[dict[str, Any]]) -> Any:
     """One bar per stage, the RFD graphs stacked by verdict (`stage_counts`)."""
     import matplotlib.pyplot as plt
 
-    from ..gate.summary import STATUS_COLOURS  # the op matrix's colours, so a verdict looks the same everywhere
+    from ..gate.pages.summary import STATUS_COLOURS  # the op matrix's colours, so a verdict looks the same everywhere
 
     colours = {
         "pass": STATUS_COLOURS["parse"],

@@ -10,15 +10,7 @@
 """
 
 from .backends import Verdict, verdicts
-from .calls import (
-    CallChain,
-    CallTrace,
-    Frame,
-    ImportEvent,
-    TargetEntry,
-    TensorSpec,
-    trace_calls,
-)
+from .calls import CallChain, CallTrace, Frame, ImportEvent, TargetEntry, TensorSpec, trace_calls
 from .cost import tracing_cost, tracing_overhead
 from .dependencies import AuditRow, audit
 from .drawing import chain_tree, draw_chains, plot_call_chains

@@ -20,9 +20,9 @@ from pathlib import Path
 import numpy as np
 import onnx
 
-from ..allowlist import DeviceOps, load_device_ops
-from ..device import device_gate
 from ..folder_swap import building
+from ..predict.device import device_gate
+from ..record.allowlist import DeviceOps, load_device_ops
 from .base import ExactRewrite
 from .exact import exact_reference
 from .library import answered_keys, default_library

@@ -14,8 +14,8 @@ import onnx
 import onnx_ir.passes.common as ir_passes
 from onnxscript import ir
 
-from ..allowlist import DeviceOps
-from ..device import GateResult, device_gate
+from ..predict.device import GateResult, device_gate
+from ..record.allowlist import DeviceOps
 from .base import ExactRewrite
 
 MAX_ROUNDS = 8  # each round answers what the last one uncovered; a graph still changing after 8 is a bug

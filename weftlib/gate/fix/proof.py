@@ -81,23 +81,6 @@ class Proof:
         }
 
 
-def random_feeds(session: Any, seed: int) -> dict[str, np.ndarray]:
-    """Random values for every input of `session`: floats standard normal (float16/64 cast from it), ints
-    in [0, INDEX_RANGE), booleans fair."""
-    rng = np.random.default_rng(seed)
-    feeds = {}
-    for info in session.get_inputs():
-        shape = [d if isinstance(d, int) else SYMBOLIC for d in info.shape]
-        kind = info.type[len("tensor(") : -1]
-        if kind == "bool":
-            feeds[info.name] = rng.random(shape) > 0.5
-        elif "int" in kind:
-            feeds[info.name] = rng.integers(0, INDEX_RANGE, shape).astype(np.dtype(kind))
-        else:
-            feeds[info.name] = rng.standard_normal(shape).astype({"float": np.float32}.get(kind, kind))
-    return feeds
-
-
 def _worst(expected: Sequence[np.ndarray], actual: Sequence[np.ndarray]) -> float:
     """Max over outputs of the difference over the output's scale; exact dtypes count any difference as inf."""
     worst = 0.0
@@ -135,7 +118,9 @@ def prove(
     first = runtime.session(original, once=True, optimize=False)
     second = runtime.session(fixed, once=True, optimize=False)
     exact_session: Any = False  # opened on the first set that needs it
-    sets = {f"random seed {s}": random_feeds(first, s) for s in seeds} | dict(examples or {})
+    sets = {
+        f"random seed {s}": runtime.random_feeds(first, s, symbolic=SYMBOLIC, index_range=INDEX_RANGE) for s in seeds
+    } | dict(examples or {})
     names = [o.name for o in first.get_outputs()]
     ran, worst, refused = [], [], []
     exact: list[float | None] = []

@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 import onnx
 
-from ..device import EXIT_CODES, GateResult
-from ..standing import REFUSED, UNJUDGED
+from ..predict.device import EXIT_CODES, GateResult
+from ..record.standing import REFUSED, UNJUDGED
 from .loop import Applied
 from .proof import Proof
 

@@ -1,0 +1,75 @@
+"""A cut proven equal on the host: the whole graph and the chain of its segments run in onnxruntime on the same
+random inputs, and the largest difference on any graph output held to a tolerance.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+
+import numpy as np
+
+from ...onnx_core import compare, runtime
+from .segments import TOLERANCE, Partition
+
+
+def _session(path: Path):
+    return runtime.session(path, once=True, optimize=False)
+
+
+def random_feeds(model_path: str | os.PathLike, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random inputs for every graph input of the file, of its type and shape (`runtime.random_feeds`)."""
+    return runtime.random_feeds(_session(Path(model_path)), seed)
+
+
+def run_chain(
+    part: Partition,
+    folder: str | os.PathLike,
+    feeds: Mapping[str, np.ndarray],
+    replace: Mapping[str, np.ndarray] | None = None,
+    outputs: Iterable[str] | None = None,
+) -> dict[str, np.ndarray]:
+    """Every tensor the chain hands on, segment by segment; `replace` overrides a handed tensor (a broken
+    edge, for the negative control). Given `outputs`, only those are returned, and each other tensor is let
+    go once no later segment reads it: at NAF's geometry one handed tensor is a gigabyte, and a graph cut
+    into dozens of segments would otherwise hold all of them at once."""
+    env = dict(feeds)
+    segments = list(part.segments)
+    keep = None if outputs is None else set(outputs)
+    for i, s in enumerate(segments):
+        session = _session(Path(folder) / s.file)
+        names = [o.name for o in session.get_outputs()]
+        values = session.run(names, {t: env[t] for t in s.inputs})
+        del session
+        env.update(zip(names, values))
+        for t, v in (replace or {}).items():
+            if t in names:
+                env[t] = v
+        if keep is not None:
+            later = keep.union(*(later_s.inputs for later_s in segments[i + 1 :]))
+            env = {t: v for t, v in env.items() if t in later}
+    return env
+
+
+def prove(
+    part: Partition,
+    original: str | os.PathLike,
+    folder: str | os.PathLike,
+    *,
+    tolerance: float = TOLERANCE,
+    seed: int = 0,
+    replace: Mapping[str, np.ndarray] | None = None,
+) -> Partition:
+    """Run the whole graph and the chain of segments on the same random inputs; the largest difference on
+    any graph output, against `tolerance`."""
+    from dataclasses import replace as with_fields
+
+    feeds = random_feeds(original, seed)
+    session = _session(Path(original))
+    names = [o.name for o in session.get_outputs()]
+    whole = dict(zip(names, session.run(names, feeds)))
+    del session
+    chained = run_chain(part, folder, feeds, replace, outputs=names)
+    diff = compare.max_abs_diff([whole[n] for n in names], [chained[n] for n in names])
+    return with_fields(part, max_abs_diff=diff, tolerance=tolerance)

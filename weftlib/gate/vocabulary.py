@@ -1,0 +1,141 @@
+"""The gate's words, each a closed vocabulary: what a prediction, a verdict, a pairing or an outcome may be.
+
+Every value is the string the records already hold (`StrEnum`: a member equals its text, so JSON, YAML, tables
+and the published records read as before). This module imports nothing: the DFC image carries it with
+`dfc_runner` and `dfc_log`.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class Prediction(StrEnum):
+    """What the gate predicts the DFC's parser does with one node, one op or one graph rule."""
+
+    PARSE = "parse"
+    REFUSED = "refused"
+    UNJUDGED = "unjudged"  # the record is silent or split: a probe settles it
+
+
+class GateVerdict(StrEnum):
+    """The device gate's verdict on a whole file (its exit code: `device.EXIT_CODES`)."""
+
+    PASS = "pass"
+    FAIL = "fail"
+    UNJUDGED = "unjudged"
+
+
+class DfcVerdict(StrEnum):
+    """What the DFC's parser did with a graph, read from its own output."""
+
+    PARSED = "parsed"  # translated and a HAR written
+    REJECTED = "rejected"
+    UNRECOGNISED = "unrecognised"  # neither: an output the reader does not know (never a pass)
+
+
+class FailureCause(StrEnum):
+    """Why a DFC rejection happened, as far as its text tells."""
+
+    OPERATOR = "operator"  # an operator (or its pattern) was refused
+    BEFORE_OPERATORS = "before operators"  # the parser stopped before reading any operator (inputs, formats)
+    INCONCLUSIVE = "inconclusive"  # a failure whose text names no cause
+
+
+class Seen(StrEnum):
+    """What a piece of evidence in the public record is: an observation of the DFC, or its documentation."""
+
+    PARSED = "parsed"
+    REJECTED = "rejected"
+    MISCOMPILED = "miscompiled"  # parsed, but not computed as written
+    DOCUMENTED = "documented"
+
+
+OBSERVED = frozenset({Seen.PARSED, Seen.REJECTED, Seen.MISCOMPILED})
+"""The kinds of evidence that are observations of a DFC run (documentation is not)."""
+
+
+class Outcome(StrEnum):
+    """What happened to one case of the public record (a rebuilt graph's recorded outcome)."""
+
+    PARSED = "parsed"
+    REFUSED = "refused"
+    CRASHED = "crashed"
+    MISCOMPILED = "miscompiled"
+
+
+class Stage(StrEnum):
+    """How far through the DFC a recorded run went."""
+
+    TRANSLATE = "translate"
+    OPTIMIZE = "optimize"
+    COMPILE = "compile"
+    RAN = "ran"
+
+
+class Reach(StrEnum):
+    """How near a piece of evidence is to the target DFC and arch."""
+
+    TARGET = "target"  # the target's DFC version and arch
+    SIBLING = "sibling"  # another DFC of the same major, same arch or unstated
+    OFF = "off"  # another major or another arch: shown, never weighed
+
+
+class Agreement(StrEnum):
+    """A backtest case: the gate's prediction against the recorded outcome."""
+
+    AGREES = "agrees"
+    DISAGREES = "disagrees"
+    UNJUDGED = "unjudged"
+
+
+class Pairing(StrEnum):
+    """The pair's verdict on one graph: the gate's prediction read against the DFC's result."""
+
+    HELD = "allowlist held"
+    TOO_GENEROUS = "DEVICE_OPS too generous"
+    TOO_STRICT = "DEVICE_OPS too strict"
+    BOTH_REJECT = "both reject"
+    OBSERVED_NOW = "unjudged prediction, now observed"
+    NOT_RUN = "DFC not run"
+    UNRECOGNISED = "DFC unrecognised"
+    UNJUDGED_INPUTS = "ops unjudged: the DFC stopped before reading any operator"
+    UNJUDGED_INCONCLUSIVE = "ops unjudged: inconclusive DFC failure"
+    FOREIGN_RESULT = "DFC result refused: about another model"
+    UNMATCHED = "DFC result not paired: it names no model"
+
+
+UNJUDGED_PAIRINGS = frozenset(
+    {
+        Pairing.NOT_RUN,
+        Pairing.UNRECOGNISED,
+        Pairing.UNJUDGED_INPUTS,
+        Pairing.UNJUDGED_INCONCLUSIVE,
+        Pairing.FOREIGN_RESULT,
+        Pairing.UNMATCHED,
+    }
+)
+"""The pairings that judge nothing: no DFC verdict to read the prediction against."""
+
+
+class Subject(StrEnum):
+    """What a standing, a probe or an edit is about: an op entry or a graph rule."""
+
+    OP = "op"
+    RULE = "rule"
+
+
+class Side(StrEnum):
+    """Where a segment of a cut graph runs."""
+
+    DEVICE = "device"
+    HOST = "host"
+
+
+class FolderKind(StrEnum):
+    """The kinds of folder the gate writes, as their marker names them (`folder_swap`)."""
+
+    PARTITION = "partition"
+    FIX = "fix"
+    DFC_PACK = "DFC pack"
+    PROBE_PACK = "probe pack"
