@@ -1,4 +1,4 @@
-"""The README's notebook conventions, checked over what git would commit.
+"""The notebook conventions (docs/notebooks.md), checked over what git would commit.
 
 JupyterLab autosaves outputs into the working files; the `nbstrip` clean filter (scripts/nbstrip.py, switched
 on by .gitattributes, configured by `make`) keeps them out of commits. So the conventions are checked on the

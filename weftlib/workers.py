@@ -2,7 +2,7 @@
 
 Why: exporting a graph is mostly torch.export and the ONNX translation, single-threaded Python, so on the
 appendix's two cores one export leaves a core idle; sections that export a handful of independent graphs
-(NAF's rewrites, the image-layout geometries, the DiT variants) finish sooner two at a time (the README
+(NAF's rewrites, the image-layout geometries, the DiT variants) finish sooner two at a time (docs/timings.md
 holds the figures).
 Forked, not spawned: a job reads the parent's modules and tensors as they are (a model loaded from a hub
 checkout has no import path a fresh interpreter could follow), and only its result is pickled back. Never

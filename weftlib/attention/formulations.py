@@ -251,7 +251,7 @@ def _matmul_banded(q: Tensor, k: Tensor, v: Tensor, kernel: Pair, dilation: Pair
     halos move (16 x 16 positions for an 8 x 8 tile at kernel 9), at the price of 256/81 times the score and
     output FLOPs plus the selection MatMuls, which the machine has to spare; it beats the time the no-reuse
     traffic alone would take, so that traffic is no bound (the lower bound is
-    `geometry.Geometry.compulsory_bytes` and the FLOPs). The benchmark and the README hold the times and
+    `geometry.Geometry.compulsory_bytes` and the FLOPs). The benchmark and docs/timings.md hold the times and
     peaks. Bands of row dilation groups keep one tile step's temporaries within `BAND_BYTES`."""
     b, h, w, heads, d = dims(q)
     dv = dims(v)[-1]

@@ -2,7 +2,7 @@
 headline), time per method in one sweep, fresh-process benchmarks, the roofline bound (the occupied taps' FLOPs at the sgemm rate or the compulsory bytes at the copy rate), the
 rulebook's build time and spconv's SubMConv3d on the same voxels when spconv is installed.
 
-The measured figures live in the README and in the benchmark's output (`scripts/bench_sparse.py`,
+The measured figures live in docs/timings.md and in the benchmark's output (`scripts/bench_sparse.py`,
 `summary.format_benchmark`), never here.
 """
 

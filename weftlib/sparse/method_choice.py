@@ -30,7 +30,7 @@ def choose_method(n: int, taps: int, tracing: bool = False, has_rulebook: bool =
     """The fastest exact path measured here for a network's layers: 'compact', which multiplies only the taps
     that have a neighbour (0.53 of them at the 1024 bunny), on the rulebook given or, for a bare table, on the
     one `conv.rulebook_of` builds at the first layer and keeps for the table, so a network builds it once per
-    voxel set (its build costs about half a layer; the README and `benchmark.default_pipeline` hold the times).
+    voxel set (its build costs about half a layer; docs/timings.md and `benchmark.default_pipeline` hold the times).
     Under an exporter, 'im2col' unchunked: the static-shape form. `n`, `taps` and `has_rulebook` stay in the
     signature for the memory model (`memory.peak_model`) and for kernels where the choice would differ."""
     del n, taps, has_rulebook
@@ -44,7 +44,7 @@ def auto_chunk_rows(method: str, taps: int, channels: int, itemsize: int, n: int
     gather) are CHUNK_L2_MULTIPLE L2 caches: the MatMul reads back from the outer caches what the gather
     just wrote, and the per-call cost of the ops stays small against the work: measured at the 1024 bunny,
     chunks of a few thousand rows beat both smaller chunks and one unchunked GEMM, for im2col and compact
-    alike (the README holds the times). `method` stays for paths whose buffer would differ.
+    alike (docs/timings.md holds the times). `method` stays for paths whose buffer would differ.
     """
     del method
     if n < SMALL_ROWS:
