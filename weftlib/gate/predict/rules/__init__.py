@@ -31,6 +31,7 @@ __all__ = [
     "NodeRule",
     "Rule",
     "collect",
+    "rule_classes",
     "rules_for",
 ]
 

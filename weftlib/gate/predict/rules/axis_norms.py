@@ -9,7 +9,8 @@ import onnx
 from ....onnx_core.walk import attribute
 from ..formats import LOST, TRACKED, Context
 from .base import Check, Fires, Misses, NodeRule
-from .common import image_graph, int_attr, tokens_graph
+from .examples import image_graph, tokens_graph
+from .reading import int_attr
 
 
 def _softmax_over_last(ctx: Context, node: onnx.NodeProto) -> bool:

@@ -11,8 +11,9 @@ import onnx
 from ....onnx_core.walk import attribute
 from ..formats import NONE, TRACKED, Context
 from .base import Check, Fires, Misses, NodeRule
-from .common import image_graph, int_attr, tokens_graph
+from .examples import image_graph, tokens_graph
 from .layouts import BatchAxis
+from .reading import int_attr
 
 _BATCH_AXIS = BatchAxis()
 

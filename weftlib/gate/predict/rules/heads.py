@@ -12,7 +12,8 @@ import onnx
 from .. import shuffles
 from ..formats import SLICING, Context
 from .base import Check, Fires, Misses, NodeRule
-from .common import sole_consumer, tokens_graph
+from .examples import tokens_graph
+from .reading import sole_consumer
 
 
 class SplitPath(StrEnum):
@@ -137,14 +138,15 @@ class _HeadSplitPath(NodeRule):
 
 
 class HeadSplitInterrupted(_HeadSplitPath):
-    """Fires on a head split that reaches its Transpose only through arithmetic between (a per-head norm, RoPE)."""
+    """Fires on a head split that reaches a Transpose through an op that computes (a per-head norm, RoPE), not
+    only through slicing ops."""
 
     name, path, words = "head_split_interrupted", SplitPath.INTERRUPTED, "an op between it and its Transpose"
 
 
 class HeadSplitSliced(_HeadSplitPath):
-    """Fires on a head split that reaches its Transpose through slicing ops only (Split, Slice, Squeeze), not
-    directly."""
+    """Fires on a head split that reaches its Transpose through slicing ops only (Split, Slice, Gather, Squeeze,
+    Unsqueeze, Identity), not directly."""
 
     name, path, words = "head_split_sliced", SplitPath.SLICED, "only slicing ops between it and its Transpose"
 

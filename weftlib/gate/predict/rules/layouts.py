@@ -14,8 +14,9 @@ from ...graphs import Builder
 from .. import shuffles
 from ..formats import NONE, Context
 from .base import Check, Fires, Misses, NodeRule
-from .common import image_graph, int_attr, perm, sole_consumer
+from .examples import image_graph
 from .heads import HeadMergeGlued, HeadSplitGlued
+from .reading import int_attr, perm, sole_consumer
 
 CHANNELS_LAST, CHANNELS_FIRST = [0, 2, 3, 1], [0, 3, 1, 2]
 _GLUED = (HeadSplitGlued(), HeadMergeGlued())

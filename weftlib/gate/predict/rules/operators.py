@@ -11,8 +11,9 @@ import onnx
 from ...graphs import Builder
 from ..formats import Context
 from .base import Check, Fires, Misses, NodeRule
-from .common import image_graph, int_attr, ints_attr, perm, sole_consumer, tokens_graph
+from .examples import image_graph, tokens_graph
 from .layouts import BatchAxis
+from .reading import int_attr, ints_attr, perm, sole_consumer
 
 _BATCH_AXIS = BatchAxis()
 

@@ -8,7 +8,8 @@ import onnx
 
 from ..formats import REDUCTIONS, SUMMING, TRACKED, Context
 from .base import Check, Fires, Misses, NodeRule
-from .common import image_graph, int_attr, ints_attr, tokens_graph
+from .examples import image_graph, tokens_graph
+from .reading import int_attr, ints_attr
 
 
 def _axes(ctx: Context, node: onnx.NodeProto) -> list[int] | None:

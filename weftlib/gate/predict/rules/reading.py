@@ -1,5 +1,5 @@
-"""What the rules of several topics share: a node's integer attributes, a Transpose's perm, a sole consumer,
-and the start of an example graph (tokens or an image behind one layer, so the rule's node has a producer)."""
+"""What the rules read off a node beyond its shapes (`formats.Context`): its integer attributes, a Transpose's
+perm, the one node that consumes it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ from typing import SupportsInt
 import onnx
 
 from ....onnx_core.walk import attribute
-from ...graphs import Builder
 from ..formats import Context
 
 
@@ -40,17 +39,3 @@ def sole_consumer(ctx: Context, node: onnx.NodeProto, op: str) -> onnx.NodeProto
     """The one node reading `node`'s first output, when there is exactly one and it is an `op`."""
     users = ctx.consumers(node.output[0])
     return users[0] if len(users) == 1 and users[0].op_type == op else None
-
-
-def tokens_graph(name: str, s: int = 8, c: int = 16) -> tuple[Builder, str]:
-    """An example's start: tokens [1, s, c] through a Linear."""
-    g = Builder(name)
-    x = g.input("x", [1, s, c])
-    return g, g.linear(x, c, c, "probe/pre")
-
-
-def image_graph(name: str, c: int = 8, h: int = 1, w: int = 16) -> tuple[Builder, str]:
-    """An example's start: an NCHW image [1, c, h, w] through a 1x1 Conv."""
-    g = Builder(name)
-    x = g.input("x", [1, c, h, w])
-    return g, g.conv1x1(x, c, c, "probe/pre")
