@@ -86,9 +86,11 @@ def test_negative_control_a_refusal_rule_widened_to_a_parsed_layout_fires(ops, m
     qvl-block-tokens, which parsed: the check catches it."""
     from weftlib.gate.predict import rules as R
 
-    rule = R.RULES["channels_last_transpose"]
-    wide = R.Rule(rule.name, rule.judges, lambda ctx, node: "any Transpose", rule.example)
-    monkeypatch.setitem(R.RULES, "channels_last_transpose", wide)
+    class Wide(type(R.RULES["channels_last_transpose"])):
+        def check(self, ctx, node):
+            return R.Fires("any Transpose")
+
+    monkeypatch.setitem(R.RULES, "channels_last_transpose", Wide())
     problems = B.refusals_on_nearest(ops)
     assert any(
         p.startswith("channels_last_transpose: fires on the public parse 'rfd-backbone-one-window'") for p in problems
