@@ -43,7 +43,7 @@ from . import (
     run_dfc,
 )
 from .compiler.dfc_target import default_arch, docker_command
-from .compiler.pairing import HELD, REFUSED, UNMATCHED
+from .vocabulary import DfcVerdict, PairVerdict, Side
 
 
 class BadInput(ValueError):
@@ -141,7 +141,7 @@ def _dfc(args: argparse.Namespace) -> int:
     print(f"{result.verdict}: {result.reason}")
     for error in result.errors:
         print(f"  {error.cls} in op {error.node}: {error.message}")
-    return 0 if result.verdict == "parsed" else 1
+    return 0 if result.verdict == DfcVerdict.PARSED else 1
 
 
 def _pair(args: argparse.Namespace) -> int:
@@ -153,7 +153,7 @@ def _pair(args: argparse.Namespace) -> int:
         raise BadInput(f"MODEL: {'; '.join(gate.problems)}: a graph the gate cannot read cannot be paired")
     dfc = load_dfc_result(args.dfc) if args.dfc else None
     result = pair(gate, dfc, args.model, by_hand=args.matched_by_hand)
-    if result.verdict in (REFUSED, UNMATCHED):
+    if result.verdict in (PairVerdict.FOREIGN_RESULT, PairVerdict.UNMATCHED):
         print(f"refused: {result.meaning}", file=sys.stderr)
         return 2
     print(
@@ -163,7 +163,7 @@ def _pair(args: argparse.Namespace) -> int:
     )
     for edit in result.edits:
         print(f"  {edit.action} {edit.op}: {edit.reason}")
-    return 0 if result.verdict == HELD else 1
+    return 0 if result.verdict == PairVerdict.HELD else 1
 
 
 def _existing_file(path: str, what: str) -> None:
@@ -233,7 +233,7 @@ def _partition(args: argparse.Namespace) -> int:
     )
     for s in part.segments:
         what = f"  {s.file}: {s.runs_on}, {len(s.nodes)} nodes"
-        if s.runs_on == "device":
+        if s.runs_on == Side.DEVICE:
             what += f", start {list(s.start_node_names)}, end {list(s.end_node_names)}"
         print(what)
     for why in sorted({w for w in part.moved_to_host.values() if w.startswith(WHOLE_FILE)}):

@@ -49,6 +49,7 @@ class Seen(StrEnum):
     REJECTED = "rejected"
     MISCOMPILED = "miscompiled"  # parsed, but not computed as written
     DOCUMENTED = "documented"
+    ASSUMED = "assumed"  # nothing was seen: an entry's `evidence: assumed` (never an item's word in the file)
 
 
 OBSERVED = frozenset({Seen.PARSED, Seen.REJECTED, Seen.MISCOMPILED})
@@ -89,8 +90,9 @@ class Agreement(StrEnum):
     UNJUDGED = "unjudged"
 
 
-class Pairing(StrEnum):
-    """The pair's verdict on one graph: the gate's prediction read against the DFC's result."""
+class PairVerdict(StrEnum):
+    """The pair's verdict on one graph: the gate's prediction read against the DFC's result (`Pairing.verdict`
+    of `compiler.pairing`, whose record takes the plain name)."""
 
     HELD = "allowlist held"
     TOO_GENEROUS = "DEVICE_OPS too generous"
@@ -105,17 +107,17 @@ class Pairing(StrEnum):
     UNMATCHED = "DFC result not paired: it names no model"
 
 
-UNJUDGED_PAIRINGS = frozenset(
+UNJUDGED_PAIR_VERDICTS = frozenset(
     {
-        Pairing.NOT_RUN,
-        Pairing.UNRECOGNISED,
-        Pairing.UNJUDGED_INPUTS,
-        Pairing.UNJUDGED_INCONCLUSIVE,
-        Pairing.FOREIGN_RESULT,
-        Pairing.UNMATCHED,
+        PairVerdict.NOT_RUN,
+        PairVerdict.UNRECOGNISED,
+        PairVerdict.UNJUDGED_INPUTS,
+        PairVerdict.UNJUDGED_INCONCLUSIVE,
+        PairVerdict.FOREIGN_RESULT,
+        PairVerdict.UNMATCHED,
     }
 )
-"""The pairings that judge nothing: no DFC verdict to read the prediction against."""
+"""The pair verdicts that judge nothing: no DFC verdict to read the prediction against."""
 
 
 class Subject(StrEnum):

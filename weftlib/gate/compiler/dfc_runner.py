@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
+from ..vocabulary import DfcVerdict
 from .dfc_log import DfcError, DfcResult, read_dfc_log
 
 DFC5_ARCHS = ("hailo10h", "hailo15h", "hailo15m", "hailo15l")
@@ -85,14 +86,16 @@ def parse(
         )
     except Exception as exc:  # the parser's rejection, or a plain exception from inside it
         return _rejection(exc, arch, version, str(model), model.stem.replace("-", "_"))
-    about = DfcResult("unrecognised", arch=arch, dfc_version=version, source=str(model))  # shared by all below
+    about = DfcResult(DfcVerdict.UNRECOGNISED, arch=arch, dfc_version=version, source=str(model))  # shared by all below
     try:
         runner.save_har(str(har))
     except Exception as exc:
         return replace(about, reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}")
     if not har.is_file():
         return replace(about, reason=f"translated, but no HAR was written at {har}: not a pass")
-    return replace(about, verdict="parsed", har=str(har), model=model.stem, reason="translation completed, HAR saved")
+    return replace(
+        about, verdict=DfcVerdict.PARSED, har=str(har), model=model.stem, reason="translation completed, HAR saved"
+    )
 
 
 def _rejection(exc: Exception, arch: str, version: str | None, source: str, model: str | None = None) -> DfcResult:
@@ -102,7 +105,7 @@ def _rejection(exc: Exception, arch: str, version: str | None, source: str, mode
     from_text = read_dfc_log(line)
     errors = from_text.errors or (DfcError(cls.__name__, None, None, str(exc)[:2000]),)
     return DfcResult(
-        "rejected",
+        DfcVerdict.REJECTED,
         errors=errors,
         end_nodes=from_text.end_nodes,
         exception=f"{cls.__name__}: {str(exc)[:2000]}",
@@ -158,7 +161,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     Path(args.out).write_text(result.to_json())
     print(f"{Path(args.model).name}: {result.verdict}: {result.reason}")
-    return 0 if result.verdict == "parsed" else 1
+    return 0 if result.verdict == DfcVerdict.PARSED else 1
 
 
 if __name__ == "__main__":

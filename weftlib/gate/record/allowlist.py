@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...paths import REPO_ROOT
+from ..vocabulary import Outcome, Seen, Stage
 
 if TYPE_CHECKING:
     from .schema import AllowlistFile, EvidenceItem
 
 DEFAULT_PATH = REPO_ROOT / "params" / "device_ops.yaml"
-OBSERVED = ("parsed", "rejected", "miscompiled")  # the kinds of `seen` that are observations of the DFC
 
 
 def source_key(text: str) -> str:
@@ -53,7 +53,7 @@ class Evidence:
     the rule it backs gets a probe). `retracted`: the source's own correction of the item (shown, not weighed).
     """
 
-    seen: str
+    seen: Seen
     dfc: str = "unknown"
     arch: str = "unknown"
     source: str = ""
@@ -92,8 +92,8 @@ class Case:
     graph: str
     dfc: str
     arch: str
-    stage: str
-    outcome: str
+    stage: Stage
+    outcome: Outcome
     source: str
     error: str = ""
     refused_at: tuple[str, ...] = ()  # node names of the rebuilt graph that the DFC named
@@ -102,7 +102,7 @@ class Case:
 
     @property
     def refused(self) -> bool:
-        return self.outcome != "parsed"
+        return self.outcome != Outcome.PARSED
 
 
 @dataclass(frozen=True)
@@ -171,7 +171,7 @@ class DeviceOps:
             "opsets": file.opsets,
             **limits,
         }
-        doc = (Evidence("documented", given["target_dfc"], "unknown", "named by the caller"),)
+        doc = (Evidence(Seen.DOCUMENTED, given["target_dfc"], "unknown", "named by the caller"),)
         entries = {n: OpEntry(n, "device_ops", doc) for n in names}
         return cls(entries=entries, rules={}, cases={}, **given)
 
@@ -255,7 +255,7 @@ class _Builder:
 
     def evidence(self, place: str, items: tuple[EvidenceItem, ...] | None) -> tuple[Evidence, ...]:
         if items is None:
-            return (Evidence("assumed"),)
+            return (Evidence(Seen.ASSUMED),)
         return tuple(self.item(f"{place}[{i}]", item) for i, item in enumerate(items))
 
     def item(self, place: str, item: EvidenceItem) -> Evidence:
@@ -265,7 +265,7 @@ class _Builder:
             case = self.cases.get(item.case)
             if case is None:
                 raise self.error(f"{place}.case", f"{item.case!r} is not in public_record")
-            if item.seen == "parsed" and case.refused:
+            if item.seen == Seen.PARSED and case.refused:
                 raise self.error(place, f"seen: parsed, yet case {item.case!r} was {case.outcome}")
             lent = {"dfc": case.dfc, "arch": case.arch, "source": f"{case.source} [{item.case}]"}
         return Evidence(
