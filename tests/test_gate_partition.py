@@ -4,12 +4,14 @@ negative control (a cut that drops an edge must fail)."""
 
 from __future__ import annotations
 
+import ast
 import json
 
 import numpy as np
 import onnx
 import pytest
 
+from tests.conftest import REPO
 from weftlib.gate import load_device_ops
 from weftlib.gate.__main__ import main
 from weftlib.gate.cut.partition import PartitionError, partition
@@ -118,6 +120,36 @@ def test_negative_control_a_cut_that_drops_an_edge_fails_the_proof(ops, tmp_path
     handed = part.segments[1].outputs[0]  # what the host hands back to the device
     broken = prove(part, path, folder, replace={handed: np.zeros((1, 8, 4, 4), np.float32)})
     assert not broken.proven and broken.max_abs_diff > 1e-3
+
+
+def test_a_tolerance_given_is_the_one_the_proof_holds_to(ops, tmp_path):
+    """One tolerance: the library's `TOLERANCE` unless given, and a given one is what `proven`, `partition.json`
+    and the command judge by; notebook 06's parameter defaults to the library's."""
+    from weftlib.gate.cut.partition import write_partition
+    from weftlib.gate.cut.segments import TOLERANCE
+
+    part, path, folder = cut_of(chain("tol", ["conv", "sin", "conv"]), ops, tmp_path)
+    assert part.tolerance == TOLERANCE
+    broken = {part.segments[1].outputs[0]: np.zeros((1, 8, 4, 4), np.float32)}
+    diff = prove(part, path, folder, replace=broken).max_abs_diff
+    assert diff is not None and diff > TOLERANCE
+    loose = prove(part, path, folder, tolerance=2 * diff, replace=broken)
+    strict = prove(part, path, folder, tolerance=diff / 2, replace=broken)
+    assert (loose.tolerance, loose.proven, strict.tolerance, strict.proven) == (2 * diff, True, diff / 2, False)
+    written = write_partition(path, ops, tmp_path / "given", tolerance=0.5)
+    assert (
+        written.tolerance == 0.5 and json.loads((tmp_path / "given" / "partition.json").read_text())["tolerance"] == 0.5
+    )
+    assert main(["partition", str(path), "--out", str(tmp_path / "cli"), "--tolerance", "0"]) in (0, 1)
+    assert json.loads((tmp_path / "cli" / "partition.json").read_text())["tolerance"] == 0
+    notebook = json.loads((REPO / "notebooks" / "06_device_cut.ipynb").read_text())
+    (cell,) = [c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    (given,) = [
+        a.value
+        for a in ast.parse("".join(cell["source"])).body
+        if isinstance(a, ast.Assign) and ast.unparse(a.targets[0]) == "tolerance"
+    ]
+    assert ast.literal_eval(given) == TOLERANCE
 
 
 def test_the_chain_lets_go_of_what_no_later_segment_reads(ops, tmp_path):

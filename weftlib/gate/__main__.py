@@ -43,6 +43,7 @@ from . import (
     run_dfc,
 )
 from .compiler.dfc_target import default_arch, docker_command
+from .cut.segments import TOLERANCE
 from .vocabulary import DfcVerdict, PairVerdict, Side
 
 
@@ -85,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("model")
     cut.add_argument("--out", required=True)
     cut.add_argument("--ops", default=None)
-    cut.add_argument("--tolerance", type=float, default=None, help="max |chain - graph| allowed (default 1e-6)")
+    cut.add_argument(
+        "--tolerance", type=float, default=None, help=f"max |chain - graph| allowed (default {TOLERANCE:g})"
+    )
     fix = sub.add_parser("fix", help="rewrite a graph toward what the DFC parses, each rewrite exact and proven")
     fix.add_argument("model")
     fix.add_argument("--out", required=True, help="folder written whole: <stem>.fixed.onnx and fix.json")
@@ -214,7 +217,6 @@ def _evidence(args: argparse.Namespace) -> int:
 
 def _partition(args: argparse.Namespace) -> int:
     from .cut.partition import WHOLE_FILE, PartitionError, write_partition
-    from .cut.segments import TOLERANCE
 
     _existing_file(args.model, "MODEL")
     ops = load_device_ops(args.ops)
