@@ -45,10 +45,10 @@ class FailureCause(StrEnum):
 class Seen(StrEnum):
     """What a piece of evidence in the public record is: an observation of the DFC, or its documentation."""
 
-    PARSED = "parsed"
-    REJECTED = "rejected"
-    MISCOMPILED = "miscompiled"  # parsed, but not computed as written
-    DOCUMENTED = "documented"
+    PARSED = "parsed"  # the DFC was seen to parse it
+    REJECTED = "rejected"  # seen to refuse it (a crash in the parser counts as rejected)
+    MISCOMPILED = "miscompiled"  # parsed, but not computed as written (counted against)
+    DOCUMENTED = "documented"  # a vendor table lists it as supported
     ASSUMED = "assumed"  # nothing was seen: an entry's `evidence: assumed` (never an item's word in the file)
 
 

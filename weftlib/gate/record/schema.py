@@ -32,10 +32,6 @@ from pydantic_core import ErrorDetails, PydanticCustomError
 from ...formatting import place
 from ..vocabulary import Outcome, Seen, Stage
 
-# parsed / rejected: the DFC was seen to do so (a crash in the parser counts as rejected); miscompiled: it
-# parsed but did not compute the op (counted against); documented: a vendor table lists it as supported.
-_ITEM_SEEN = tuple(word for word in Seen if word != Seen.ASSUMED)  # `assumed` is an entry's word, not an item's
-
 
 def _problem(text: str) -> PydanticCustomError:
     """An error whose message is `text` as it is (its braces are not a template)."""
@@ -55,10 +51,11 @@ def _op_name(value: object) -> str:
 
 
 def _item_seen(value: object) -> object:
-    if value == Seen.ASSUMED:
-        raise _problem(
-            f"{value!r}; valid: {', '.join(map(repr, map(str, _ITEM_SEEN[:-1])))} or {str(_ITEM_SEEN[-1])!r}"
-        )
+    """An item's `seen` is a word of `Seen` but `assumed`, which only a whole entry says (`evidence: assumed`)."""
+    words = [word for word in Seen if word != Seen.ASSUMED]
+    if not isinstance(value, str) or value not in words:
+        valid = [repr(str(word)) for word in words]
+        raise _problem(f"{value!r}; valid: {', '.join(valid[:-1])} or {valid[-1]}")
     return value
 
 
