@@ -1,4 +1,5 @@
-"""The Dataflow Compiler's parse, as the DFC image runs it: this file and `dfc_log.py` are all the image carries.
+"""The Dataflow Compiler's parse, as the DFC image runs it: this file, `dfc_log.py` and the gate's `vocabulary.py`
+are all the image carries.
 
 `hailo_sdk_client` only installs on Linux x86-64 (the DFC image). A parse that returns but writes no HAR is not a
 pass. Nothing here reads the allowlist (the image has no PyYAML or pydantic): the arch is always given, and
@@ -132,7 +133,7 @@ def _last_parser_frame(exc: Exception) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m weftlib.gate.compiler.dfc_runner MODEL --arch A --out R.json`: the parse alone, for the DFC image.
 
-    Needs only this file and `dfc_log.py` (a DFC pack carries copies of both), so the image needs no numpy,
+    Needs only this file, `dfc_log.py` and `vocabulary.py` (a DFC pack carries copies), so the image needs no numpy,
     pandas, PyYAML or pydantic. Exit 0 parsed, 1 rejected or unrecognised, 2 no DFC here or a bad argument.
     """
     import argparse

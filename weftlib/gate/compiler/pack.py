@@ -1,8 +1,8 @@
 """A DFC pack: a folder of ONNX graphs and the one script that parses all of them in the DFC's image.
 
 The folder holds the graphs, a `manifest.json`, a `run_dfc.sh` that parses every graph in the target DFC's
-image (`dfc_target.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the two files of this
-package the parse needs. Every path in the script is relative to the folder, so the folder can be copied to
+image (`dfc_target.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the files the parse needs
+(`dfc_runner`, `dfc_log` and the words they use, `gate.vocabulary`). Every path in the script is relative to the folder, so the folder can be copied to
 wherever Docker and the image are, run there, and copied back; `results_in` reads the results back. Written
 again into the same folder, a pack keeps the results of the graphs it leaves unchanged.
 """
