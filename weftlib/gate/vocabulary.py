@@ -56,6 +56,14 @@ OBSERVED = frozenset({Seen.PARSED, Seen.REJECTED, Seen.MISCOMPILED})
 """The kinds of evidence that are observations of a DFC run (documentation is not)."""
 
 
+class Listing(StrEnum):
+    """Where `params/device_ops.yaml` lists an entry: its section's name (an op entry, or a graph rule)."""
+
+    DEVICE_OPS = "device_ops"  # an op the device half may use
+    KNOWN_BLOCKERS = "known_blockers"  # an op named as refused, with its reason
+    GRAPH_RULES = "graph_rules"  # a rule of `predict.rules`
+
+
 class Outcome(StrEnum):
     """What happened to one case of the public record (a rebuilt graph's recorded outcome)."""
 

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...onnx_core.walk import read_graph
 from ..record.allowlist import DEFAULT_PATH, load_device_ops
-from ..vocabulary import DfcVerdict, FailureCause, Seen, Subject
+from ..vocabulary import DfcVerdict, FailureCause, Listing, Seen, Subject
 from .dfc_log import DfcResult, failure_cause
 from .pack import MANIFEST, read_pack, results_in
 from .probe_graphs import Probe
@@ -70,7 +70,7 @@ def evidence_diff(folder: str | os.PathLike, ops_path: str | os.PathLike | None 
     for probe in probes:
         item, finding = probe_finding(probe, results.get(probe.stem), folder)
         section = (
-            "graph_rules"
+            Listing.GRAPH_RULES
             if probe.subject == Subject.RULE
             else ops.entries[probe.name].listed
             if probe.name in ops.entries

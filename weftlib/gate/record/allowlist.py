@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...paths import REPO_ROOT
-from ..vocabulary import Outcome, Seen, Stage
+from ..vocabulary import Listing, Outcome, Seen, Stage
 
 if TYPE_CHECKING:
     from .schema import AllowlistFile, EvidenceItem
@@ -68,7 +68,7 @@ class OpEntry:
     """An op in DEVICE_OPS or KNOWN_BLOCKERS with why it is there."""
 
     op: str
-    listed: str  # "device_ops" or "known_blockers"
+    listed: Listing  # device_ops or known_blockers
     evidence: tuple[Evidence, ...]
     note: str = ""
     by_pattern: bool = False
@@ -143,18 +143,18 @@ class DeviceOps:
 
     @property
     def allowed(self) -> frozenset[str]:
-        return frozenset(op for op, e in self.entries.items() if e.listed == "device_ops")
+        return frozenset(op for op, e in self.entries.items() if e.listed == Listing.DEVICE_OPS)
 
     @property
     def blockers(self) -> frozenset[str]:
-        return frozenset(op for op, e in self.entries.items() if e.listed == "known_blockers")
+        return frozenset(op for op, e in self.entries.items() if e.listed == Listing.KNOWN_BLOCKERS)
 
     def status(self, op: str) -> str:
         """ "allowed", "blocker" or "unlisted"."""
         entry = self.entries.get(op)
         if entry is None:
             return "unlisted"
-        return "allowed" if entry.listed == "device_ops" else "blocker"
+        return "allowed" if entry.listed == Listing.DEVICE_OPS else "blocker"
 
     @classmethod
     def from_names(cls, names: Any, **limits: Any) -> DeviceOps:
@@ -172,7 +172,7 @@ class DeviceOps:
             **limits,
         }
         doc = (Evidence(Seen.DOCUMENTED, given["target_dfc"], "unknown", "named by the caller"),)
-        entries = {n: OpEntry(n, "device_ops", doc) for n in names}
+        entries = {n: OpEntry(n, Listing.DEVICE_OPS, doc) for n in names}
         return cls(entries=entries, rules={}, cases={}, **given)
 
 
@@ -238,7 +238,10 @@ class _Builder:
 
     def entries(self) -> dict[str, OpEntry]:
         entries: dict[str, OpEntry] = {}
-        for listed, block in (("device_ops", self.file.device_ops), ("known_blockers", self.file.known_blockers)):
+        for listed, block in (
+            (Listing.DEVICE_OPS, self.file.device_ops),
+            (Listing.KNOWN_BLOCKERS, self.file.known_blockers),
+        ):
             for op, body in block.items():
                 if op in entries:
                     raise self.error(f"{listed}.{op}", f"{op} is in both device_ops and known_blockers")

@@ -7,7 +7,7 @@ entry is one a probe (`weftlib.gate.compiler.probes`) can turn into an observati
 
 from __future__ import annotations
 
-from ..vocabulary import Prediction, Reach, Seen, Subject
+from ..vocabulary import Listing, Prediction, Reach, Seen, Subject
 from .allowlist import DeviceOps, Evidence, OpEntry
 from .standing import Standing, op_key, op_standing, reach, rule_standing
 
@@ -15,7 +15,7 @@ BY_PATTERN = "by pattern"  # a `by_pattern` op's own row: its nodes are judged b
 
 
 def _row(
-    kind: Subject, name: str, listed: str, standing: Standing, items: tuple[Evidence, ...], ops: DeviceOps
+    kind: Subject, name: str, listed: Listing, standing: Standing, items: tuple[Evidence, ...], ops: DeviceOps
 ) -> dict:
     where = [reach(e, ops.target_dfc, ops.target_arch) for e in items if e.seen != Seen.ASSUMED]
     return {
@@ -39,7 +39,7 @@ def evidence_table(ops: DeviceOps) -> list[dict[str, object]]:
     A `by_pattern` op's own prediction is "by pattern": its nodes are judged by the rules that cover them."""
     rows = [_op_row(op, entry, ops) for op, entry in ops.entries.items()]
     for name, rule in ops.rules.items():
-        rows.append(_row(Subject.RULE, name, "graph_rules", rule_standing(name, ops), rule.evidence, ops))
+        rows.append(_row(Subject.RULE, name, Listing.GRAPH_RULES, rule_standing(name, ops), rule.evidence, ops))
     return rows
 
 
@@ -60,8 +60,8 @@ def contradictions(ops: DeviceOps) -> list[dict[str, object]]:
         for row in evidence_table(ops)
         if row["kind"] == Subject.OP
         and (
-            (row["listed"] == "device_ops" and row["prediction"] == Prediction.REFUSED)
-            or (row["listed"] == "known_blockers" and row["prediction"] == Prediction.PARSE)
+            (row["listed"] == Listing.DEVICE_OPS and row["prediction"] == Prediction.REFUSED)
+            or (row["listed"] == Listing.KNOWN_BLOCKERS and row["prediction"] == Prediction.PARSE)
         )
     ]
 
