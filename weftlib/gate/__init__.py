@@ -39,6 +39,7 @@ from .run_graphs import find_models, graph_sources, missing_outputs, notebook_fo
 from .vocabulary import (
     Agreement,
     DfcVerdict,
+    EditAction,
     FailureCause,
     FolderKind,
     GateVerdict,
@@ -67,6 +68,7 @@ __all__ = [
     "DfcUnavailable",
     "DfcVerdict",
     "Edit",
+    "EditAction",
     "FailureCause",
     "Finding",
     "FolderKind",

@@ -128,6 +128,15 @@ UNJUDGED_PAIR_VERDICTS = frozenset(
 """The pair verdicts that judge nothing: no DFC verdict to read the prediction against."""
 
 
+class EditAction(StrEnum):
+    """What a pairing (or the listing's own evidence) asks of an entry of `params/device_ops.yaml`."""
+
+    MOVE_OUT = "move out"  # out of device_ops: the DFC refused it
+    MOVE_IN = "move in"  # into device_ops (or the parse added to its rule): the DFC parsed it
+    ADD_EVIDENCE = "add evidence"  # an unjudged entry, now observed
+    REVIEW = "review"  # a node the DFC named that the graph lacks, or a failure naming no op
+
+
 class Subject(StrEnum):
     """What a standing, a probe or an edit is about: an op entry or a graph rule."""
 

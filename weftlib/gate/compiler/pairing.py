@@ -28,7 +28,15 @@ from typing import Literal
 
 from ...onnx_core.walk import read_graph
 from ..predict.device import GateResult
-from ..vocabulary import UNJUDGED_PAIR_VERDICTS, DfcVerdict, FailureCause, GateVerdict, PairVerdict, Prediction
+from ..vocabulary import (
+    UNJUDGED_PAIR_VERDICTS,
+    DfcVerdict,
+    EditAction,
+    FailureCause,
+    GateVerdict,
+    PairVerdict,
+    Prediction,
+)
 from .dfc_log import DfcResult, failure_cause
 
 PAIR_VERDICTS = tuple(PairVerdict)  # every verdict, in the order tables list them
@@ -38,7 +46,7 @@ PAIR_VERDICTS = tuple(PairVerdict)  # every verdict, in the order tables list th
 class Edit:
     """A change to `params/device_ops.yaml` that a pairing implies."""
 
-    action: str  # "move out", "move in", "add evidence", "review"
+    action: EditAction
     op: str
     reason: str
 
@@ -206,7 +214,10 @@ def _judge(  # noqa: PLR0911 - a decision ladder, read top to bottom; each rung 
             "",
             f"the DFC failed without naming an operator of this graph ({dfc.exception or dfc.reason}); "
             f"the gate's ops stay unjudged ({unjudged})",
-            [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved],
+            [
+                Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph")
+                for node in unresolved
+            ],
         )
     if gate.verdict == GateVerdict.UNJUDGED:
         return PairVerdict.OBSERVED_NOW, "", *_observed(gate, ops, unresolved, dfc)
@@ -225,12 +236,14 @@ def _generous_meaning(ops: tuple[str, ...], dfc: DfcResult) -> str:
 
 
 def _move_out(ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult) -> list[Edit]:
-    edits = [Edit("move out", op, "allowlisted, yet the DFC rejected it in this graph") for op in ops]
-    edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
+    edits = [Edit(EditAction.MOVE_OUT, op, "allowlisted, yet the DFC rejected it in this graph") for op in ops]
+    edits += [
+        Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph") for node in unresolved
+    ]
     if not ops and not unresolved:
         edits.append(
             Edit(
-                "review",
+                EditAction.REVIEW,
                 "?",
                 f"the DFC failed naming no op ({dfc.exception or dfc.reason}); bisect with end node names to find it",
             )
@@ -245,19 +258,25 @@ def _observed(
     subjects = sorted({f.key for f in gate.findings if f.prediction == Prediction.UNJUDGED})
     if dfc.verdict == DfcVerdict.PARSED:
         meaning = f"the gate left it unjudged ({', '.join(subjects)}); the DFC parsed it"
-        return meaning, [Edit("add evidence", s, "parsed in this graph") for s in subjects]
+        return meaning, [Edit(EditAction.ADD_EVIDENCE, s, "parsed in this graph") for s in subjects]
     named = ", ".join(ops) or (dfc.exception or dfc.reason)
     meaning = f"the gate left it unjudged ({', '.join(subjects)}); the DFC rejected {named}"
-    edits = [Edit("add evidence", op, "rejected in this graph (on the rule that covers its node)") for op in ops]
-    edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
+    edits = [
+        Edit(EditAction.ADD_EVIDENCE, op, "rejected in this graph (on the rule that covers its node)") for op in ops
+    ]
+    edits += [
+        Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph") for node in unresolved
+    ]
     return meaning, edits
 
 
 def _move_in(gate: GateResult) -> list[Edit]:
     refused = {f.key for f in gate.findings if f.prediction == Prediction.REFUSED}
-    edits = [Edit("move in", s, "predicted refused, yet the DFC parsed it in this graph") for s in sorted(refused)]
+    edits = [
+        Edit(EditAction.MOVE_IN, s, "predicted refused, yet the DFC parsed it in this graph") for s in sorted(refused)
+    ]
     if not edits:
-        edits = [Edit("review", "(graph limits)", "; ".join(gate.problems))]
+        edits = [Edit(EditAction.REVIEW, "(graph limits)", "; ".join(gate.problems))]
     return edits
 
 
@@ -277,6 +296,8 @@ def _both(
         f"both reject: the gate on {', '.join(sorted(x)) or 'graph limits'}, "
         f"the DFC on {', '.join(sorted(y)) or (dfc.exception or dfc.reason)}"
     )
-    edits = [Edit("move out", op, "the gate allowed it, the DFC rejected it") for op in sorted(y - x)]
-    edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
+    edits = [Edit(EditAction.MOVE_OUT, op, "the gate allowed it, the DFC rejected it") for op in sorted(y - x)]
+    edits += [
+        Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph") for node in unresolved
+    ]
     return agreement, meaning, edits
