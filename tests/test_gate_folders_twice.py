@@ -98,7 +98,7 @@ _KILLED_PARTITION = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {repo!r})
-from weftlib.gate import partition
+from weftlib.gate.cut import partition
 def slow_proof(*args, **kwargs):
     print("proving", flush=True)
     time.sleep(60)
