@@ -18,6 +18,7 @@ from weftlib.gate.compiler.proving import run_once
 from weftlib.gate.predict import backtest as B
 from weftlib.gate.record import public_record as P
 from weftlib.gate.record.allowlist import DEFAULT_PATH
+from weftlib.gate.vocabulary import Agreement
 
 
 @pytest.fixture(scope="module")
@@ -110,7 +111,7 @@ def test_each_rebuilt_graph_is_checked_runs_and_names_what_the_dfc_named(name, o
 def test_the_gate_agrees_with_the_public_record(rows):
     assert B.held(rows) == []
     on_target = [r for r in rows if r["reach"] == "target"]
-    assert len(on_target) >= 25 and all(r["agreement"] == B.AGREES for r in on_target)
+    assert len(on_target) >= 25 and all(r["agreement"] == Agreement.AGREES for r in on_target)
     refused_elsewhere = [r for r in rows if r["reach"] == "sibling" and r["outcome"] != "parsed"]
     assert refused_elsewhere and all(r["prediction"] != "pass" for r in refused_elsewhere)
 

@@ -23,9 +23,9 @@ from weftlib.gate.compiler.dfc_target import default_arch
 from weftlib.gate.compiler.pack import MANIFEST, write_dfc_pack
 from weftlib.gate.compiler.probes import write_probes
 from weftlib.gate.cut.partition import WHOLE_FILE, write_partition
-from weftlib.gate.cut.segments import DEVICE
 from weftlib.gate.folder_swap import MARKER
 from weftlib.gate.pages.cuts import cut_all, pack_cuts
+from weftlib.gate.vocabulary import Side
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ _KILLED_PARTITION = """
 import signal, sys, time
 signal.signal(signal.SIGINT, signal.default_int_handler)
 sys.path.insert(0, {repo!r})
-from weftlib.gate import partition
+from weftlib.gate.cut import partition
 def slow_proof(*args, **kwargs):
     print("proving", flush=True)
     time.sleep(60)
@@ -184,7 +184,7 @@ def test_notebook_05_and_06_packs_keep_their_results_when_written_again(ops, tmp
     partitions = cut_all([path], ops, tmp_path / "segments")
     cuts = tmp_path / "cut_pack"
     pack_cuts(partitions, cuts, default_arch())
-    assert partitions[path].segments[0].runs_on == DEVICE
+    assert partitions[path].segments[0].runs_on == Side.DEVICE
     (cuts / "m.cut00.dfc.json").write_text("{}")
     pack_cuts(partitions, cuts, default_arch())
     assert (cuts / "m.cut00.dfc.json").read_text() == "{}"

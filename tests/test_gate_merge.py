@@ -13,8 +13,8 @@ from weftlib.gate import load_device_ops
 from weftlib.gate.cut import merge
 from weftlib.gate.cut.merge import LINK, MERGED, UNMERGED, CutRule, mergeable_pairs, quotient_acyclic
 from weftlib.gate.cut.partition import cut, partition
-from weftlib.gate.cut.segments import DEVICE, HOST
 from weftlib.gate.graphs import Builder
+from weftlib.gate.vocabulary import Side
 
 SHAPE = [1, 8, 4, 4]
 
@@ -38,7 +38,7 @@ def branches() -> onnx.ModelProto:
 
 def test_independent_branches_share_one_device_segment_with_every_input(ops, tmp_path):
     merged, _, _ = cut_of(branches(), ops, tmp_path)
-    assert [s.runs_on for s in merged.segments] == [DEVICE, HOST, DEVICE] and merged.proven
+    assert [s.runs_on for s in merged.segments] == [Side.DEVICE, Side.HOST, Side.DEVICE] and merged.proven
     first = merged.device_segments[0]
     assert set(first.nodes) == {"/a/Conv", "/a/Relu", "/b/Conv", "/b/Relu", "/c/Conv"}
     assert first.start_node_names == ("x", "y") and first.net_input_shapes == {"x": SHAPE, "y": SHAPE}
@@ -46,7 +46,7 @@ def test_independent_branches_share_one_device_segment_with_every_input(ops, tmp
     model = onnx.load(str(tmp_path / "branches.onnx"))
     assert mergeable_pairs(merged.segments, model.graph.node) == []
     old, _ = cut(model, ops, rule=UNMERGED)
-    assert sum(s.runs_on == DEVICE for s in old) == 4  # each branch its own segment, as before the merge
+    assert sum(s.runs_on == Side.DEVICE for s in old) == 4  # each branch its own segment, as before the merge
     assert mergeable_pairs(old, model.graph.node)  # the check fails the old cut: it can find a merge
 
 
@@ -103,14 +103,14 @@ def fewest_device_segments(model: onnx.ModelProto, device: list[str]) -> int:
 def test_the_merge_gives_the_fewest_device_segments_an_exhaustive_search_finds(ops, seed):
     model = random_dag(seed, n=6 + seed % 5)
     segments, _ = cut(model, ops, rule=CutRule(merge=True, crumbs_to_host=False))
-    device = [n for s in segments if s.runs_on == DEVICE for n in s.nodes]
+    device = [n for s in segments if s.runs_on == Side.DEVICE for n in s.nodes]
     if not device:
         pytest.skip("every node of this draw is on the host")
-    count = sum(s.runs_on == DEVICE for s in segments)
+    count = sum(s.runs_on == Side.DEVICE for s in segments)
     assert count == fewest_device_segments(model, device)
     assert mergeable_pairs(segments, model.graph.node) == []
     old, _ = cut(model, ops, rule=UNMERGED)
-    assert sum(s.runs_on == DEVICE for s in old) >= count
+    assert sum(s.runs_on == Side.DEVICE for s in old) >= count
 
 
 def crossed() -> onnx.ModelProto:
@@ -138,8 +138,8 @@ def three_levels() -> onnx.ModelProto:
 def test_the_merge_is_the_fewest_on_graphs_built_to_tempt_a_greedy_join(ops, build):
     model = build()
     segments, _ = cut(model, ops, rule=CutRule(merge=True, crumbs_to_host=False))
-    device = [n for s in segments if s.runs_on == DEVICE for n in s.nodes]
-    count = sum(s.runs_on == DEVICE for s in segments)
+    device = [n for s in segments if s.runs_on == Side.DEVICE for n in s.nodes]
+    count = sum(s.runs_on == Side.DEVICE for s in segments)
     assert count == fewest_device_segments(model, device) == {"crossed": 2, "three": 3}[model.graph.name]
     assert mergeable_pairs(segments, model.graph.node) == []
 
@@ -169,14 +169,20 @@ def test_a_device_island_without_macs_stays_on_the_host(ops, tmp_path):
     g.output(g.conv1x1(x, 8, 8, "/q", seed=2))
     part, _, _ = cut_of(g.model(), ops, tmp_path)
     assert [(s.runs_on, s.nodes) for s in part.segments] == [
-        (DEVICE, ("/p/Conv",)),
-        (HOST, ("/s1", "/Relu", "/s2")),
-        (DEVICE, ("/q/Conv",)),
+        (Side.DEVICE, ("/p/Conv",)),
+        (Side.HOST, ("/s1", "/Relu", "/s2")),
+        (Side.DEVICE, ("/q/Conv",)),
     ]
     assert part.moved_to_host["/Relu"].startswith("a crumb: its segment's 0 MACs")
     assert part.proven
     kept, _ = cut(onnx.load(str(tmp_path / "crumb.onnx")), ops, rule=UNMERGED)
-    assert [s.runs_on for s in kept] == [DEVICE, HOST, DEVICE, HOST, DEVICE]  # the old cut kept it
+    assert [s.runs_on for s in kept] == [
+        Side.DEVICE,
+        Side.HOST,
+        Side.DEVICE,
+        Side.HOST,
+        Side.DEVICE,
+    ]  # the old cut kept it
 
 
 def test_an_island_with_fewer_macs_than_elements_it_moves_stays_on_the_host(ops, tmp_path):
@@ -194,7 +200,7 @@ def test_a_graph_without_macs_keeps_its_device_segments(ops, tmp_path):
     x = g.node("Relu", [g.input("x", SHAPE)], "/r1")
     g.output(g.node("Relu", [g.node("Sin", [x], "/s")], "/r2"))
     part, _, _ = cut_of(g.model(), ops, tmp_path)
-    assert [s.runs_on for s in part.segments] == [DEVICE, HOST, DEVICE] and part.coverage.macs == (0, 0)
+    assert [s.runs_on for s in part.segments] == [Side.DEVICE, Side.HOST, Side.DEVICE] and part.coverage.macs == (0, 0)
 
 
 def test_the_host_link_is_pcie_3_x4_and_the_rate_the_vendor_states():
@@ -263,7 +269,7 @@ def test_the_dit_block_the_rfd_asks_about_cuts_into_two_device_graphs(ops, tmp_p
     (tmp_path / "new").mkdir()
     old = partition(path, ops, tmp_path / "old", rule=UNMERGED)
     new = cut_of_path(path, ops, tmp_path / "new")
-    assert len(old.device_segments) == 7 and sum(s.runs_on == HOST for s in old.segments) == 2
+    assert len(old.device_segments) == 7 and sum(s.runs_on == Side.HOST for s in old.segments) == 2
     assert len(new.device_segments) == 2 and new.proven
     assert new.coverage.crossings < old.coverage.crossings and new.coverage.macs == old.coverage.macs
     assert mergeable_pairs(new.segments, onnx.load(str(path)).graph.node) == []

@@ -8,7 +8,7 @@ import pytest
 from tests.test_gate_graphs import attention, save, topk_head, with_op
 from weftlib.gate import device_gate, load_device_ops, pair, read_dfc_log
 from weftlib.gate.__main__ import main
-from weftlib.gate.compiler import pairing as P
+from weftlib.gate.vocabulary import PairVerdict
 
 HEADER = (
     "hailo_sdk_client.model_translator.exceptions.ParsingWithRecommendationException: "
@@ -49,7 +49,7 @@ def run(tmp_path, ops, model, name, text, by_hand=False):
 def test_pass_and_parses_means_the_allowlist_held(tmp_path, ops):
     gate, result = run(tmp_path, ops, attention(), "attn", success("attn"))
     assert gate.passed
-    assert (result.gate, result.dfc, result.verdict, result.edits) == ("PASS", "parses", P.HELD, ())
+    assert (result.gate, result.dfc, result.verdict, result.edits) == ("PASS", "parses", PairVerdict.HELD, ())
 
 
 def test_pass_but_rejected_means_too_generous_and_resolves_the_node(tmp_path, ops):
@@ -57,7 +57,7 @@ def test_pass_but_rejected_means_too_generous_and_resolves_the_node(tmp_path, op
         "UnsupportedSoftmaxLayerError in op /attn/Softmax: Unsupported softmax", tail="/attn/MatMul", model="attn"
     )
     gate, result = run(tmp_path, ops, attention(), "attn", text)
-    assert gate.passed and result.verdict == P.TOO_GENEROUS
+    assert gate.passed and result.verdict == PairVerdict.TOO_GENEROUS
     assert result.dfc_ops == ("Softmax",)  # the message names no op: found through the graph
     assert [(e.action, e.op) for e in result.edits] == [("move out", "Softmax")]
 
@@ -65,19 +65,19 @@ def test_pass_but_rejected_means_too_generous_and_resolves_the_node(tmp_path, op
 def test_fail_but_parsed_means_too_strict(tmp_path, ops):
     gate, result = run(tmp_path, ops, topk_head(), "head", success("head"))
     assert gate.verdict == "fail" and gate.failing_ops == ("TopK",)
-    assert (result.gate, result.dfc, result.verdict) == ("FAIL", "parses", P.TOO_STRICT)
+    assert (result.gate, result.dfc, result.verdict) == ("FAIL", "parses", PairVerdict.TOO_STRICT)
     assert [(e.action, e.op) for e in result.edits] == [("move in", "op:TopK")]
 
 
 def test_an_unjudged_prediction_the_dfc_answered_adds_evidence(tmp_path, ops):
     gate, result = run(tmp_path, ops, with_op("HardSwish", "/act/HardSwish"), "hs", success("hs"))
     assert gate.verdict == "unjudged" and gate.unjudged_ops == ("HardSwish",)
-    assert (result.gate, result.dfc, result.verdict) == ("UNJUDGED", "parses", P.OBSERVED_NOW)
+    assert (result.gate, result.dfc, result.verdict) == ("UNJUDGED", "parses", PairVerdict.OBSERVED_NOW)
     assert [(e.action, e.op) for e in result.edits] == [("add evidence", "op:HardSwish")]
     assert result.judged
     text = rejection("UnsupportedOperationError in op /act/HardSwish: HardSwish operation is unsupported", model="hs")
     _, refused = run(tmp_path, ops, with_op("HardSwish", "/act/HardSwish"), "hs", text)
-    assert refused.verdict == P.OBSERVED_NOW and [(e.action, e.op) for e in refused.edits] == [
+    assert refused.verdict == PairVerdict.OBSERVED_NOW and [(e.action, e.op) for e in refused.edits] == [
         ("add evidence", "HardSwish")
     ]
 
@@ -98,7 +98,7 @@ def test_both_reject_on_the_same_op(tmp_path, ops):
     text = rejection("UnsupportedOperationError in op /head/TopK: TopK operation is unsupported", model="head")
     _gate, result = run(tmp_path, ops, topk_head(), "head", text)
     assert (result.verdict, result.agreement, result.gate_ops, result.dfc_ops) == (
-        P.BOTH_REJECT,
+        PairVerdict.BOTH_REJECT,
         "same ops",
         ("TopK",),
         ("TopK",),
@@ -113,7 +113,7 @@ def test_both_reject_with_an_extra_op_the_gate_allowed(tmp_path, ops):
         model="head",
     )
     _, result = run(tmp_path, ops, topk_head(), "head", text)
-    assert (result.verdict, result.agreement) == (P.BOTH_REJECT, "overlap")
+    assert (result.verdict, result.agreement) == (PairVerdict.BOTH_REJECT, "overlap")
     assert [(e.action, e.op) for e in result.edits] == [("move out", "Softmax")]
 
 
@@ -122,16 +122,16 @@ def test_rejection_naming_a_node_not_in_the_graph_is_inconclusive_and_left_for_r
         "UnsupportedShuffleLayerError in op /elsewhere/Reshape: Failed to determine type of layer", model="attn"
     )
     _, result = run(tmp_path, ops, attention(), "attn", text)
-    assert result.verdict == P.UNJUDGED_INCONCLUSIVE and result.unresolved_nodes == ("/elsewhere/Reshape",)
+    assert result.verdict == PairVerdict.UNJUDGED_INCONCLUSIVE and result.unresolved_nodes == ("/elsewhere/Reshape",)
     assert [(e.action, e.op) for e in result.edits] == [("review", "/elsewhere/Reshape")]
 
 
 def test_not_run_and_unrecognised_are_never_a_pass(tmp_path, ops):
     _, not_run = run(tmp_path, ops, attention(), "attn", None)
     _, unknown = run(tmp_path, ops, attention(), "attn", "[info] Translation started on ONNX model attn\n")
-    assert (not_run.verdict, not_run.dfc) == (P.NOT_RUN, "not run")
-    assert (unknown.verdict, unknown.dfc) == (P.UNRECOGNISED, "unrecognised")
-    assert P.HELD not in (not_run.verdict, unknown.verdict)
+    assert (not_run.verdict, not_run.dfc) == (PairVerdict.NOT_RUN, "not run")
+    assert (unknown.verdict, unknown.dfc) == (PairVerdict.UNRECOGNISED, "unrecognised")
+    assert PairVerdict.HELD not in (not_run.verdict, unknown.verdict)
 
 
 def test_pair_argument_checks(tmp_path, ops):
@@ -178,7 +178,7 @@ def test_a_operator_rejection_compares_the_ops(tmp_path, ops):
     _, result = run(tmp_path, ops, topk_head(), "head", text)
     assert (result.cause, result.verdict, result.dfc_ops, result.matched) == (
         "operator",
-        P.BOTH_REJECT,
+        PairVerdict.BOTH_REJECT,
         ("TopK",),
         "by model name",
     )
@@ -192,10 +192,10 @@ def test_b_failure_before_any_operator_leaves_the_ops_unjudged(tmp_path, ops):
     assert not gate.readable
     assert (result.cause, result.verdict, result.agreement) == (
         "before operators",
-        P.UNJUDGED_INPUTS,
+        PairVerdict.UNJUDGED_INPUTS,
         "same cause (an input the parser refuses)",
     )
-    assert result.verdict not in (P.BOTH_REJECT, P.HELD) and not result.judged
+    assert result.verdict not in (PairVerdict.BOTH_REJECT, PairVerdict.HELD) and not result.judged
     assert result.edits == ()  # never "move an op out" on a failure that read no operator
     assert "unjudged" in result.meaning
 
@@ -204,7 +204,7 @@ def test_b_the_trap_of_rfd_1154_a_predicted_op_rejection_meets_an_input_failure(
     """The gate fails on an op (TopK), the DFC fails in the input layers: not agreement, not 'both reject'."""
     gate, result = run(tmp_path, ops, topk_head(), "head", input_layers_failure("head"))
     assert gate.readable and gate.failing_ops == ("TopK",)
-    assert result.verdict == P.UNJUDGED_INPUTS and result.agreement.startswith("different causes")
+    assert result.verdict == PairVerdict.UNJUDGED_INPUTS and result.agreement.startswith("different causes")
     assert "TopK" in result.meaning and result.edits == ()
 
 
@@ -223,8 +223,10 @@ def test_c_inconclusive_failure_leaves_the_ops_unjudged(tmp_path, ops, line):
     text = f"[info] Translation started on ONNX model attn\n{line}\n"
     gate, result = run(tmp_path, ops, attention(), "attn", text)
     assert gate.passed
-    assert (result.cause, result.verdict) == ("inconclusive", P.UNJUDGED_INCONCLUSIVE)
-    assert result.verdict not in (P.TOO_GENEROUS, P.HELD) and not any(e.action == "move out" for e in result.edits)
+    assert (result.cause, result.verdict) == ("inconclusive", PairVerdict.UNJUDGED_INCONCLUSIVE)
+    assert result.verdict not in (PairVerdict.TOO_GENEROUS, PairVerdict.HELD) and not any(
+        e.action == "move out" for e in result.edits
+    )
 
 
 def test_c_inputs_found_zero_is_a_failure_before_operators(tmp_path, ops):
@@ -234,12 +236,12 @@ def test_c_inputs_found_zero_is_a_failure_before_operators(tmp_path, ops):
         "Number of expected inputs: 1, Inputs found: 0\n"
     )
     _, result = run(tmp_path, ops, attention(), "attn", text)
-    assert (result.cause, result.verdict) == ("before operators", P.UNJUDGED_INPUTS)
+    assert (result.cause, result.verdict) == ("before operators", PairVerdict.UNJUDGED_INPUTS)
 
 
 def test_a_result_about_another_model_is_refused(tmp_path, ops, capsys):
     _, result = run(tmp_path, ops, with_op("Relu", "/x/Relu"), "clean_relu", success("full"))
-    assert result.verdict == P.REFUSED and "'full'" in result.meaning and not result.judged
+    assert result.verdict == PairVerdict.FOREIGN_RESULT and "'full'" in result.meaning and not result.judged
     log = tmp_path / "full.log"
     log.write_text(success("full"))
     assert main(["pair", str(tmp_path / "clean_relu.onnx"), "--dfc", str(log)]) == 2
@@ -257,7 +259,7 @@ def test_a_result_naming_no_model_pairs_only_by_hand(tmp_path, ops, capsys):
     (tmp_path / "kindless.json").write_text('{"verdict": "parsed"}')  # not even a result this tool wrote
     assert main(["pair", str(model), "--dfc", str(tmp_path / "kindless.json")]) == 2
     _, result = run(tmp_path, ops, with_op("Relu", "/x/Relu"), "r2", "[info] Translation completed on ONNX model\n")
-    assert result.verdict in (P.UNMATCHED, P.UNRECOGNISED)
+    assert result.verdict in (PairVerdict.UNMATCHED, PairVerdict.UNRECOGNISED)
 
 
 def test_cli_bad_paths_are_clear_errors(tmp_path, capsys):

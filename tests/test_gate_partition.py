@@ -4,18 +4,20 @@ negative control (a cut that drops an edge must fail)."""
 
 from __future__ import annotations
 
+import ast
 import json
 
 import numpy as np
 import onnx
 import pytest
 
+from tests.conftest import REPO
 from weftlib.gate import load_device_ops
 from weftlib.gate.__main__ import main
 from weftlib.gate.cut.partition import PartitionError, partition
 from weftlib.gate.cut.proof import prove, random_feeds, run_chain
-from weftlib.gate.cut.segments import DEVICE, HOST
 from weftlib.gate.graphs import Builder
+from weftlib.gate.vocabulary import Side
 
 
 @pytest.fixture(scope="module")
@@ -56,9 +58,9 @@ def cut_of(model, ops, tmp_path):
 def test_a_refused_op_in_the_middle_cuts_device_host_device(ops, tmp_path):
     part, _, _ = cut_of(chain("middle", ["conv", "relu", "sin", "conv"]), ops, tmp_path)
     assert sides(part) == [
-        (DEVICE, ("/l0/Conv", "/l1/Relu")),
-        (HOST, ("/l2/Sin",)),
-        (DEVICE, ("/l3/Conv",)),
+        (Side.DEVICE, ("/l0/Conv", "/l1/Relu")),
+        (Side.HOST, ("/l2/Sin",)),
+        (Side.DEVICE, ("/l3/Conv",)),
     ]
     assert part.proven and part.max_abs_diff <= part.tolerance
     first, _, last = part.segments
@@ -72,11 +74,17 @@ def test_a_refused_op_in_the_middle_cuts_device_host_device(ops, tmp_path):
 
 def test_refused_at_the_start_at_the_end_and_two_regions(ops, tmp_path):
     start, _, _ = cut_of(chain("start", ["sin", "conv", "conv"]), ops, tmp_path)
-    assert [s.runs_on for s in start.segments] == [HOST, DEVICE] and start.proven
+    assert [s.runs_on for s in start.segments] == [Side.HOST, Side.DEVICE] and start.proven
     end, _, _ = cut_of(chain("end", ["conv", "conv", "sin"]), ops, tmp_path)
-    assert [s.runs_on for s in end.segments] == [DEVICE, HOST] and end.proven
+    assert [s.runs_on for s in end.segments] == [Side.DEVICE, Side.HOST] and end.proven
     two, _, _ = cut_of(chain("two", ["conv", "sin", "conv", "hardswish", "conv"]), ops, tmp_path)
-    assert [s.runs_on for s in two.segments] == [DEVICE, HOST, DEVICE, HOST, DEVICE] and two.proven
+    assert [s.runs_on for s in two.segments] == [
+        Side.DEVICE,
+        Side.HOST,
+        Side.DEVICE,
+        Side.HOST,
+        Side.DEVICE,
+    ] and two.proven
     assert two.segments[3].nodes == ("/l3/HardSwish",)  # unjudged stays on the host too
 
 
@@ -88,9 +96,9 @@ def test_a_refused_input_keeps_what_reads_it_on_the_host(ops, tmp_path):
     as_image = g.node("Reshape", [scaled, g.ints("/t.shape", [1, 8, 1, 1])], "/t/Reshape")
     g.output(g.conv1x1(g.node("Add", [x, as_image], "/Add"), 8, 8, "/post"))
     part, _, _ = cut_of(g.model(), ops, tmp_path)
-    host = {n for s in part.segments if s.runs_on == HOST for n in s.nodes}
+    host = {n for s in part.segments if s.runs_on == Side.HOST for n in s.nodes}
     assert "/t/Mul" in host  # it reads the rank-1 input the parser refuses
-    device = [s for s in part.segments if s.runs_on == DEVICE]
+    device = [s for s in part.segments if s.runs_on == Side.DEVICE]
     assert device and all(n in {"/Add", "/post/Conv"} for s in device for n in s.nodes) and part.proven
 
 
@@ -114,6 +122,36 @@ def test_negative_control_a_cut_that_drops_an_edge_fails_the_proof(ops, tmp_path
     assert not broken.proven and broken.max_abs_diff > 1e-3
 
 
+def test_a_tolerance_given_is_the_one_the_proof_holds_to(ops, tmp_path):
+    """One tolerance: the library's `TOLERANCE` unless given, and a given one is what `proven`, `partition.json`
+    and the command judge by; notebook 06's parameter defaults to the library's."""
+    from weftlib.gate.cut.partition import write_partition
+    from weftlib.gate.cut.segments import TOLERANCE
+
+    part, path, folder = cut_of(chain("tol", ["conv", "sin", "conv"]), ops, tmp_path)
+    assert part.tolerance == TOLERANCE
+    broken = {part.segments[1].outputs[0]: np.zeros((1, 8, 4, 4), np.float32)}
+    diff = prove(part, path, folder, replace=broken).max_abs_diff
+    assert diff is not None and diff > TOLERANCE
+    loose = prove(part, path, folder, tolerance=2 * diff, replace=broken)
+    strict = prove(part, path, folder, tolerance=diff / 2, replace=broken)
+    assert (loose.tolerance, loose.proven, strict.tolerance, strict.proven) == (2 * diff, True, diff / 2, False)
+    written = write_partition(path, ops, tmp_path / "given", tolerance=0.5)
+    assert (
+        written.tolerance == 0.5 and json.loads((tmp_path / "given" / "partition.json").read_text())["tolerance"] == 0.5
+    )
+    assert main(["partition", str(path), "--out", str(tmp_path / "cli"), "--tolerance", "0"]) in (0, 1)
+    assert json.loads((tmp_path / "cli" / "partition.json").read_text())["tolerance"] == 0
+    notebook = json.loads((REPO / "notebooks" / "06_device_cut.ipynb").read_text())
+    (cell,) = [c for c in notebook["cells"] if "parameters" in c.get("metadata", {}).get("tags", [])]
+    (given,) = [
+        a.value
+        for a in ast.parse("".join(cell["source"])).body
+        if isinstance(a, ast.Assign) and ast.unparse(a.targets[0]) == "tolerance"
+    ]
+    assert ast.literal_eval(given) == TOLERANCE
+
+
 def test_the_chain_lets_go_of_what_no_later_segment_reads(ops, tmp_path):
     part, path, folder = cut_of(chain("live", ["conv", "sin", "conv", "sin", "conv"]), ops, tmp_path)
     feeds = random_feeds(path)
@@ -131,7 +169,7 @@ def test_the_command_writes_the_segments_and_partition_json(tmp_path, capsys):
     out = tmp_path / "parts"
     assert main(["partition", str(path), "--out", str(out)]) == 0
     report = json.loads((out / "partition.json").read_text())
-    assert [s["runs_on"] for s in report["segments"]] == [DEVICE, HOST, DEVICE]
+    assert [s["runs_on"] for s in report["segments"]] == [Side.DEVICE, Side.HOST, Side.DEVICE]
     assert all((out / s["file"]).is_file() for s in report["segments"])
     assert report["max_abs_diff"] <= report["tolerance"] and report["coverage"]["nodes"]["device"] == 2
     assert {"start_node_names", "end_node_names", "net_input_shapes"} <= set(report["segments"][0])
@@ -197,7 +235,7 @@ def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(o
     assert by[("a", 2)].dfc == "rejected" and by[("a", 2)].moved == ("/l4/Relu",)
     assert by[("a", 0)].dfc == "rejected" and by[("a", 0)].moved == ("/l0/Conv", "/l1/Relu")  # it names none of them
     assert {v.dfc for v in verdicts if v.model == "b"} == {"unjudged"}
-    moved_a = {n for s in again[models[0]].segments if s.runs_on == HOST for n in s.nodes}
+    moved_a = {n for s in again[models[0]].segments if s.runs_on == Side.HOST for n in s.nodes}
     assert {"/l4/Relu", "/l0/Conv"} <= moved_a and again[models[0]].proven
     assert again[models[1]] is parts[models[1]]  # nothing moved: the same cut
 

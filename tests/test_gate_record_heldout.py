@@ -13,6 +13,7 @@ from weftlib.gate.predict import backtest as B
 from weftlib.gate.predict.rules import RULES
 from weftlib.gate.record import public_record as P
 from weftlib.gate.record.standing import op_key
+from weftlib.gate.vocabulary import Agreement
 
 
 @pytest.fixture(scope="module")
@@ -54,8 +55,8 @@ def test_held_out_agreement_among_judged_cases_is_at_least_90_percent(loso):
 def test_held_out_is_not_in_sample_a_source_alone_behind_a_rule_leaves_its_cases_unjudged(loso):
     by_case = {r["case"]: r for r in loso}
     # WDT is the only source of the channels-last rules: without it, its refusals are unjudged, not agreed
-    assert by_case["wdt-convnext-530"]["agreement"] == B.UNJUDGED
-    assert by_case["wdt-vit-530"]["agreement"] == B.UNJUDGED
+    assert by_case["wdt-convnext-530"]["agreement"] == Agreement.UNJUDGED
+    assert by_case["wdt-vit-530"]["agreement"] == Agreement.UNJUDGED
 
 
 def test_every_refusal_lists_its_nearest_public_parses_and_does_not_fire_on_them(ops):
@@ -151,10 +152,10 @@ def test_a_second_origin_behind_a_rule_keeps_its_cases_judged(ops, looo):
     """Benchy's YOLOv8 parse corroborates input_rank_4: without weftspun, its rank-4 image parses stay judged;
     without Benchy's case too, they are not."""
     by_case = {r["case"]: r for r in looo}
-    assert by_case["ugv-conv-relu"]["agreement"] == B.AGREES
+    assert by_case["ugv-conv-relu"]["agreement"] == Agreement.AGREES
     stripped = B.without_origin(B.without_origin(ops, "weftspun"), "JabbaghYounes")
     row = B.judge(ops.cases["ugv-conv-relu"], P.BUILDERS["ugv-conv-relu"](), stripped)
-    assert row["agreement"] == B.UNJUDGED
+    assert row["agreement"] == Agreement.UNJUDGED
 
 
 def test_no_graph_level_limit_fires_on_a_public_parse(ops):

@@ -10,7 +10,8 @@ from weftlib.gate import load_device_ops
 from weftlib.gate.graphs import Builder
 from weftlib.gate.predict import backtest as B
 from weftlib.gate.predict import rules as R
-from weftlib.gate.predict.nodes import FAIL, UNJUDGED, predict
+from weftlib.gate.predict.nodes import predict
+from weftlib.gate.vocabulary import GateVerdict, Prediction
 from weftlib.onnx_core.walk import index_model
 
 
@@ -26,7 +27,7 @@ def _judged(model, ops):
 
 def test_a_transpose_pair_around_a_conv_is_refused_on_the_wd_tagger_record(ops):
     prediction, found = _judged(R.RULES["channels_last_transpose"].example(), ops)
-    assert prediction.verdict == FAIL
+    assert prediction.verdict == GateVerdict.FAIL
     assert found["probe/Transpose"] == ("channels_last_transpose", "refused")
     assert found["probe/Transpose_back"] == ("channels_last_transpose", "refused")
 
@@ -47,7 +48,7 @@ def test_a_reduction_on_the_last_axis_after_that_reshape_is_unjudged_the_record_
     t = g.node("Reshape", [g.node("Transpose", [x], "t", perm=[0, 2, 3, 1]), g.ints("s", [1, 16, 8])], "flat")
     g.output(g.node("ReduceMean", [t], "mean", axes=[-1], keepdims=1))
     prediction, _ = _judged(g.model(), ops)
-    assert prediction.nodes["mean"] == UNJUDGED
+    assert prediction.nodes["mean"] == Prediction.UNJUDGED
 
 
 def test_the_tokens_flattened_channels_first_are_not_the_channels_last_form(ops):
@@ -64,7 +65,7 @@ def test_the_tokens_flattened_channels_first_are_not_the_channels_last_form(ops)
 def test_a_channels_last_input_put_channels_first_is_unjudged_with_a_probe(ops):
     prediction, found = _judged(R.RULES["input_channels_last"].example(), ops)
     assert found["probe/Transpose"] == ("input_channels_last", "unjudged")
-    assert prediction.verdict == UNJUDGED
+    assert prediction.verdict == GateVerdict.UNJUDGED
 
 
 def test_a_head_split_on_an_image_map_is_refused(ops):
@@ -83,4 +84,4 @@ def test_qk_norm_after_the_head_transpose_is_unjudged_the_probe_that_separates_t
     prediction, found = _judged(R.RULES["reduce_last_axis_rank4"].example(), ops)
     assert found["probe/ReduceMean"] == ("reduce_last_axis_rank4", "unjudged")
     assert found["probe/Reshape"] == ("head_split_glued", "parse")
-    assert prediction.verdict == UNJUDGED
+    assert prediction.verdict == GateVerdict.UNJUDGED

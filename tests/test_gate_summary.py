@@ -152,8 +152,8 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
     import pandas as pd
 
     from weftlib.gate import findings_table, pack_models, run_graphs, standing_table
-    from weftlib.gate.compiler import pairing as P
     from weftlib.gate.pages import summary
+    from weftlib.gate.vocabulary import PairVerdict
 
     ops = load_device_ops()
     (tmp_path / "02").mkdir()
@@ -185,8 +185,8 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
     assert (row["graphs"], row["without a result"], row["script"]) == (3, 2, str(pack.script))
 
     pairings = summary.pair_all(results, dfc)
-    assert all(p.verdict == P.NOT_RUN for p in pairings.values())
-    assert summary.pairing_verdicts(pairing_table(pairings, pack.folder)) == {P.NOT_RUN: 3}
+    assert all(p.verdict == PairVerdict.NOT_RUN for p in pairings.values())
+    assert summary.pairing_verdicts(pairing_table(pairings, pack.folder)) == {PairVerdict.NOT_RUN: 3}
     standing = standing_table(results, pairings, pack.folder)
     assert summary.graphs_unjudged(standing) == sum(not p.judged for p in pairings.values()) == 3
 

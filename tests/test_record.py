@@ -108,3 +108,25 @@ def test_a_stand_in_anywhere_among_the_sources_reads_as_answered_on_a_stand_in(t
     assert rec.conclude("yes", rests_on={"sources": mixed})["status"] == "answered on a stand-in"
     real = "Pixal3D checkout at cdbb2bbffbf4, /src/stand-in-copies/Pixal3D"  # the word inside a path is no stand-in
     assert rec.conclude("yes", rests_on={"sources": real})["status"] == "answered"
+
+
+def test_the_gate_reads_what_a_recorder_writes_through_one_layout(tmp_path):
+    """`metrics.json` is written by the suite's Recorder and read by the gate's run_graphs, both through
+    `weftlib.metrics_file`: a notebook without its conclusion stopped part-way; with it, its sources are cited."""
+    from weftlib import metrics_file
+    from weftlib.gate import run_graphs
+
+    rec = record.Recorder("02_x", tmp_path)
+    rec.record("graphs", 1)
+    (rec.dir / "g.onnx").write_bytes(b"")
+    folders = run_graphs.notebook_folders(tmp_path, ["02_x", "03_none"])
+    missing = run_graphs.missing_outputs(folders)
+    assert "02_x: recorded no conclusion" in missing[0] and "03_none: no metrics.json" in missing[1]
+    rec.conclude("an answer", rests_on={"sources": "stand-in naf; Pixal3D@abc"})
+    assert run_graphs.missing_outputs({"02_x": rec.dir}) == []
+    assert run_graphs.graph_sources({"02_x": rec.dir}) == "stand-in naf (02); Pixal3D@abc (02)"
+    recorded = metrics_file.read(rec.dir, "02_x")
+    assert recorded == record.load_metrics(tmp_path, "02_x") and metrics_file.path(rec.dir).name == "metrics.json"
+    assert metrics_file.conclusion(recorded) == rec.metrics["conclusion"]
+    text = metrics_file.path(rec.dir).read_text()
+    assert text == metrics_file.dumps("02_x", rec.headline, rec.metrics, rec.display)  # the one writer's bytes

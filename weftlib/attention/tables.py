@@ -8,6 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from weftlib import gate
+from weftlib.gate.vocabulary import Prediction
 
 RESTS_ON_COLUMNS = ("rule", "prediction", "evidence", "inferred")
 
@@ -76,7 +77,7 @@ def gate_by_graph(exports: Iterable[Any], results: Mapping[Any, gate.GateResult]
         e.name: {
             "verdict": results[e.path].verdict,
             "refused_by": gate.reasons(results[e.path]),
-            "unjudged_by": gate.blocking(results[e.path], "unjudged", causes_only=True),
+            "unjudged_by": gate.blocking(results[e.path], Prediction.UNJUDGED, causes_only=True),
         }
         for e in exports
     }

@@ -64,7 +64,7 @@ def outside_table(result: VariantResult, ops: Any) -> list[dict[str, Any]]:
     the evidence recorded for it, and the torch modules its nodes come from."""
     from weftlib import gate
 
-    evidence = {row["name"]: row for row in gate.evidence_table(ops) if row["kind"] == "op"}
+    evidence = {row["name"]: row for row in gate.evidence_table(ops) if row["kind"] == gate.Subject.OP}
     origins = op_origins(result.report.path, result.outside)
     return [
         {
@@ -262,14 +262,15 @@ def short_answer(results: Mapping[str, Any]) -> str:
     on (`results`: variant name -> its `GateResult`, the faithful graph as "faithful")."""
     from weftlib.formatting import MAX_ANSWER_WORDS, word_count
     from weftlib.gate.predict import explain
+    from weftlib.gate.vocabulary import GateVerdict, Prediction
 
     faithful = results["faithful"]
-    word = {"fail": "refused", "pass": "predicted to parse"}.get(faithful.verdict, faithful.verdict)
-    against = list(explain.blocking(faithful, "refused", causes_only=True)) or list(
-        explain.blocking(faithful, "unjudged", causes_only=True)
+    word = {GateVerdict.FAIL: "refused", GateVerdict.PASS: "predicted to parse"}.get(faithful.verdict, faithful.verdict)
+    against = list(explain.blocking(faithful, Prediction.REFUSED, causes_only=True)) or list(
+        explain.blocking(faithful, Prediction.UNJUDGED, causes_only=True)
     )
     head = f"It exports exactly (RoPE in real arithmetic), the faithful block is {word}" + (
-        f" by {explain.named(against)};" if against and faithful.verdict != "pass" else ";"
+        f" by {explain.named(against)};" if against and faithful.verdict != GateVerdict.PASS else ";"
     )
     budget = MAX_ANSWER_WORDS - word_count(head)
     return f"{head} {explain.short_prediction(dict(results), ['faithful'], budget)}."

@@ -36,23 +36,56 @@ from .predict.nodes import Finding, Prediction, predict
 from .record.allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
 from .record.evidence import contradictions, evidence_table, unjudged
 from .run_graphs import find_models, graph_sources, missing_outputs, notebook_folders
+from .vocabulary import (
+    Agreement,
+    DfcVerdict,
+    EditAction,
+    FailureCause,
+    FolderKind,
+    GateVerdict,
+    Listing,
+    Outcome,
+    PairVerdict,
+    Reach,
+    Seen,
+    Side,
+    Stage,
+    Subject,
+)
+
+# The gate's words are `vocabulary`'s enums; its `Prediction` (what is said of one node) is not exported under
+# that name, which here is the graph's record (`predict.nodes.Prediction`).
 
 __all__ = [
     "EXIT_CODES",
     "PAIR_VERDICTS",
+    "Agreement",
     "DeviceOps",
     "DeviceOpsError",
     "DfcError",
     "DfcPack",
     "DfcResult",
     "DfcUnavailable",
+    "DfcVerdict",
     "Edit",
+    "EditAction",
+    "FailureCause",
     "Finding",
+    "FolderKind",
     "GateResult",
+    "GateVerdict",
+    "Listing",
     "OpUse",
+    "Outcome",
+    "PairVerdict",
     "Pairing",
     "Prediction",
     "ProbePack",
+    "Reach",
+    "Seen",
+    "Side",
+    "Stage",
+    "Subject",
     "backtest",
     "backtest_counts",
     "blocking",

@@ -43,7 +43,8 @@ from . import (
     run_dfc,
 )
 from .compiler.dfc_target import default_arch, docker_command
-from .compiler.pairing import HELD, REFUSED, UNMATCHED
+from .cut.segments import TOLERANCE
+from .vocabulary import DfcVerdict, PairVerdict, Side
 
 
 class BadInput(ValueError):
@@ -85,7 +86,9 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("model")
     cut.add_argument("--out", required=True)
     cut.add_argument("--ops", default=None)
-    cut.add_argument("--tolerance", type=float, default=None, help="max |chain - graph| allowed (default 1e-6)")
+    cut.add_argument(
+        "--tolerance", type=float, default=None, help=f"max |chain - graph| allowed (default {TOLERANCE:g})"
+    )
     fix = sub.add_parser("fix", help="rewrite a graph toward what the DFC parses, each rewrite exact and proven")
     fix.add_argument("model")
     fix.add_argument("--out", required=True, help="folder written whole: <stem>.fixed.onnx and fix.json")
@@ -141,7 +144,7 @@ def _dfc(args: argparse.Namespace) -> int:
     print(f"{result.verdict}: {result.reason}")
     for error in result.errors:
         print(f"  {error.cls} in op {error.node}: {error.message}")
-    return 0 if result.verdict == "parsed" else 1
+    return 0 if result.verdict == DfcVerdict.PARSED else 1
 
 
 def _pair(args: argparse.Namespace) -> int:
@@ -153,7 +156,7 @@ def _pair(args: argparse.Namespace) -> int:
         raise BadInput(f"MODEL: {'; '.join(gate.problems)}: a graph the gate cannot read cannot be paired")
     dfc = load_dfc_result(args.dfc) if args.dfc else None
     result = pair(gate, dfc, args.model, by_hand=args.matched_by_hand)
-    if result.verdict in (REFUSED, UNMATCHED):
+    if result.verdict in (PairVerdict.FOREIGN_RESULT, PairVerdict.UNMATCHED):
         print(f"refused: {result.meaning}", file=sys.stderr)
         return 2
     print(
@@ -163,7 +166,7 @@ def _pair(args: argparse.Namespace) -> int:
     )
     for edit in result.edits:
         print(f"  {edit.action} {edit.op}: {edit.reason}")
-    return 0 if result.verdict == HELD else 1
+    return 0 if result.verdict == PairVerdict.HELD else 1
 
 
 def _existing_file(path: str, what: str) -> None:
@@ -214,7 +217,6 @@ def _evidence(args: argparse.Namespace) -> int:
 
 def _partition(args: argparse.Namespace) -> int:
     from .cut.partition import WHOLE_FILE, PartitionError, write_partition
-    from .cut.segments import TOLERANCE
 
     _existing_file(args.model, "MODEL")
     ops = load_device_ops(args.ops)
@@ -233,7 +235,7 @@ def _partition(args: argparse.Namespace) -> int:
     )
     for s in part.segments:
         what = f"  {s.file}: {s.runs_on}, {len(s.nodes)} nodes"
-        if s.runs_on == "device":
+        if s.runs_on == Side.DEVICE:
             what += f", start {list(s.start_node_names)}, end {list(s.end_node_names)}"
         print(what)
     for why in sorted({w for w in part.moved_to_host.values() if w.startswith(WHOLE_FILE)}):

@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from ..workers import pid_alive
+from .vocabulary import FolderKind
 
 MARKER = ".weftlib-folder.json"
 _UMASK = os.umask(0o022)
@@ -42,11 +43,11 @@ class FolderRefused(ValueError):
 
 @contextlib.contextmanager
 def building(
-    target: str | os.PathLike, kind: str, *, inputs: Iterable[str | os.PathLike] = (), vet: Vet | None = None
+    target: str | os.PathLike, kind: FolderKind, *, inputs: Iterable[str | os.PathLike] = (), vet: Vet | None = None
 ) -> Iterator[Path]:
     """A fresh folder beside `target` to build in, swapped in whole at the end (module docstring).
 
-    `kind` names what the folder is ("probe pack", "partition"); a folder of another kind is refused. `inputs`:
+    `kind` names what the folder is (a probe pack, a partition); a folder of another kind is refused. `inputs`:
     files the build reads, never deleted (one inside `target` is carried over unless the new folder holds the
     same file). `vet(old, new, kept)` may refuse the swap (a kept DFC result of a graph the new pack changes)."""
     target = resolve_target(target)
@@ -91,7 +92,7 @@ def resolve_target(target: str | os.PathLike) -> Path:
     return path
 
 
-def _owned_files(target: Path, kind: str) -> set[str]:
+def _owned_files(target: Path, kind: FolderKind) -> set[str]:
     """The files the suite wrote into `target` (relative paths, from its marker); a clear refusal for a
     folder it did not write or wrote as something else."""
     if not target.is_dir() or not any(target.iterdir()):

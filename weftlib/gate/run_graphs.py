@@ -4,10 +4,11 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+
+from .. import metrics_file
 
 
 def notebook_folders(run_dir: str | os.PathLike, notebooks: Sequence[str]) -> dict[str, Path]:
@@ -29,10 +30,10 @@ def missing_outputs(folders: dict[str, Path]) -> list[str]:
     `.onnx` file. Notebook 05 stops on any, instead of passing on a subset of the graphs."""
     missing = []
     for name, folder in folders.items():
-        metrics = Path(folder) / "metrics.json"
+        metrics = metrics_file.path(folder)
         if not metrics.is_file():
-            missing.append(f"{name}: no metrics.json in {folder} (the notebook failed or did not run in this run)")
-        elif "conclusion" not in json.loads(metrics.read_text()).get("metrics", {}):
+            missing.append(f"{name}: no {metrics.name} in {folder} (the notebook failed or did not run in this run)")
+        elif metrics_file.conclusion(metrics_file.read(folder, name)) is None:
             # a notebook records its conclusion last: without it, it stopped part-way and its graphs are a subset
             missing.append(f"{name}: recorded no conclusion in {metrics} (the notebook stopped part-way)")
         elif not find_models([folder]):
@@ -47,9 +48,8 @@ def graph_sources(folders: dict[str, Path]) -> str:
     word first, so the answer reads "answered on a stand-in" exactly when a graph came from one."""
     named: dict[str, list[str]] = {}
     for name, folder in folders.items():
-        metrics = Path(folder) / "metrics.json"
-        recorded = json.loads(metrics.read_text()).get("metrics", {}) if metrics.is_file() else {}
-        sources = str(recorded.get("conclusion", {}).get("rests_on", {}).get("sources", "")).strip()
+        concluded = metrics_file.conclusion(metrics_file.read(folder, name)) or {}
+        sources = str(concluded.get("rests_on", {}).get("sources", "")).strip()
         parts = [p.strip() for p in sources.split(";") if p.strip()] or [f"unknown ({name} recorded no sources)"]
         for part in parts:
             named.setdefault(part, []).append(name[:2])

@@ -45,14 +45,23 @@ class FailureCause(StrEnum):
 class Seen(StrEnum):
     """What a piece of evidence in the public record is: an observation of the DFC, or its documentation."""
 
-    PARSED = "parsed"
-    REJECTED = "rejected"
-    MISCOMPILED = "miscompiled"  # parsed, but not computed as written
-    DOCUMENTED = "documented"
+    PARSED = "parsed"  # the DFC was seen to parse it
+    REJECTED = "rejected"  # seen to refuse it (a crash in the parser counts as rejected)
+    MISCOMPILED = "miscompiled"  # parsed, but not computed as written (counted against)
+    DOCUMENTED = "documented"  # a vendor table lists it as supported
+    ASSUMED = "assumed"  # nothing was seen: an entry's `evidence: assumed` (never an item's word in the file)
 
 
 OBSERVED = frozenset({Seen.PARSED, Seen.REJECTED, Seen.MISCOMPILED})
 """The kinds of evidence that are observations of a DFC run (documentation is not)."""
+
+
+class Listing(StrEnum):
+    """Where `params/device_ops.yaml` lists an entry: its section's name (an op entry, or a graph rule)."""
+
+    DEVICE_OPS = "device_ops"  # an op the device half may use
+    KNOWN_BLOCKERS = "known_blockers"  # an op named as refused, with its reason
+    GRAPH_RULES = "graph_rules"  # a rule of `predict.rules`
 
 
 class Outcome(StrEnum):
@@ -89,8 +98,9 @@ class Agreement(StrEnum):
     UNJUDGED = "unjudged"
 
 
-class Pairing(StrEnum):
-    """The pair's verdict on one graph: the gate's prediction read against the DFC's result."""
+class PairVerdict(StrEnum):
+    """The pair's verdict on one graph: the gate's prediction read against the DFC's result (`Pairing.verdict`
+    of `compiler.pairing`, whose record takes the plain name)."""
 
     HELD = "allowlist held"
     TOO_GENEROUS = "DEVICE_OPS too generous"
@@ -105,17 +115,26 @@ class Pairing(StrEnum):
     UNMATCHED = "DFC result not paired: it names no model"
 
 
-UNJUDGED_PAIRINGS = frozenset(
+UNJUDGED_PAIR_VERDICTS = frozenset(
     {
-        Pairing.NOT_RUN,
-        Pairing.UNRECOGNISED,
-        Pairing.UNJUDGED_INPUTS,
-        Pairing.UNJUDGED_INCONCLUSIVE,
-        Pairing.FOREIGN_RESULT,
-        Pairing.UNMATCHED,
+        PairVerdict.NOT_RUN,
+        PairVerdict.UNRECOGNISED,
+        PairVerdict.UNJUDGED_INPUTS,
+        PairVerdict.UNJUDGED_INCONCLUSIVE,
+        PairVerdict.FOREIGN_RESULT,
+        PairVerdict.UNMATCHED,
     }
 )
-"""The pairings that judge nothing: no DFC verdict to read the prediction against."""
+"""The pair verdicts that judge nothing: no DFC verdict to read the prediction against."""
+
+
+class EditAction(StrEnum):
+    """What a pairing (or the listing's own evidence) asks of an entry of `params/device_ops.yaml`."""
+
+    MOVE_OUT = "move out"  # out of device_ops: the DFC refused it
+    MOVE_IN = "move in"  # into device_ops (or the parse added to its rule): the DFC parsed it
+    ADD_EVIDENCE = "add evidence"  # an unjudged entry, now observed
+    REVIEW = "review"  # a node the DFC named that the graph lacks, or a failure naming no op
 
 
 class Subject(StrEnum):

@@ -86,18 +86,23 @@ def inventory_table(reports: dict[str, Any], device_ops: Any) -> pd.DataFrame:
     import pandas as pd
 
     from weftlib.gate.record.evidence import evidence_table
+    from weftlib.gate.vocabulary import Prediction, Subject
 
-    predicted = {row["name"]: row["prediction"] for row in evidence_table(device_ops) if row["kind"] == "op"}
+    predicted = {row["name"]: row["prediction"] for row in evidence_table(device_ops) if row["kind"] == Subject.OP}
     ops = sorted({op for r in reports.values() for op in r.ops})
     rows = []
     for op in ops:
-        row: dict[str, Any] = {"op": op, "standing": device_ops.status(op), "predicted": predicted.get(op, "unjudged")}
+        row: dict[str, Any] = {
+            "op": op,
+            "standing": device_ops.status(op),
+            "predicted": predicted.get(op, Prediction.UNJUDGED),
+        }
         row.update({name: r.ops.get(op, 0) for name, r in reports.items()})
         rows.append(row)
     gathers: dict[str, Any] = {
         "op": "(Gather, data-dependent index)",
         "standing": "rule gather_computed_index",
-        "predicted": "unjudged",
+        "predicted": Prediction.UNJUDGED,
     }
     gathers.update({name: len(r.dynamic_gathers) for name, r in reports.items()})
     return pd.DataFrame([*rows, gathers])

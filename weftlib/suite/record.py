@@ -8,13 +8,13 @@ call, so a notebook that fails half-way still leaves what it had measured.
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+from .. import metrics_file
 from ..formatting import MAX_ANSWER_WORDS, format_value, word_count
 from ..measure import Claim
 from ..paths import SCRATCH
@@ -187,10 +187,8 @@ class Recorder:
         return self.run_dir / name
 
     def _write(self) -> None:
-        payload = {"notebook": self.name, "headline": self.headline, "metrics": self.metrics}
-        if self.display:
-            payload["display"] = self.display
-        write_atomic(self.dir / "metrics.json", json.dumps(payload, indent=2, sort_keys=False))
+        text = metrics_file.dumps(self.name, self.headline, self.metrics, self.display)
+        write_atomic(metrics_file.path(self.dir), text)
 
 
 def save_figure(fig: Any, target: Path, salt: str) -> Path:
@@ -226,11 +224,8 @@ def answer_status(conclusion: dict[str, Any]) -> str:
 
 
 def load_metrics(run_dir: str | os.PathLike, name: str) -> dict[str, Any]:
-    """Read back what a notebook recorded; an empty record when it wrote nothing."""
-    path = Path(run_dir) / name / "metrics.json"
-    if not path.exists():
-        return {"notebook": name, "headline": [], "metrics": {}}
-    return json.loads(path.read_text())
+    """Read back what a notebook recorded; an empty record when it wrote nothing (`metrics_file.read`)."""
+    return dict(metrics_file.read(Path(run_dir) / name, name))
 
 
 # ---- headline figures for people -------------------------------------------------------------------------

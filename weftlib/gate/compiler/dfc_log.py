@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
 from pathlib import Path
 
-VERDICTS = ("parsed", "rejected", "unrecognised")
+from ..vocabulary import DfcVerdict, FailureCause
+
 RESULT_KIND = "weftlib.gate/dfc-result"
 
 # Every pattern is either anchored or has bounded repeats, so one line costs time linear in its length.
@@ -50,7 +51,7 @@ class DfcError:
 class DfcResult:
     """The DFC's verdict on one model, from a log or from running the parser."""
 
-    verdict: str
+    verdict: DfcVerdict
     errors: tuple[DfcError, ...] = ()
     end_nodes: tuple[str, ...] = ()
     har: str | None = None
@@ -76,8 +77,9 @@ class DfcResult:
         if not isinstance(data, dict) or data.pop("kind", None) != RESULT_KIND:
             raise ValueError(f"{where}: not a DFC result written by `python -m weftlib.gate dfc`")
         unknown = sorted(set(data) - set(cls.__dataclass_fields__))
-        if unknown or data.get("verdict") not in VERDICTS:
+        if unknown or data.get("verdict") not in tuple(DfcVerdict):
             raise ValueError(f"{where}: unknown key(s) {unknown} or verdict {data.get('verdict')!r}")
+        data["verdict"] = DfcVerdict(data["verdict"])
         try:
             data["errors"] = tuple(DfcError(**e) for e in data.get("errors", ()))
         except TypeError as exc:
@@ -270,16 +272,20 @@ def _op_named(message: str) -> str | None:
 
 def _verdict(scan: _Scan) -> DfcResult:
     common = DfcResult(  # what every result below shares; each sets its verdict
-        "unrecognised", model=scan.model, har=scan.har, last_frame=scan.last_frame, end_nodes=tuple(scan.end_nodes)
+        DfcVerdict.UNRECOGNISED,
+        model=scan.model,
+        har=scan.har,
+        last_frame=scan.last_frame,
+        end_nodes=tuple(scan.end_nodes),
     )
     before = scan.completed_at if scan.completed_at is not None else float("inf")
     if scan.failure_at is not None and scan.failure_at < before:
         errors = tuple(dict.fromkeys(e for i, e in scan.errors if i < before))
         reason = _rejection_reason(scan, errors)
-        return replace(common, verdict="rejected", errors=errors, exception=scan.exception, reason=reason)
+        return replace(common, verdict=DfcVerdict.REJECTED, errors=errors, exception=scan.exception, reason=reason)
     if scan.completed_at is not None:
         reason = "translation completed" + ("" if scan.har else " (no HAR path in this text)")
-        return replace(common, verdict="parsed", later_failure=scan.later_failure, reason=reason)
+        return replace(common, verdict=DfcVerdict.PARSED, later_failure=scan.later_failure, reason=reason)
     if scan.stray_exception:
         return replace(
             common,
@@ -311,17 +317,16 @@ def _rejection_reason(scan: _Scan, errors: tuple[DfcError, ...]) -> str:
 BEFORE_OPERATORS = ("_add_input_layers", "output_format is None", "Inputs found: 0")
 # Harness artefacts that read like a refusal but are about the request (gen_op_tests.py: unnamed end nodes).
 INCONCLUSIVE = ("end_node_names is missing in the HN", "MisspellNodeError")
-CAUSES = ("operator", "before operators", "inconclusive")
 
 
-def failure_cause(result: DfcResult, node_ops: dict[str, str] | None = None) -> str | None:
+def failure_cause(result: DfcResult, node_ops: dict[str, str] | None = None) -> FailureCause | None:
     """Why a rejected parse failed: "operator" (an error names a node or op), "before operators" (the parser
     stopped at the input layers, so no op was judged) or "inconclusive" (a harness artefact, or an error
     naming nothing). None for a result that is not a rejection.
 
     `node_ops` (node name -> op, from the graph) lets an error naming a node count as an operator rejection.
     """
-    if result.verdict != "rejected":
+    if result.verdict != DfcVerdict.REJECTED:
         return None
     texts = [
         result.exception or "",
@@ -330,9 +335,9 @@ def failure_cause(result: DfcResult, node_ops: dict[str, str] | None = None) -> 
         *(f"{e.cls}: {e.message}" for e in result.errors),
     ]
     if any(marker in text for text in texts for marker in BEFORE_OPERATORS):
-        return "before operators"
+        return FailureCause.BEFORE_OPERATORS
     if any(marker in text for text in texts for marker in INCONCLUSIVE):
-        return "inconclusive"
+        return FailureCause.INCONCLUSIVE
 
     def names_something(e: DfcError) -> bool:
         if e.op:
@@ -341,4 +346,4 @@ def failure_cause(result: DfcResult, node_ops: dict[str, str] | None = None) -> 
             return False
         return node_ops is None or any(n in node_ops for n in (e.node, e.node.lstrip("/"), "/" + e.node))
 
-    return "operator" if any(names_something(e) for e in result.errors) else "inconclusive"
+    return FailureCause.OPERATOR if any(names_something(e) for e in result.errors) else FailureCause.INCONCLUSIVE

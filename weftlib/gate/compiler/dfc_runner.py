@@ -1,4 +1,5 @@
-"""The Dataflow Compiler's parse, as the DFC image runs it: this file and `dfc_log.py` are all the image carries.
+"""The Dataflow Compiler's parse, as the DFC image runs it: this file, `dfc_log.py` and the gate's `vocabulary.py`
+are all the image carries.
 
 `hailo_sdk_client` only installs on Linux x86-64 (the DFC image). A parse that returns but writes no HAR is not a
 pass. Nothing here reads the allowlist (the image has no PyYAML or pydantic): the arch is always given, and
@@ -14,6 +15,7 @@ from dataclasses import replace
 from pathlib import Path
 from types import ModuleType
 
+from ..vocabulary import DfcVerdict
 from .dfc_log import DfcError, DfcResult, read_dfc_log
 
 DFC5_ARCHS = ("hailo10h", "hailo15h", "hailo15m", "hailo15l")
@@ -85,14 +87,16 @@ def parse(
         )
     except Exception as exc:  # the parser's rejection, or a plain exception from inside it
         return _rejection(exc, arch, version, str(model), model.stem.replace("-", "_"))
-    about = DfcResult("unrecognised", arch=arch, dfc_version=version, source=str(model))  # shared by all below
+    about = DfcResult(DfcVerdict.UNRECOGNISED, arch=arch, dfc_version=version, source=str(model))  # shared by all below
     try:
         runner.save_har(str(har))
     except Exception as exc:
         return replace(about, reason=f"translated, but save_har failed: {type(exc).__name__}: {exc}")
     if not har.is_file():
         return replace(about, reason=f"translated, but no HAR was written at {har}: not a pass")
-    return replace(about, verdict="parsed", har=str(har), model=model.stem, reason="translation completed, HAR saved")
+    return replace(
+        about, verdict=DfcVerdict.PARSED, har=str(har), model=model.stem, reason="translation completed, HAR saved"
+    )
 
 
 def _rejection(exc: Exception, arch: str, version: str | None, source: str, model: str | None = None) -> DfcResult:
@@ -102,7 +106,7 @@ def _rejection(exc: Exception, arch: str, version: str | None, source: str, mode
     from_text = read_dfc_log(line)
     errors = from_text.errors or (DfcError(cls.__name__, None, None, str(exc)[:2000]),)
     return DfcResult(
-        "rejected",
+        DfcVerdict.REJECTED,
         errors=errors,
         end_nodes=from_text.end_nodes,
         exception=f"{cls.__name__}: {str(exc)[:2000]}",
@@ -129,7 +133,7 @@ def _last_parser_frame(exc: Exception) -> str | None:
 def main(argv: Sequence[str] | None = None) -> int:
     """`python -m weftlib.gate.compiler.dfc_runner MODEL --arch A --out R.json`: the parse alone, for the DFC image.
 
-    Needs only this file and `dfc_log.py` (a DFC pack carries copies of both), so the image needs no numpy,
+    Needs only this file, `dfc_log.py` and `vocabulary.py` (a DFC pack carries copies), so the image needs no numpy,
     pandas, PyYAML or pydantic. Exit 0 parsed, 1 rejected or unrecognised, 2 no DFC here or a bad argument.
     """
     import argparse
@@ -158,7 +162,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     Path(args.out).write_text(result.to_json())
     print(f"{Path(args.model).name}: {result.verdict}: {result.reason}")
-    return 0 if result.verdict == "parsed" else 1
+    return 0 if result.verdict == DfcVerdict.PARSED else 1
 
 
 if __name__ == "__main__":

@@ -1,8 +1,8 @@
 """A DFC pack: a folder of ONNX graphs and the one script that parses all of them in the DFC's image.
 
 The folder holds the graphs, a `manifest.json`, a `run_dfc.sh` that parses every graph in the target DFC's
-image (`dfc_target.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the two files of this
-package the parse needs. Every path in the script is relative to the folder, so the folder can be copied to
+image (`dfc_target.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_tool/`, the files the parse needs
+(`dfc_runner`, `dfc_log` and the words they use, `gate.vocabulary`). Every path in the script is relative to the folder, so the folder can be copied to
 wherever Docker and the image are, run there, and copied back; `results_in` reads the results back. Written
 again into the same folder, a pack keeps the results of the graphs it leaves unchanged.
 """
@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..folder_swap import FolderRefused, building
+from ..vocabulary import FolderKind
 from .dfc_log import DfcResult, load_dfc_result
 from .dfc_runner import check_arch
 from .dfc_target import default_arch, image
@@ -28,7 +29,6 @@ MANIFEST = "manifest.json"
 SCRIPT = "run_dfc.sh"
 TOOL = "dfc_tool"
 PACK_KIND = "weftlib.gate/dfc-pack"
-PACK = "DFC pack"  # the folder kind its marker names (`folder_swap`)
 
 
 @dataclass(frozen=True)
@@ -66,7 +66,7 @@ def write_dfc_pack(
     cut's result lands as `<result stem>.dfc.json`.
     """
     paths = [Path(m) for m in models]
-    with building(folder, PACK, inputs=paths, vet=stale_results) as build:
+    with building(folder, FolderKind.DFC_PACK, inputs=paths, vet=stale_results) as build:
         pack = pack_into(paths, build, arch, extra=extra, cuts=cuts)
     folder = Path(folder)
     return DfcPack(
@@ -224,7 +224,8 @@ def _translate_options(args: dict[str, Any]) -> list[str]:
 
 
 def _write_tool(tool: Path) -> None:
-    """The parse's own code, and nothing else: a package whose `gate/__init__` imports nothing heavy."""
+    """The parse's own code and its words (`vocabulary`, which imports nothing), and nothing else: a package
+    whose `gate/__init__` imports nothing heavy."""
     here = Path(__file__).resolve().parent
     package = tool / "weftlib" / "gate" / "compiler"
     package.mkdir(parents=True, exist_ok=True)
@@ -233,6 +234,7 @@ def _write_tool(tool: Path) -> None:
     (package / "__init__.py").write_text("")
     for name in ("dfc_runner.py", "dfc_log.py"):
         shutil.copyfile(here / name, package / name)
+    shutil.copyfile(here.parent / "vocabulary.py", tool / "weftlib" / "gate" / "vocabulary.py")  # their words
 
 
 def read_pack(folder: str | os.PathLike) -> dict[str, Any]:

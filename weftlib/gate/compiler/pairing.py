@@ -24,43 +24,29 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Literal
 
 from ...onnx_core.walk import read_graph
 from ..predict.device import GateResult
+from ..vocabulary import (
+    UNJUDGED_PAIR_VERDICTS,
+    DfcVerdict,
+    EditAction,
+    FailureCause,
+    GateVerdict,
+    PairVerdict,
+    Prediction,
+)
 from .dfc_log import DfcResult, failure_cause
 
-HELD = "allowlist held"
-TOO_GENEROUS = "DEVICE_OPS too generous"
-TOO_STRICT = "DEVICE_OPS too strict"
-BOTH_REJECT = "both reject"
-OBSERVED_NOW = "unjudged prediction, now observed"
-NOT_RUN = "DFC not run"
-UNRECOGNISED = "DFC unrecognised"
-UNJUDGED_INPUTS = "ops unjudged: the DFC stopped before reading any operator"
-UNJUDGED_INCONCLUSIVE = "ops unjudged: inconclusive DFC failure"
-REFUSED = "DFC result refused: about another model"
-UNMATCHED = "DFC result not paired: it names no model"
-PAIR_VERDICTS = (
-    HELD,
-    TOO_GENEROUS,
-    TOO_STRICT,
-    BOTH_REJECT,
-    OBSERVED_NOW,
-    NOT_RUN,
-    UNRECOGNISED,
-    UNJUDGED_INPUTS,
-    UNJUDGED_INCONCLUSIVE,
-    REFUSED,
-    UNMATCHED,
-)
-UNJUDGED = (NOT_RUN, UNRECOGNISED, UNJUDGED_INPUTS, UNJUDGED_INCONCLUSIVE, REFUSED, UNMATCHED)
+PAIR_VERDICTS = tuple(PairVerdict)  # every verdict, in the order tables list them
 
 
 @dataclass(frozen=True)
 class Edit:
     """A change to `params/device_ops.yaml` that a pairing implies."""
 
-    action: str  # "move out", "move in", "add evidence", "review"
+    action: EditAction
     op: str
     reason: str
 
@@ -75,17 +61,17 @@ class Pairing:
     dfc: str
     dfc_ops: tuple[str, ...]
     unresolved_nodes: tuple[str, ...]
-    verdict: str
+    verdict: PairVerdict
     agreement: str
     meaning: str
     edits: tuple[Edit, ...]
-    cause: str = ""  # "operator", "before operators", "inconclusive" (DFC rejections only)
+    cause: FailureCause | Literal[""] = ""  # why the DFC rejected it ("": not a DFC rejection)
     matched: str = ""  # "by model name", "by hand", or why the result was not paired
 
     @property
     def judged(self) -> bool:
         """Whether the DFC judged this graph's ops (a verdict that rests on the compiler, not the allowlist)."""
-        return self.verdict not in UNJUDGED
+        return self.verdict not in UNJUDGED_PAIR_VERDICTS
 
 
 def same_model(a: str, b: str) -> bool:
@@ -104,7 +90,7 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
         raise TypeError(f"dfc: expected a DfcResult or None, got {type(dfc).__name__}")
     if not gate.read:
         raise ValueError(f"{onnx_path}: the gate could not read it ({'; '.join(gate.problems)}): nothing to pair")
-    gate_word = {"pass": "PASS", "unjudged": "UNJUDGED"}.get(
+    gate_word = {GateVerdict.PASS: "PASS", GateVerdict.UNJUDGED: "UNJUDGED"}.get(
         gate.verdict, "FAIL (inputs)" if not gate.readable else "FAIL"
     )
     if dfc is not None:
@@ -127,10 +113,14 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
         matched = ""
     ops, unresolved = resolve_ops(dfc, onnx_path) if dfc is not None else ((), ())
     graph, _ = read_graph(onnx_path)
-    cause = (failure_cause(dfc, graph.node_ops() if graph is not None else None) or "") if dfc is not None else ""
-    dfc_word = {None: "not run", "parsed": "parses", "rejected": "rejects", "unrecognised": "unrecognised"}[
-        dfc.verdict if dfc is not None else None
-    ]
+    found = failure_cause(dfc, graph.node_ops() if graph is not None else None) if dfc is not None else None
+    cause: FailureCause | Literal[""] = found if found is not None else ""
+    dfc_word = {
+        None: "not run",
+        DfcVerdict.PARSED: "parses",
+        DfcVerdict.REJECTED: "rejects",
+        DfcVerdict.UNRECOGNISED: "unrecognised",
+    }[dfc.verdict if dfc is not None else None]
     verdict, agreement, meaning, edits = _judge(gate, dfc, ops, unresolved, cause)
     return Pairing(
         model=gate.name,
@@ -148,22 +138,22 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
     )
 
 
-def _match(graph: str, dfc: DfcResult, by_hand: bool) -> tuple[str, str]:
-    """(how the result was matched to the graph, or why not; the refusal verdict or "")."""
+def _match(graph: str, dfc: DfcResult, by_hand: bool) -> tuple[str, PairVerdict | None]:
+    """(how the result was matched to the graph, or why not; the refusal verdict or None)."""
     if dfc.model is not None:
         if same_model(dfc.model, graph):
-            return "by model name", ""
+            return "by model name", None
         return (
             f"the DFC result is about model {dfc.model!r}, not {graph!r}: refused, not counted "
             f"({dfc.source or 'no file'})",
-            REFUSED,
+            PairVerdict.FOREIGN_RESULT,
         )
     if by_hand:
-        return "by hand (the result names no model; the caller said it is about this graph)", ""
+        return "by hand (the result names no model; the caller said it is about this graph)", None
     return (
         f"the DFC result names no model ({dfc.source or 'no file'}); pair it only by saying which graph it "
         "is about (`pair MODEL --dfc R --matched-by-hand`)",
-        UNMATCHED,
+        PairVerdict.UNMATCHED,
     )
 
 
@@ -188,44 +178,56 @@ def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str
 
 
 def _judge(  # noqa: PLR0911 - a decision ladder, read top to bottom; each rung returns its verdict
-    gate: GateResult, dfc: DfcResult | None, ops: tuple[str, ...], unresolved: tuple[str, ...], cause: str
-) -> tuple[str, str, str, list[Edit]]:
+    gate: GateResult,
+    dfc: DfcResult | None,
+    ops: tuple[str, ...],
+    unresolved: tuple[str, ...],
+    cause: FailureCause | Literal[""],
+) -> tuple[PairVerdict, str, str, list[Edit]]:
     if dfc is None:
-        return NOT_RUN, "", "the DFC has not been run on this graph; the device gate's verdict stands alone", []
-    if dfc.verdict == "unrecognised":
-        return UNRECOGNISED, "", f"the DFC output could not be classified ({dfc.reason}); not a pass", []
-    parsed = dfc.verdict == "parsed"
+        return (
+            PairVerdict.NOT_RUN,
+            "",
+            "the DFC has not been run on this graph; the device gate's verdict stands alone",
+            [],
+        )
+    if dfc.verdict == DfcVerdict.UNRECOGNISED:
+        return PairVerdict.UNRECOGNISED, "", f"the DFC output could not be classified ({dfc.reason}); not a pass", []
+    parsed = dfc.verdict == DfcVerdict.PARSED
     unjudged = ", ".join(gate.failing_ops) or "none predicted refused"
-    if cause == "before operators":
+    if cause == FailureCause.BEFORE_OPERATORS:
         agreement = (
             "same cause (an input the parser refuses)"
             if not gate.readable
             else "different causes: the gate predicted every input accepted"
         )
         return (
-            UNJUDGED_INPUTS,
+            PairVerdict.UNJUDGED_INPUTS,
             agreement,
             f"the DFC stopped before reading any operator ({dfc.exception or dfc.last_frame or dfc.reason}); "
             f"the gate's ops stay unjudged ({unjudged}); give every input a rank the parser takes and run it again",
             [],
         )
-    if cause == "inconclusive":
+    if cause == FailureCause.INCONCLUSIVE:
         return (
-            UNJUDGED_INCONCLUSIVE,
+            PairVerdict.UNJUDGED_INCONCLUSIVE,
             "",
             f"the DFC failed without naming an operator of this graph ({dfc.exception or dfc.reason}); "
             f"the gate's ops stay unjudged ({unjudged})",
-            [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved],
+            [
+                Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph")
+                for node in unresolved
+            ],
         )
-    if gate.verdict == "unjudged":
-        return OBSERVED_NOW, "", *_observed(gate, ops, unresolved, dfc)
+    if gate.verdict == GateVerdict.UNJUDGED:
+        return PairVerdict.OBSERVED_NOW, "", *_observed(gate, ops, unresolved, dfc)
     if gate.passed and parsed:
-        return HELD, "agree", "the allowlist held: the gate passed and the DFC parsed", []
+        return PairVerdict.HELD, "agree", "the allowlist held: the gate passed and the DFC parsed", []
     if gate.passed:
-        return TOO_GENEROUS, "disagree", _generous_meaning(ops, dfc), _move_out(ops, unresolved, dfc)
+        return PairVerdict.TOO_GENEROUS, "disagree", _generous_meaning(ops, dfc), _move_out(ops, unresolved, dfc)
     if parsed:
-        return TOO_STRICT, "disagree", "the gate failed a graph the DFC parsed", _move_in(gate)
-    return BOTH_REJECT, *_both(gate, ops, unresolved, dfc)
+        return PairVerdict.TOO_STRICT, "disagree", "the gate failed a graph the DFC parsed", _move_in(gate)
+    return PairVerdict.BOTH_REJECT, *_both(gate, ops, unresolved, dfc)
 
 
 def _generous_meaning(ops: tuple[str, ...], dfc: DfcResult) -> str:
@@ -234,12 +236,14 @@ def _generous_meaning(ops: tuple[str, ...], dfc: DfcResult) -> str:
 
 
 def _move_out(ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult) -> list[Edit]:
-    edits = [Edit("move out", op, "allowlisted, yet the DFC rejected it in this graph") for op in ops]
-    edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
+    edits = [Edit(EditAction.MOVE_OUT, op, "allowlisted, yet the DFC rejected it in this graph") for op in ops]
+    edits += [
+        Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph") for node in unresolved
+    ]
     if not ops and not unresolved:
         edits.append(
             Edit(
-                "review",
+                EditAction.REVIEW,
                 "?",
                 f"the DFC failed naming no op ({dfc.exception or dfc.reason}); bisect with end node names to find it",
             )
@@ -251,22 +255,28 @@ def _observed(
     gate: GateResult, ops: tuple[str, ...], unresolved: tuple[str, ...], dfc: DfcResult
 ) -> tuple[str, list[Edit]]:
     """The gate left this graph unjudged and the DFC answered: every unjudged rule and op gains evidence."""
-    subjects = sorted({f.key for f in gate.findings if f.prediction == "unjudged"})
-    if dfc.verdict == "parsed":
+    subjects = sorted({f.key for f in gate.findings if f.prediction == Prediction.UNJUDGED})
+    if dfc.verdict == DfcVerdict.PARSED:
         meaning = f"the gate left it unjudged ({', '.join(subjects)}); the DFC parsed it"
-        return meaning, [Edit("add evidence", s, "parsed in this graph") for s in subjects]
+        return meaning, [Edit(EditAction.ADD_EVIDENCE, s, "parsed in this graph") for s in subjects]
     named = ", ".join(ops) or (dfc.exception or dfc.reason)
     meaning = f"the gate left it unjudged ({', '.join(subjects)}); the DFC rejected {named}"
-    edits = [Edit("add evidence", op, "rejected in this graph (on the rule that covers its node)") for op in ops]
-    edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
+    edits = [
+        Edit(EditAction.ADD_EVIDENCE, op, "rejected in this graph (on the rule that covers its node)") for op in ops
+    ]
+    edits += [
+        Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph") for node in unresolved
+    ]
     return meaning, edits
 
 
 def _move_in(gate: GateResult) -> list[Edit]:
-    refused = {f.key for f in gate.findings if f.prediction == "refused"}
-    edits = [Edit("move in", s, "predicted refused, yet the DFC parsed it in this graph") for s in sorted(refused)]
+    refused = {f.key for f in gate.findings if f.prediction == Prediction.REFUSED}
+    edits = [
+        Edit(EditAction.MOVE_IN, s, "predicted refused, yet the DFC parsed it in this graph") for s in sorted(refused)
+    ]
     if not edits:
-        edits = [Edit("review", "(graph limits)", "; ".join(gate.problems))]
+        edits = [Edit(EditAction.REVIEW, "(graph limits)", "; ".join(gate.problems))]
     return edits
 
 
@@ -286,6 +296,8 @@ def _both(
         f"both reject: the gate on {', '.join(sorted(x)) or 'graph limits'}, "
         f"the DFC on {', '.join(sorted(y)) or (dfc.exception or dfc.reason)}"
     )
-    edits = [Edit("move out", op, "the gate allowed it, the DFC rejected it") for op in sorted(y - x)]
-    edits += [Edit("review", node, "the DFC named this node, which is not in the graph") for node in unresolved]
+    edits = [Edit(EditAction.MOVE_OUT, op, "the gate allowed it, the DFC rejected it") for op in sorted(y - x)]
+    edits += [
+        Edit(EditAction.REVIEW, node, "the DFC named this node, which is not in the graph") for node in unresolved
+    ]
     return agreement, meaning, edits

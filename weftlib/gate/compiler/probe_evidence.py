@@ -16,6 +16,7 @@ from typing import Any
 
 from ...onnx_core.walk import read_graph
 from ..record.allowlist import DEFAULT_PATH, load_device_ops
+from ..vocabulary import DfcVerdict, FailureCause, Listing, Seen, Subject
 from .dfc_log import DfcResult, failure_cause
 from .pack import MANIFEST, read_pack, results_in
 from .probe_graphs import Probe
@@ -38,19 +39,19 @@ def probe_finding(  # noqa: PLR0911 - a decision ladder, read top to bottom; eac
         "arch": result.arch or "unknown",
         "source": f"weftlib.gate probes: {probe.file}, DFC result {probe.stem}.dfc.json",
     }
-    if result.verdict == "parsed":
-        return {"seen": "parsed", **base}, "parsed"
-    if result.verdict != "rejected":
+    if result.verdict == DfcVerdict.PARSED:
+        return {"seen": Seen.PARSED, **base}, Seen.PARSED
+    if result.verdict != DfcVerdict.REJECTED:
         return None, f"unjudged: {result.verdict} ({result.reason})"
     graph, _ = read_graph(folder / probe.file)
     node_ops = graph.node_ops() if graph is not None else {}
     cause = failure_cause(result, node_ops)
-    if cause != "operator":
+    if cause != FailureCause.OPERATOR:
         return None, f"unjudged: {cause} ({result.exception or result.reason})"
     named = {e.node or "" for e in result.errors}
-    if named & set(probe.nodes) or (probe.subject == "op" and any(node_ops.get(n) == probe.name for n in named)):
+    if named & set(probe.nodes) or (probe.subject == Subject.OP and any(node_ops.get(n) == probe.name for n in named)):
         note = "; ".join(f"{e.cls}: {e.message}" for e in result.errors)[:300]
-        return {"seen": "rejected", **base, "note": note}, "rejected"
+        return {"seen": Seen.REJECTED, **base, "note": note}, Seen.REJECTED
     return None, f"unjudged: the DFC rejected {sorted(n for n in named if n)}, not the nodes asked about"
 
 
@@ -69,8 +70,8 @@ def evidence_diff(folder: str | os.PathLike, ops_path: str | os.PathLike | None 
     for probe in probes:
         item, finding = probe_finding(probe, results.get(probe.stem), folder)
         section = (
-            "graph_rules"
-            if probe.subject == "rule"
+            Listing.GRAPH_RULES
+            if probe.subject == Subject.RULE
             else ops.entries[probe.name].listed
             if probe.name in ops.entries
             else ""

@@ -10,7 +10,7 @@ records why: an unnamed or unwrapped op reads like a refusal when it is not).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,18 +23,19 @@ from ...onnx_core.walk import WRITTEN_IR_VERSION, WRITTEN_OPSET, index_model
 from ..predict import rules as R
 from ..predict.nodes import predict
 from ..record.allowlist import DeviceOps
+from ..vocabulary import Subject
 
 C, H, W = 8, 8, 8  # the probe input [1, C, H, W]: small, image-shaped, H == W so a transpose keeps the shape
 
 
 @dataclass(frozen=True)
 class Probe:
-    """One probe graph: the op or rule it asks about (`subject` "op" or "rule"), why, and the nodes of the
+    """One probe graph: the op or rule it asks about (`subject`), why, and the nodes of the
     probe that the question is about (a refusal naming any other node is not an answer about it).
 
     The manifest holds it as `dataclasses.asdict`; `from_entry` reads it back."""
 
-    subject: str
+    subject: Subject
     name: str
     file: str
     why: str
@@ -47,7 +48,7 @@ class Probe:
 
     @property
     def label(self) -> str:
-        return self.name if self.subject == "rule" else f"op {self.name}"
+        return self.name if self.subject == Subject.RULE else f"op {self.name}"
 
     @classmethod
     def from_entry(cls, entry: Any, where: Path) -> Probe:
@@ -57,8 +58,9 @@ class Probe:
         except (TypeError, AttributeError) as exc:
             raise ValueError(f"{where}: a probe entry is malformed ({exc}); write the pack again") from exc
         fields = (probe.subject, probe.name, probe.file, probe.why, *probe.nodes)
-        if probe.subject not in ("op", "rule") or not all(isinstance(v, str) for v in fields):
+        if probe.subject not in tuple(Subject) or not all(isinstance(v, str) for v in fields):
             raise ValueError(f"{where}: a probe entry is malformed ({entry!r}); write the pack again")
+        probe = replace(probe, subject=Subject(probe.subject))
         if Path(probe.file).name != probe.file or not probe.file.endswith(".onnx"):
             raise ValueError(f"{where}: probe file {probe.file!r} is not a graph of the pack folder")
         return probe

@@ -18,12 +18,11 @@ import onnx
 from ..folder_swap import building
 from ..record.allowlist import DeviceOps, load_device_ops
 from ..record.evidence import unjudged
-from ..record.standing import UNJUDGED, op_key, op_standing, probe_stem, read_key
+from ..record.standing import op_key, op_standing, probe_stem, read_key
+from ..vocabulary import FolderKind, Prediction, Subject
 from .pack import MANIFEST, SCRIPT, DfcPack, pack_into, stale_results
 from .probe_graphs import OP_PROBES, Probe, op_probe, op_probe_nodes, rule_probe
 from .proving import prove
-
-PROBE_PACK = "probe pack"  # the folder kind its marker names (`folder_swap`)
 
 
 @dataclass(frozen=True)
@@ -52,7 +51,7 @@ def to_probe(ops: DeviceOps, extra: Iterable[str] = ()) -> dict[str, str]:
         if entry is not None and entry.by_pattern:
             continue  # its nodes are judged by rules, and the unjudged rules are probed
         standing = op_standing(op, ops)
-        if standing.prediction == UNJUDGED:
+        if standing.prediction == Prediction.UNJUDGED:
             why.setdefault(op_key(op), f"used by an export; {standing.prediction}: {standing.basis}")
     return dict(sorted(why.items()))
 
@@ -66,7 +65,7 @@ def write_probes(
     built beside it and swapped in whole; the DFC's results in it are kept where their probe is unchanged
     (refused otherwise: `dfc_pack.stale_results`), and so is every file the suite did not write."""
     ops = ops if ops is not None else load_device_ops()
-    with building(out, PROBE_PACK, vet=stale_results) as build:
+    with building(out, FolderKind.PROBE_PACK, vet=stale_results) as build:
         pack = _write_probes_into(build, ops, extra, arch)
     target = Path(out)
     moved = DfcPack(
@@ -81,7 +80,7 @@ def _write_probes_into(folder: Path, ops: DeviceOps, extra: Iterable[str], arch:
         kind, name = read_key(subject)
         file = f"{probe_stem(subject)}.onnx"
         try:
-            if kind == "op":
+            if kind == Subject.OP:
                 if name not in OP_PROBES:
                     unbuilt[subject] = "no probe builder (named, not dropped): " + why
                     continue

@@ -8,6 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
+from ..vocabulary import DfcVerdict
 from .dfc_log import DfcResult, load_dfc_result
 from .dfc_runner import dfc_available
 from .dfc_target import run_dfc
@@ -48,4 +49,4 @@ def _run_safely(model: Path, arch: str) -> DfcResult:
     try:
         return run_dfc(model, arch)
     except Exception as exc:  # a crash of the tooling is not a verdict on the graph
-        return DfcResult("unrecognised", reason=f"running the parser failed: {type(exc).__name__}: {exc}")
+        return DfcResult(DfcVerdict.UNRECOGNISED, reason=f"running the parser failed: {type(exc).__name__}: {exc}")

@@ -12,7 +12,8 @@ import onnx
 
 from ...onnx_core.walk import Graph
 from ..record.allowlist import DeviceOps
-from .segments import DEVICE, Coverage, Segment
+from ..vocabulary import Side
+from .segments import Coverage, Segment
 
 
 def static_dims(shape: tuple[int | None, ...]) -> tuple[int, ...]:
@@ -80,10 +81,10 @@ def coverage(segments: list[Segment], graph: Graph) -> Coverage:
     leaves a device segment (each device segment is its own network: what it reads and what it hands on
     travel to or from the device, whichever segment is on the other side)."""
     nodes = {n.name: n for n in graph.model.graph.node}
-    device = {name for s in segments if s.runs_on == DEVICE for name in s.nodes}
+    device = {name for s in segments if s.runs_on == Side.DEVICE for name in s.nodes}
     macs = {name: node_macs(n, graph) for name, n in nodes.items()}
     params = {name: node_params(n, graph) for name, n in nodes.items()}
-    moving = [t for s in segments if s.runs_on == DEVICE for t in (*s.inputs, *s.outputs)]
+    moving = [t for s in segments if s.runs_on == Side.DEVICE for t in (*s.inputs, *s.outputs)]
     return Coverage(
         nodes=(len(device), len(nodes)),
         macs=(sum(macs[n] for n in device), sum(macs.values())),

@@ -31,8 +31,9 @@ from dataclasses import dataclass
 import onnx
 
 from ...onnx_core.walk import Graph
+from ..vocabulary import Side
 from .coverage import node_macs, static_dims
-from .segments import DEVICE, HOST, Segment
+from .segments import Segment
 
 
 @dataclass(frozen=True)
@@ -98,7 +99,7 @@ def components(members: list[int], nodes: list[onnx.NodeProto]) -> list[list[int
     return sorted(groups.values(), key=lambda g: g[0])
 
 
-def latest_levels(nodes: list[onnx.NodeProto], side: dict[str, str]) -> list[int]:
+def latest_levels(nodes: list[onnx.NodeProto], side: dict[str, Side]) -> list[int]:
     """Per node, the highest level of its side below all of its consumers': `partition._levels` mirrored, so
     each node runs as late as the host allows (same levels in number, nodes in topological order)."""
     consumers: dict[str, list[int]] = {}
@@ -109,7 +110,7 @@ def latest_levels(nodes: list[onnx.NodeProto], side: dict[str, str]) -> list[int
     levels = [0] * len(nodes)
     for i in reversed(range(len(nodes))):
         ceiling = min((levels[c] for t in nodes[i].output for c in consumers.get(t, [])), default=top)
-        want = 1 if side[nodes[i].name] == DEVICE else 0
+        want = 1 if side[nodes[i].name] == Side.DEVICE else 0
         levels[i] = ceiling if ceiling % 2 == want else ceiling - 1
     return levels
 
@@ -118,7 +119,7 @@ def _by_level(levels: list[int]) -> list[list[int]]:
     return [[i for i, lv in enumerate(levels) if lv == level] for level in sorted(set(levels))]
 
 
-def crossing(groups: list[list[int]], nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph) -> float:
+def crossing(groups: list[list[int]], nodes: list[onnx.NodeProto], side: dict[str, Side], graph: Graph) -> float:
     """Elements that enter or leave the device groups of `groups` per inference."""
     outputs = {o.name for o in graph.model.graph.output}
     readers: dict[str, set[int]] = {}
@@ -127,7 +128,7 @@ def crossing(groups: list[list[int]], nodes: list[onnx.NodeProto], side: dict[st
             readers.setdefault(t, set()).add(i)
     moved: list[str] = []
     for g in groups:
-        if side[nodes[g[0]].name] != DEVICE:
+        if side[nodes[g[0]].name] != Side.DEVICE:
             continue
         inside, made = set(g), {t for i in g for t in nodes[i].output if t}
         moved += {t for i in g for t in nodes[i].input if t and t not in made and t not in graph.constants}
@@ -136,7 +137,7 @@ def crossing(groups: list[list[int]], nodes: list[onnx.NodeProto], side: dict[st
 
 
 def groups(
-    nodes: list[onnx.NodeProto], side: dict[str, str], levels: list[int], rule: CutRule, graph: Graph
+    nodes: list[onnx.NodeProto], side: dict[str, Side], levels: list[int], rule: CutRule, graph: Graph
 ) -> list[list[int]]:
     """The segments' node indices in execution order. Merged: one per level, the levels of `levels` (each
     node as early as the host allows) or of `latest_levels`, whichever moves fewer elements (a node that
@@ -172,7 +173,7 @@ def crumbs(segments: Sequence[Segment], graph: Graph) -> list[tuple[Segment, int
         return []
     found = []
     for s in segments:
-        if s.runs_on != DEVICE:
+        if s.runs_on != Side.DEVICE:
             continue
         macs, moved = segment_macs(s, by_name, graph), elements(graph, [*s.inputs, *s.outputs])
         if macs == 0 or macs < moved:
@@ -180,12 +181,12 @@ def crumbs(segments: Sequence[Segment], graph: Graph) -> list[tuple[Segment, int
     return found
 
 
-def crumbs_to_host(segments: Sequence[Segment], graph: Graph, side: dict[str, str], moved: dict[str, str]) -> bool:
+def crumbs_to_host(segments: Sequence[Segment], graph: Graph, side: dict[str, Side], moved: dict[str, str]) -> bool:
     """Send every crumb's nodes to the host (`side`, with why in `moved`); whether any went."""
     found = crumbs(segments, graph)
     for s, macs, elems in found:
         for name in s.nodes:
-            side[name] = HOST
+            side[name] = Side.HOST
             moved[name] = f"a crumb: its segment's {macs:,} MACs do not pay for the {elems:,} elements it moves"
     return bool(found)
 
@@ -224,7 +225,7 @@ def quotient_acyclic(nodes: Sequence[onnx.NodeProto], group: dict[str, int]) -> 
 def mergeable_pairs(segments: Sequence[Segment], nodes: Sequence[onnx.NodeProto]) -> list[tuple[int, int]]:
     """Pairs of device segments (by index) that could be merged without a cycle, host nodes taken one by one
     (the freest the host can be): none when the cut is maximal."""
-    device = [s for s in segments if s.runs_on == DEVICE]
+    device = [s for s in segments if s.runs_on == Side.DEVICE]
     base = {n: s.index for s in device for n in s.nodes}
     pairs = []
     for i, a in enumerate(device):

@@ -31,16 +31,16 @@ from ..folder_swap import building
 from ..predict import graph_checks
 from ..predict.device import file_problems, graph_limits
 from ..predict.nodes import Prediction, predict
+from ..predict.shuffles import ABSORBED_AT_END
 from ..record.allowlist import DeviceOps
-from ..record.standing import PARSE
+from ..vocabulary import FolderKind, Side
+from ..vocabulary import Prediction as Said
 from . import merge
 from .coverage import coverage, largest_layer, static_dims
 from .merge import MERGED, CutRule
 from .proof import prove
-from .segments import DEVICE, HOST, TOLERANCE, Partition, Segment
+from .segments import TOLERANCE, Partition, Segment
 
-SHUFFLES_ABSORBED = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Identity"}
-PARTITION = "partition"  # the folder kind its marker names (`folder_swap`)
 PARTITION_FILE = "partition.json"
 WHOLE_FILE = "the gate fails the whole file: "  # why every node of such a file stays on the host
 
@@ -56,12 +56,12 @@ def _top_nodes(graph: Graph) -> list[onnx.NodeProto]:
     return list(graph.model.graph.node)
 
 
-def _levels(nodes: list[onnx.NodeProto], side: dict[str, str], producer: dict[str, int]) -> list[int]:
+def _levels(nodes: list[onnx.NodeProto], side: dict[str, Side], producer: dict[str, int]) -> list[int]:
     """Per node, its level: even levels host, odd device, never below a producer's level."""
     levels: list[int] = []
     for node in nodes:
         floor = max((levels[producer[t]] for t in node.input if t in producer), default=0)
-        want = 1 if side[node.name] == DEVICE else 0
+        want = 1 if side[node.name] == Side.DEVICE else 0
         levels.append(floor if floor % 2 == want else floor + 1)
     return levels
 
@@ -74,7 +74,9 @@ def _boundary(indices: list[int], nodes: list[onnx.NodeProto], constants: set[st
     return list(dict.fromkeys(inputs)), made
 
 
-def _segments(nodes: list[onnx.NodeProto], side: dict[str, str], graph: Graph, rule: CutRule = MERGED) -> list[Segment]:
+def _segments(
+    nodes: list[onnx.NodeProto], side: dict[str, Side], graph: Graph, rule: CutRule = MERGED
+) -> list[Segment]:
     """The segments of `nodes` for the sides given, in execution order, grouped as `rule` says (`merge`)."""
     producer = {t: i for i, n in enumerate(nodes) for t in n.output if t}
     outputs = {o.name for o in graph.model.graph.output}
@@ -120,12 +122,12 @@ def cut(
     names = [n.name for n in nodes]
     if any(not n for n in names) or len(set(names)) != len(names):
         raise PartitionError("every node needs a unique name: the DFC's start and end nodes are node names")
-    causes = {f.node for f in prediction.judgements if f.prediction != PARSE and not f.downstream}
-    side = {n.name: DEVICE if n.name not in causes and not _has_subgraph(n) else HOST for n in nodes}
+    causes = {f.node for f in prediction.judgements if f.prediction != Said.PARSE and not f.downstream}
+    side = {n.name: Side.DEVICE if n.name not in causes and not _has_subgraph(n) else Side.HOST for n in nodes}
     moved: dict[str, str] = {}
     for name in host:
-        if side.get(name) == DEVICE:
-            side[name], moved[name] = HOST, "the DFC refused it in a cut"
+        if side.get(name) == Side.DEVICE:
+            side[name], moved[name] = Side.HOST, "the DFC refused it in a cut"
     extractor = extractor or onnx.utils.Extractor(model)
     while True:
         segments = _segments(nodes, side, graph, rule)
@@ -133,18 +135,18 @@ def cut(
             continue  # crumbs went to the host: cut again before judging
         changed = False
         for s in segments:
-            if s.runs_on != DEVICE:
+            if s.runs_on != Side.DEVICE:
                 continue
             alone = predict(index_model(extractor.extract_model(list(s.inputs), list(s.outputs))), ops)
             for f in alone.judgements:
-                if f.prediction != PARSE:
+                if f.prediction != Said.PARSE:
                     for name in (
                         [f.node]
                         if f.node in side
                         else [c.name for c in graph.consumers.get(f.node, []) if c.name in s.nodes]
                     ):
-                        if side.get(name) == DEVICE:
-                            side[name] = HOST
+                        if side.get(name) == Side.DEVICE:
+                            side[name] = Side.HOST
                             moved[name] = f"cut out, it is {f.prediction} by {f.subject}"
                             changed = True
         if not changed:
@@ -221,10 +223,10 @@ def partition(
         sub = extractor.extract_model(list(s.inputs), list(s.outputs))
         sub.graph.name = f"{stem}_{s.index:02d}_{s.runs_on}"
         onnx.save(sub, str(folder / file))
-        if s.runs_on == DEVICE:
+        if s.runs_on == Side.DEVICE:
             _check_device_segment(folder / file, sub, ops)
         extra: dict[str, Any] = {"file": file}
-        if s.runs_on == DEVICE:
+        if s.runs_on == Side.DEVICE:
             args = translate_args(s, graph)
             ends = [next(n for n in graph.nodes if n.name == e) for e in args["end_node_names"]]
             extra.update(
@@ -232,7 +234,7 @@ def partition(
                 end_node_names=tuple(args["end_node_names"]),
                 net_input_shapes=args["net_input_shapes"],
                 largest_layer=largest_layer(s, graph, ops),
-                end_risks=tuple(n.name for n in ends if n.op_type in SHUFFLES_ABSORBED),
+                end_risks=tuple(n.name for n in ends if n.op_type in ABSORBED_AT_END),
             )
         written.append(Segment(**{**asdict(s), **extra}))
     return Partition(
@@ -287,7 +289,7 @@ def write_partition(
 
     `out` follows the suite's folder rule (`folder_swap.building`): absent, empty or an earlier partition, built
     beside it and swapped in whole; files the suite did not write there (the model itself, a user's) are kept."""
-    with building(out, PARTITION, inputs=[path]) as build:
+    with building(out, FolderKind.PARTITION, inputs=[path]) as build:
         part = prove(partition(path, ops, build, host=host), path, build, tolerance=tolerance)
         (build / PARTITION_FILE).write_text(json.dumps(part.as_json(), indent=2))
     return part

@@ -8,8 +8,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..predict.nodes import Prediction
+from ..vocabulary import Side
 
-DEVICE, HOST = "device", "host"
+HOST = Side.HOST  # only for pages/cut_tables until it reads `Side` (issue 34): no new use
 TOLERANCE = 1e-6  # onnxruntime, optimisations off, the same kernels on both sides: equal but for summation order
 
 
@@ -18,7 +19,7 @@ class Segment:
     """A part of the graph that runs on one side, in execution order."""
 
     index: int
-    runs_on: str
+    runs_on: Side
     nodes: tuple[str, ...]
     inputs: tuple[str, ...]  # tensors of the original graph that come from outside the segment
     outputs: tuple[str, ...]  # tensors it hands on (to a later segment, or as graph outputs)
@@ -59,7 +60,7 @@ class Partition:
 
     @property
     def device_segments(self) -> tuple[Segment, ...]:
-        return tuple(s for s in self.segments if s.runs_on == DEVICE)
+        return tuple(s for s in self.segments if s.runs_on == Side.DEVICE)
 
     @property
     def proven(self) -> bool:
@@ -75,7 +76,7 @@ class Partition:
                 "outputs": list(s.outputs),
                 "nodes": len(s.nodes),
             }
-            if s.runs_on == DEVICE:
+            if s.runs_on == Side.DEVICE:
                 row.update(
                     start_node_names=list(s.start_node_names),
                     end_node_names=list(s.end_node_names),

@@ -23,6 +23,7 @@ import onnx
 from ..folder_swap import building
 from ..predict.device import device_gate
 from ..record.allowlist import DeviceOps, load_device_ops
+from ..vocabulary import FolderKind
 from .base import ExactRewrite
 from .exact import exact_reference
 from .library import answered_keys, default_library
@@ -71,15 +72,12 @@ def fix_model(
     return Fix(str(model_path), fixed, before, after, tuple(applied), tuple(left), proof)
 
 
-FIX_KIND = "fix"  # the folder kind its marker names (`folder_swap`)
-
-
 def write_fix(fix: Fix, out: str | os.PathLike) -> Path:
     """`out/<stem>.fixed.onnx` and `out/fix.json`, written by the suite's folder rule (`folder_swap.building`:
     swapped in whole, only over a folder of the same kind, a user's files and the input model kept); returns
     the fixed graph's path."""
     name = f"{Path(fix.source).stem}.fixed.onnx"
-    with building(Path(out), FIX_KIND, inputs=[fix.source]) as folder:
+    with building(Path(out), FolderKind.FIX, inputs=[fix.source]) as folder:
         onnx.save(fix.fixed, folder / name)
         (folder / "fix.json").write_text(json.dumps(fix.as_json(name), indent=2) + "\n")
     return Path(out) / name

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import onnx
 
 from ..predict.device import EXIT_CODES, GateResult
-from ..record.standing import REFUSED, UNJUDGED
+from ..vocabulary import Prediction
 from .loop import Applied
 from .proof import Proof
 
@@ -17,7 +17,7 @@ from .proof import Proof
 def gate_summary(result: GateResult) -> dict[str, object]:
     """The verdict and the refused and unjudged findings, each with its node, op and rule."""
 
-    def rows(prediction: str) -> list[dict[str, object]]:
+    def rows(prediction: Prediction) -> list[dict[str, object]]:
         return [
             {"node": f.node, "op": f.op, "rule": f.key, "downstream": f.downstream}
             for f in result.findings
@@ -26,8 +26,8 @@ def gate_summary(result: GateResult) -> dict[str, object]:
 
     return {
         "verdict": result.verdict,
-        "refused": rows(REFUSED),
-        "unjudged": rows(UNJUDGED),
+        Prediction.REFUSED: rows(Prediction.REFUSED),
+        Prediction.UNJUDGED: rows(Prediction.UNJUDGED),
         "problems": list(result.problems),
     }
 
@@ -37,7 +37,7 @@ def unanswered(after: GateResult, answered: dict[str, list[str]], declined: dict
     the precondition a rewrite aimed at it found failing)."""
     out: list[dict[str, object]] = []
     for f in after.findings:
-        if f.prediction != REFUSED:
+        if f.prediction != Prediction.REFUSED:
             continue
         if f.downstream:
             why = "a consequence of an earlier refusal (its input lost its format), not a cause of its own"

@@ -24,11 +24,10 @@ import onnx
 from ...onnx_core.walk import index_model
 from ..record.allowlist import Case, DeviceOps, Evidence, source_key
 from ..record.public_record import BUILDERS
-from ..record.standing import REFUSED, op_key, op_standing, reach, rule_standing
+from ..record.standing import op_key, op_standing, reach, rule_standing
+from ..vocabulary import Agreement, GateVerdict, Outcome, Prediction, Reach, Seen
 from .device import graph_limits
-from .nodes import FAIL, PASS, predict
-
-AGREES, DISAGREES, UNJUDGED = "agrees", "disagrees", "unjudged"
+from .nodes import predict
 
 
 def judge(case: Case, model: onnx.ModelProto, ops: DeviceOps) -> dict[str, object]:
@@ -38,15 +37,7 @@ def judge(case: Case, model: onnx.ModelProto, ops: DeviceOps) -> dict[str, objec
     refused_nodes = {f.node for f in prediction.refused()}
     named = sorted({f"{f.subject} @ {f.node}" for f in prediction.findings})
     missing = [n for n in case.refused_at if n not in refused_nodes]
-    if case.refused:
-        if prediction.verdict == PASS:
-            agreement = DISAGREES
-        elif where == "target" and (prediction.verdict != FAIL or missing):
-            agreement = DISAGREES if prediction.verdict == FAIL else UNJUDGED
-        else:
-            agreement = AGREES if prediction.verdict == FAIL else UNJUDGED
-    else:
-        agreement = {PASS: AGREES, FAIL: DISAGREES}.get(prediction.verdict, UNJUDGED)
+    agreement = _agreement(case, prediction.verdict, where, bool(missing))
     return {
         "case": case.name,
         "source": case.source,
@@ -61,8 +52,21 @@ def judge(case: Case, model: onnx.ModelProto, ops: DeviceOps) -> dict[str, objec
     }
 
 
-def reach_of(case: Case, ops: DeviceOps) -> str:
-    return reach(Evidence("parsed", case.dfc, case.arch), ops.target_dfc, ops.target_arch)
+def _agreement(case: Case, verdict: GateVerdict, where: Reach, missing: bool) -> Agreement:
+    """The module docstring's contract for one case (`missing`: a node the DFC named is not among the refused)."""
+    if not case.refused:
+        return {GateVerdict.PASS: Agreement.AGREES, GateVerdict.FAIL: Agreement.DISAGREES}.get(
+            verdict, Agreement.UNJUDGED
+        )
+    if verdict == GateVerdict.PASS:
+        return Agreement.DISAGREES
+    if where == Reach.TARGET and (verdict != GateVerdict.FAIL or missing):
+        return Agreement.DISAGREES if verdict == GateVerdict.FAIL else Agreement.UNJUDGED
+    return Agreement.AGREES if verdict == GateVerdict.FAIL else Agreement.UNJUDGED
+
+
+def reach_of(case: Case, ops: DeviceOps) -> Reach:
+    return reach(Evidence(Seen.PARSED, case.dfc, case.arch), ops.target_dfc, ops.target_arch)
 
 
 def backtest(ops: DeviceOps) -> list[dict[str, object]]:
@@ -85,8 +89,8 @@ def held(rows: list[dict[str, object]]) -> list[dict[str, object]]:
     return [
         r
         for r in rows
-        if (r["reach"] == "target" and r["agreement"] != AGREES)
-        or (r["reach"] == "sibling" and r["outcome"] != "parsed" and r["prediction"] == PASS)
+        if (r["reach"] == Reach.TARGET and r["agreement"] != Agreement.AGREES)
+        or (r["reach"] == Reach.SIBLING and r["outcome"] != Outcome.PARSED and r["prediction"] == GateVerdict.PASS)
     ]
 
 
@@ -143,19 +147,19 @@ def leave_one_origin_out(ops: DeviceOps) -> list[dict[str, object]]:
 def agreement(rows: list[dict[str, object]]) -> dict[str, object]:
     """How far the verdicts agree with the outcomes: counts, and the share agreed among the cases the gate
     judged (pass or fail). Unjudged is counted apart: it sends a graph to a probe, not to a rewrite."""
-    agrees = sum(r["agreement"] == AGREES for r in rows)
-    disagrees = sum(r["agreement"] == DISAGREES for r in rows)
+    agrees = sum(r["agreement"] == Agreement.AGREES for r in rows)
+    disagrees = sum(r["agreement"] == Agreement.DISAGREES for r in rows)
     judged = agrees + disagrees
     return {
         "cases": len(rows),
         "sources": len({r["source"] and source_key(str(r["source"])) for r in rows}),
-        "agrees": agrees,
-        "disagrees": disagrees,
-        "unjudged": len(rows) - judged,
+        Agreement.AGREES: agrees,
+        Agreement.DISAGREES: disagrees,
+        Agreement.UNJUDGED: len(rows) - judged,
         "agreement_judged": round(agrees / judged, 4) if judged else None,
         "agreement_all": round(agrees / len(rows), 4) if rows else None,
         "coverage": round(judged / len(rows), 4) if rows else None,  # the share the gate judged at all
-        "disagreed_cases": sorted(str(r["case"]) for r in rows if r["agreement"] == DISAGREES),
+        "disagreed_cases": sorted(str(r["case"]) for r in rows if r["agreement"] == Agreement.DISAGREES),
     }
 
 
@@ -249,8 +253,8 @@ def limits_on_public_parses(ops: DeviceOps) -> list[str]:
 
 def refusing_subjects(ops: DeviceOps) -> list[str]:
     """The rules and op entries (as `op_key`) whose standing on the target is refused."""
-    subjects = [op_key(op) for op in ops.entries if op_standing(op, ops).prediction == REFUSED]
-    return subjects + [name for name in ops.rules if rule_standing(name, ops).prediction == REFUSED]
+    subjects = [op_key(op) for op in ops.entries if op_standing(op, ops).prediction == Prediction.REFUSED]
+    return subjects + [name for name in ops.rules if rule_standing(name, ops).prediction == Prediction.REFUSED]
 
 
 def refusals_on_nearest(ops: DeviceOps) -> list[str]:

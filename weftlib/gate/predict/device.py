@@ -17,11 +17,12 @@ from pathlib import Path
 
 from ...onnx_core.walk import STANDARD_DOMAINS, Graph, graph_inputs, read_graph
 from ..record.allowlist import DeviceOps, DeviceOpsError
-from ..record.standing import PARSE, REFUSED, UNJUDGED
+from ..vocabulary import GateVerdict
+from ..vocabulary import Prediction as Said  # what is said of one node; `Prediction` is the graph's record
 from .graph_checks import structure_problem
-from .nodes import FAIL, PASS, Finding, Prediction, predict
+from .nodes import Finding, Prediction, predict
 
-EXIT_CODES = {PASS: 0, FAIL: 1, UNJUDGED: 3}
+EXIT_CODES = {GateVerdict.PASS: 0, GateVerdict.FAIL: 1, GateVerdict.UNJUDGED: 3}
 
 
 @dataclass(frozen=True)
@@ -42,7 +43,7 @@ class GateResult:
     """
 
     path: str
-    verdict: str
+    verdict: GateVerdict
     findings: tuple[Finding, ...] = ()  # refused and unjudged judgements (the parses are in `prediction`)
     prediction: Prediction | None = None  # None: the file could not be read as ONNX
     ops: dict[str, int] = field(default_factory=dict)
@@ -56,7 +57,7 @@ class GateResult:
 
     @property
     def passed(self) -> bool:
-        return self.verdict == PASS
+        return self.verdict == GateVerdict.PASS
 
     @property
     def read(self) -> bool:
@@ -66,7 +67,7 @@ class GateResult:
     @property
     def readable(self) -> bool:
         """Read, and no input is predicted refused (the parser stops at its input layers before any op)."""
-        return self.prediction is not None and REFUSED not in self.prediction.inputs.values()
+        return self.prediction is not None and Said.REFUSED not in self.prediction.inputs.values()
 
     @property
     def name(self) -> str:
@@ -75,11 +76,11 @@ class GateResult:
     @property
     def refused_ops(self) -> tuple[str, ...]:
         """Op types of the nodes predicted refused."""
-        return self._ops_with(REFUSED)
+        return self._ops_with(Said.REFUSED)
 
     @property
     def unjudged_ops(self) -> tuple[str, ...]:
-        return self._ops_with(UNJUDGED)
+        return self._ops_with(Said.UNJUDGED)
 
     @property
     def failing_ops(self) -> tuple[str, ...]:
@@ -87,15 +88,15 @@ class GateResult:
         return self.refused_ops
 
     @property
-    def rules(self) -> dict[str, str]:
+    def rules(self) -> dict[str, Said]:
         """Rule (or "op:<type>") -> the strongest prediction it made here, for the findings only."""
-        out: dict[str, str] = {}
+        out: dict[str, Said] = {}
         for f in self.findings:
             key = f.key
-            out[key] = REFUSED if REFUSED in (out.get(key), f.prediction) else f.prediction
+            out[key] = Said.REFUSED if Said.REFUSED in (out.get(key), f.prediction) else f.prediction
         return out
 
-    def _ops_with(self, prediction: str) -> tuple[str, ...]:
+    def _ops_with(self, prediction: Said) -> tuple[str, ...]:
         if self.prediction is None:
             return ()
         names = {f.node: f.op for f in self.prediction.judgements if f.op not in ("(input)", "(graph)")}
@@ -117,10 +118,10 @@ def device_gate(onnx_path: str | os.PathLike, allow: DeviceOps | Iterable[str]) 
     ops = _check_args(onnx_path, allow)
     graph, complaint = read_graph(onnx_path)
     if graph is None:
-        return GateResult(path=str(onnx_path), verdict=FAIL, problems=(complaint or "unreadable",))
+        return GateResult(path=str(onnx_path), verdict=GateVerdict.FAIL, problems=(complaint or "unreadable",))
     malformed = structure_problem(graph.model, Path(onnx_path).parent)
     if malformed:  # not a graph at all: refused, as an unreadable file is, and nothing is claimed
-        return GateResult(path=str(onnx_path), verdict=FAIL, problems=(f"{onnx_path}: {malformed}",))
+        return GateResult(path=str(onnx_path), verdict=GateVerdict.FAIL, problems=(f"{onnx_path}: {malformed}",))
     return _gate(graph, ops, str(onnx_path), complaint)
 
 
@@ -175,7 +176,7 @@ def _gate(graph: Graph, ops: DeviceOps, path: str, complaint: str | None) -> Gat
     }
     prediction = predict(graph, ops)
     problems = file_problems(graph, ops, path, complaint)
-    verdict = FAIL if problems else prediction.verdict
+    verdict = GateVerdict.FAIL if problems else prediction.verdict
     return GateResult(
         path=path,
         verdict=verdict,
@@ -211,4 +212,4 @@ def graph_limits(graph: Graph, ops: DeviceOps) -> list[str]:
     return problems
 
 
-__all__ = ["EXIT_CODES", "PARSE", "GateResult", "OpUse", "device_gate", "file_problems", "graph_limits"]
+__all__ = ["EXIT_CODES", "GateResult", "OpUse", "device_gate", "file_problems", "graph_limits"]

@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from ...formatting import word_count
 from ..record.standing import probe_stem
+from ..vocabulary import GateVerdict, Prediction
 from .device import GateResult
 
 
-def blocking(result: GateResult, prediction: str, causes_only: bool = False) -> dict[str, int]:
+def blocking(result: GateResult, prediction: Prediction, causes_only: bool = False) -> dict[str, int]:
     """Rule (or "op <type>") -> how many of the graph's judgements it made with `prediction` (refused or
     unjudged), in graph order; `causes_only` leaves out the consequences of an earlier node's verdict."""
     out: dict[str, int] = {}
@@ -23,7 +24,7 @@ def reasons(result: GateResult) -> dict[str, str]:
     """Each rule or op that refuses the graph -> what it rests on (public-record cases, or short source names)."""
     out: dict[str, list[str]] = {}
     for f in result.findings:
-        if f.prediction == "refused":
+        if f.prediction == Prediction.REFUSED:
             out.setdefault(f.subject, [])
             out[f.subject] += [c for c in f.cites if c not in out[f.subject]]
     return {k: ", ".join(v) for k, v in out.items()}
@@ -35,8 +36,8 @@ def prediction_rows(results: dict[str, GateResult]) -> list[dict[str, object]]:
         {
             "graph": name,
             "prediction": r.verdict,
-            "refused by": ", ".join(f"{k} x{n}" for k, n in blocking(r, "refused").items()) or "-",
-            "unjudged by": ", ".join(f"{k} x{n}" for k, n in blocking(r, "unjudged").items()) or "-",
+            "refused by": ", ".join(f"{k} x{n}" for k, n in blocking(r, Prediction.REFUSED).items()) or "-",
+            "unjudged by": ", ".join(f"{k} x{n}" for k, n in blocking(r, Prediction.UNJUDGED).items()) or "-",
             "problems": "; ".join(r.problems),
         }
         for name, r in results.items()
@@ -46,7 +47,7 @@ def prediction_rows(results: dict[str, GateResult]) -> list[dict[str, object]]:
 def closest(variants: dict[str, GateResult]) -> str:
     """The variant nearest to parsing: one predicted to parse, else unjudged before refused, then the fewest
     findings (the first such in order)."""
-    return min(variants, key=lambda n: (variants[n].verdict == "fail", len(variants[n].findings)))
+    return min(variants, key=lambda n: (variants[n].verdict == GateVerdict.FAIL, len(variants[n].findings)))
 
 
 def prediction_sentence(results: dict[str, GateResult], faithful: list[str]) -> str:
@@ -66,13 +67,13 @@ def prediction_sentence(results: dict[str, GateResult], faithful: list[str]) -> 
         text = f"{name} is predicted {r.verdict}" + (f", refused by {'; '.join(causes)}" if causes else "")
         parts.append(text + (f" (and, downstream of those, {', '.join(after)})" if after else ""))
     variants = {n: r for n, r in results.items() if n not in faithful}
-    passing = [n for n, r in variants.items() if r.verdict == "pass"]
+    passing = [n for n, r in variants.items() if r.verdict == GateVerdict.PASS]
     if passing:
         parts.append(f"predicted to parse: {', '.join(passing)}")
     elif variants:
         name = closest(variants)
         r = variants[name]
-        still = blocking(r, "refused", causes_only=True) or blocking(r, "unjudged", causes_only=True)
+        still = blocking(r, Prediction.REFUSED, causes_only=True) or blocking(r, Prediction.UNJUDGED, causes_only=True)
         parts.append(
             f"no variant is predicted to parse; the closest, {name}, is {r.verdict} by {', '.join(still) or 'its limits'}"
         )
@@ -94,10 +95,10 @@ def short_prediction(results: dict[str, GateResult], faithful: list[str], budget
     variants = {n: r for n, r in results.items() if n not in faithful}
     if not variants:
         return "no variant was exported"
-    passing = [n for n, r in variants.items() if r.verdict == "pass"]
+    passing = [n for n, r in variants.items() if r.verdict == GateVerdict.PASS]
     name = closest(variants)
-    refused = list(blocking(variants[name], "refused", causes_only=True))
-    causes = [f for f in variants[name].findings if f.prediction == "unjudged" and not f.downstream]
+    refused = list(blocking(variants[name], Prediction.REFUSED, causes_only=True))
+    causes = [f for f in variants[name].findings if f.prediction == Prediction.UNJUDGED and not f.downstream]
     subjects = list(dict.fromkeys(f.subject for f in causes))
     probes = [f"`{probe_stem(k)}`" for k in dict.fromkeys(f.key for f in causes)]
     if passing:

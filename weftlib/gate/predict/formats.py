@@ -15,10 +15,10 @@ import onnx
 from onnx import numpy_helper
 
 from ...onnx_core.walk import Graph, attribute
+from .shuffles import SLICING as SLICING  # noqa: PLC0414 - the rules read it here; its home is `shuffles`
 
 TRACKED, UNKNOWN, LOST, NONE = "tracked", "unknown", "lost", "none"
 _ORDER = {TRACKED: 0, UNKNOWN: 1, LOST: 2}
-SLICING = {"Split", "Slice", "Gather", "Squeeze", "Unsqueeze", "Identity"}  # move data, compute nothing
 SUMMING = ("ReduceSum", "ReduceMean", "ReduceL2", "ReduceSumSquare")  # one reduce_sum-like layer each
 REDUCTIONS = (*SUMMING, "ReduceMax", "ReduceMin", "ReduceProd")
 # inputs that only parameterise the op (a shape, axes, indices into a shape): not data for the format; from 0,

@@ -15,13 +15,12 @@ import onnx
 
 from ...onnx_core.walk import Graph, graph_inputs
 from ..record.allowlist import DeviceOps
-from ..record.standing import PARSE, REFUSED, UNJUDGED, Standing, op_key, op_standing, rule_standing, worst
+from ..record.standing import Standing, op_key, op_standing, rule_standing, worst
+from ..vocabulary import GateVerdict, Subject
+from ..vocabulary import Prediction as Said  # what is said of one node; `Prediction` here is the graph's record
 from . import formats as F
 from . import rules as R
-
-PASS, FAIL = "pass", "fail"
-GRAPH_VERDICTS = (PASS, FAIL, UNJUDGED)
-SHUFFLE_OPS = {"Reshape", "Transpose", "Flatten", "Squeeze", "Unsqueeze", "Expand", "Tile", "Concat", "Split", "Slice"}
+from .shuffles import SHUFFLES
 
 
 @dataclass(frozen=True)
@@ -30,8 +29,8 @@ class Finding:
 
     node: str  # node name; the input's name for an input rule; "(graph)" for a graph-level rule
     op: str  # op type; "(input)" / "(graph)"
-    rule: str  # a graph rule's name, or "op" for the op entry's own standing
-    prediction: str  # parse / refused / unjudged
+    rule: str  # a graph rule's name, or `Subject.OP` for the op entry's own standing
+    prediction: Said
     evidence: str  # the basis in words, then the sources
     detail: str = ""  # what the rule matched
     inferred: bool = False  # the prediction rests on an inference: probe it
@@ -41,12 +40,12 @@ class Finding:
     @property
     def subject(self) -> str:
         """What made the judgement, as tables and sentences name it: the rule, or "op <type>" for an op entry."""
-        return self.rule if self.rule != "op" else f"op {self.op}"
+        return self.rule if self.rule != Subject.OP else f"op {self.op}"
 
     @property
     def key(self) -> str:
         """The same subject as an edit to the listing and the gate's per-rule counts key it: "op:<type>"."""
-        return self.rule if self.rule != "op" else op_key(self.op)
+        return self.rule if self.rule != Subject.OP else op_key(self.op)
 
     def as_json(self) -> dict[str, object]:
         return {
@@ -63,18 +62,18 @@ class Finding:
 class Prediction:
     """The graph's verdict and every judgement behind it."""
 
-    verdict: str  # pass / fail / unjudged
+    verdict: GateVerdict
     judgements: tuple[Finding, ...]
-    nodes: dict[str, str]  # node name -> parse / refused / unjudged
-    inputs: dict[str, str]  # input name -> parse / refused / unjudged
+    nodes: dict[str, Said]  # node name -> its prediction
+    inputs: dict[str, Said]  # input name -> its prediction
 
     @property
     def findings(self) -> tuple[Finding, ...]:
         """The judgements that stand in the way of a pass: refused and unjudged ones, in graph order."""
-        return tuple(f for f in self.judgements if f.prediction != PARSE)
+        return tuple(f for f in self.judgements if f.prediction != Said.PARSE)
 
     def refused(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.judgements if f.prediction == REFUSED)
+        return tuple(f for f in self.judgements if f.prediction == Said.REFUSED)
 
 
 def _words(standing: Standing) -> str:
@@ -91,7 +90,7 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
     """Judge every input and node of `graph` against the rules and entries of `ops`."""
     ctx = F.Context(graph)
     judgements: list[Finding] = []
-    inputs: dict[str, str] = {}
+    inputs: dict[str, Said] = {}
     for rule in R.rules_for(R.GRAPH):
         if (detail := rule.match(ctx, None)) is not None:
             judgements.append(_finding(R.GRAPH, R.GRAPH, rule.name, rule_standing(rule.name, ops), detail))
@@ -102,9 +101,9 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
             if (detail := rule.match(ctx, name)) is not None
         ]
         judgements += found
-        inputs[name] = worst(f.prediction for f in found) if found else UNJUDGED
-        ctx.formats[name] = {PARSE: F.TRACKED, REFUSED: F.LOST, UNJUDGED: F.UNKNOWN}[inputs[name]]
-    nodes: dict[str, str] = {}
+        inputs[name] = worst(f.prediction for f in found) if found else Said.UNJUDGED
+        ctx.formats[name] = {Said.PARSE: F.TRACKED, Said.REFUSED: F.LOST, Said.UNJUDGED: F.UNKNOWN}[inputs[name]]
+    nodes: dict[str, Said] = {}
     for index, node in enumerate(graph.nodes):
         name = node.name or f"<unnamed {node.op_type} #{index}>"
         found = _judge_node(ctx, node, name, ops)
@@ -112,7 +111,13 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
         nodes[name] = worst(f.prediction for f in found)
         _leave_formats(ctx, node, nodes[name])
     everything = [f.prediction for f in judgements]
-    verdict = FAIL if REFUSED in everything else UNJUDGED if UNJUDGED in everything else PASS
+    verdict = (
+        GateVerdict.FAIL
+        if Said.REFUSED in everything
+        else GateVerdict.UNJUDGED
+        if Said.UNJUDGED in everything
+        else GateVerdict.PASS
+    )
     return Prediction(verdict, tuple(judgements), nodes, inputs)
 
 
@@ -132,23 +137,23 @@ def _judge_node(ctx: F.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
             Finding(
                 name,
                 op,
-                "op",
-                UNJUDGED,
+                Subject.OP,
+                Said.UNJUDGED,
                 f"{op} is judged by pattern, and no pattern of the public record covers this node",
                 "its input's format is unknown: an unjudged or refused node upstream" if upstream else "",
                 downstream=upstream,
             )
         ]
-    return [_finding(name, op, "op", op_standing(op, ops)), *matched]
+    return [_finding(name, op, Subject.OP, op_standing(op, ops)), *matched]
 
 
-def _leave_formats(ctx: F.Context, node: onnx.NodeProto, prediction: str) -> None:
+def _leave_formats(ctx: F.Context, node: onnx.NodeProto, prediction: Said) -> None:
     """The format each output of `node` carries on (see `weftlib.gate.predict.rules`): none where no input is data
     (shape arithmetic: Shape, Size, ConstantOfShape read only parameters)."""
     fmt = F.worse_format([ctx.format(n) for n in ctx.data_inputs(node)])
-    if fmt != F.NONE and prediction == REFUSED:
-        fmt = F.LOST if node.op_type in SHUFFLE_OPS else F.worse_format([fmt, F.UNKNOWN])
-    elif fmt != F.NONE and prediction == UNJUDGED:
+    if fmt != F.NONE and prediction == Said.REFUSED:
+        fmt = F.LOST if node.op_type in SHUFFLES else F.worse_format([fmt, F.UNKNOWN])
+    elif fmt != F.NONE and prediction == Said.UNJUDGED:
         fmt = F.worse_format([fmt, F.UNKNOWN])
     for out in node.output:
         if out:

@@ -3,6 +3,17 @@ conversion, a shortcut) or refuses it as a shuffle it cannot type, so the kind i
 
 `axis_groups` pairs the input's axes with the output's in the smallest runs of equal product; a run of one
 input axis onto several output axes is a split, the reverse a merge, one onto one with equal size kept.
+
+The ops that move data and compute nothing are named here once, by what each does, and the three sets the
+gate reads are made of them, each for its own question:
+
+- `SHUFFLES` (the prediction, `nodes`): a refused one loses the format the parser tracked, where a refused op
+  that computes leaves it unknown. A pick (Gather) is not among them: refused, it leaves the format unknown.
+- `SLICING` (a head split's path to its Transpose, `rules`): the ops a split may pass through and still be
+  "sliced", not "interrupted": the cuts and picks of a tensor and the views that only drop or add a unit axis.
+  A Reshape or Transpose on the way is not slicing, and a copy (Expand, Tile, Concat) is not either.
+- `ABSORBED_AT_END` (the cut, `partition`): the views, permutes and the pass-through the parser may fold into
+  the layer before, so an end node of that kind may be missing in the HN (InvalidHNError).
 """
 
 from __future__ import annotations
@@ -12,6 +23,18 @@ from dataclasses import dataclass
 from math import prod
 
 Shape = tuple[int, ...]
+
+VIEWS = frozenset({"Reshape", "Flatten", "Squeeze", "Unsqueeze"})  # a new shape, the data in its order
+UNIT_VIEWS = frozenset({"Squeeze", "Unsqueeze"})  # the views that only drop or add an axis of size 1
+PERMUTES = frozenset({"Transpose"})
+CUTS = frozenset({"Split", "Slice"})  # parts of the data, each in its order
+PICKS = frozenset({"Gather"})  # elements chosen by index
+COPIES = frozenset({"Expand", "Tile", "Concat"})  # the data repeated or joined
+PASS_THROUGH = frozenset({"Identity"})
+
+SHUFFLES = VIEWS | PERMUTES | CUTS | COPIES
+SLICING = CUTS | PICKS | UNIT_VIEWS | PASS_THROUGH
+ABSORBED_AT_END = VIEWS | PERMUTES | PASS_THROUGH
 
 
 @dataclass(frozen=True)

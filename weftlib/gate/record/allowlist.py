@@ -27,12 +27,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ...paths import REPO_ROOT
+from ..vocabulary import Listing, Outcome, Seen, Stage
 
 if TYPE_CHECKING:
     from .schema import AllowlistFile, EvidenceItem
 
 DEFAULT_PATH = REPO_ROOT / "params" / "device_ops.yaml"
-OBSERVED = ("parsed", "rejected", "miscompiled")  # the kinds of `seen` that are observations of the DFC
 
 
 def source_key(text: str) -> str:
@@ -53,7 +53,7 @@ class Evidence:
     the rule it backs gets a probe). `retracted`: the source's own correction of the item (shown, not weighed).
     """
 
-    seen: str
+    seen: Seen
     dfc: str = "unknown"
     arch: str = "unknown"
     source: str = ""
@@ -68,7 +68,7 @@ class OpEntry:
     """An op in DEVICE_OPS or KNOWN_BLOCKERS with why it is there."""
 
     op: str
-    listed: str  # "device_ops" or "known_blockers"
+    listed: Listing  # device_ops or known_blockers
     evidence: tuple[Evidence, ...]
     note: str = ""
     by_pattern: bool = False
@@ -92,8 +92,8 @@ class Case:
     graph: str
     dfc: str
     arch: str
-    stage: str
-    outcome: str
+    stage: Stage
+    outcome: Outcome
     source: str
     error: str = ""
     refused_at: tuple[str, ...] = ()  # node names of the rebuilt graph that the DFC named
@@ -102,7 +102,7 @@ class Case:
 
     @property
     def refused(self) -> bool:
-        return self.outcome != "parsed"
+        return self.outcome != Outcome.PARSED
 
 
 @dataclass(frozen=True)
@@ -143,18 +143,18 @@ class DeviceOps:
 
     @property
     def allowed(self) -> frozenset[str]:
-        return frozenset(op for op, e in self.entries.items() if e.listed == "device_ops")
+        return frozenset(op for op, e in self.entries.items() if e.listed == Listing.DEVICE_OPS)
 
     @property
     def blockers(self) -> frozenset[str]:
-        return frozenset(op for op, e in self.entries.items() if e.listed == "known_blockers")
+        return frozenset(op for op, e in self.entries.items() if e.listed == Listing.KNOWN_BLOCKERS)
 
     def status(self, op: str) -> str:
         """ "allowed", "blocker" or "unlisted"."""
         entry = self.entries.get(op)
         if entry is None:
             return "unlisted"
-        return "allowed" if entry.listed == "device_ops" else "blocker"
+        return "allowed" if entry.listed == Listing.DEVICE_OPS else "blocker"
 
     @classmethod
     def from_names(cls, names: Any, **limits: Any) -> DeviceOps:
@@ -171,8 +171,8 @@ class DeviceOps:
             "opsets": file.opsets,
             **limits,
         }
-        doc = (Evidence("documented", given["target_dfc"], "unknown", "named by the caller"),)
-        entries = {n: OpEntry(n, "device_ops", doc) for n in names}
+        doc = (Evidence(Seen.DOCUMENTED, given["target_dfc"], "unknown", "named by the caller"),)
+        entries = {n: OpEntry(n, Listing.DEVICE_OPS, doc) for n in names}
         return cls(entries=entries, rules={}, cases={}, **given)
 
 
@@ -238,7 +238,10 @@ class _Builder:
 
     def entries(self) -> dict[str, OpEntry]:
         entries: dict[str, OpEntry] = {}
-        for listed, block in (("device_ops", self.file.device_ops), ("known_blockers", self.file.known_blockers)):
+        for listed, block in (
+            (Listing.DEVICE_OPS, self.file.device_ops),
+            (Listing.KNOWN_BLOCKERS, self.file.known_blockers),
+        ):
             for op, body in block.items():
                 if op in entries:
                     raise self.error(f"{listed}.{op}", f"{op} is in both device_ops and known_blockers")
@@ -255,7 +258,7 @@ class _Builder:
 
     def evidence(self, place: str, items: tuple[EvidenceItem, ...] | None) -> tuple[Evidence, ...]:
         if items is None:
-            return (Evidence("assumed"),)
+            return (Evidence(Seen.ASSUMED),)
         return tuple(self.item(f"{place}[{i}]", item) for i, item in enumerate(items))
 
     def item(self, place: str, item: EvidenceItem) -> Evidence:
@@ -265,7 +268,7 @@ class _Builder:
             case = self.cases.get(item.case)
             if case is None:
                 raise self.error(f"{place}.case", f"{item.case!r} is not in public_record")
-            if item.seen == "parsed" and case.refused:
+            if item.seen == Seen.PARSED and case.refused:
                 raise self.error(place, f"seen: parsed, yet case {item.case!r} was {case.outcome}")
             lent = {"dfc": case.dfc, "arch": case.arch, "source": f"{case.source} [{item.case}]"}
         return Evidence(

@@ -14,9 +14,6 @@ import onnx
 
 from ..graphs import Builder
 
-AGREES, DISAGREES, UNJUDGED = "agrees", "disagrees", "unjudged"
-
-
 # ------------------------------------------------------------------------------------------ the blocks
 
 

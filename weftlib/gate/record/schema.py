@@ -14,7 +14,7 @@ the DFC image, which runs the gate's parse command, carries neither.
 from __future__ import annotations
 
 from types import UnionType
-from typing import Annotated, Any, Literal, Union, get_args, get_origin
+from typing import Annotated, Any, Union, get_args, get_origin
 
 from pydantic import (
     BaseModel,
@@ -30,12 +30,7 @@ from pydantic import (
 from pydantic_core import ErrorDetails, PydanticCustomError
 
 from ...formatting import place
-
-# parsed / rejected: the DFC was seen to do so (a crash in the parser counts as rejected); miscompiled: it
-# parsed but did not compute the op (counted against); documented: a vendor table lists it as supported.
-Seen = Literal["parsed", "rejected", "miscompiled", "documented"]
-Outcome = Literal["parsed", "refused", "crashed", "miscompiled"]  # miscompiled: parsed, but not computed
-Stage = Literal["translate", "optimize", "compile", "ran"]
+from ..vocabulary import Outcome, Seen, Stage
 
 
 def _problem(text: str) -> PydanticCustomError:
@@ -55,9 +50,18 @@ def _op_name(value: object) -> str:
     return value
 
 
+def _item_seen(value: object) -> object:
+    """An item's `seen` is a word of `Seen` but `assumed`, which only a whole entry says (`evidence: assumed`)."""
+    words = [word for word in Seen if word != Seen.ASSUMED]
+    if not isinstance(value, str) or value not in words:
+        valid = [repr(str(word)) for word in words]
+        raise _problem(f"{value!r}; valid: {', '.join(valid[:-1])} or {valid[-1]}")
+    return value
+
+
 def _evidence(value: object) -> object:
     """`assumed` (nothing was seen) reads as None; a list stays a list for the items' model."""
-    if value == "assumed":
+    if value == Seen.ASSUMED:
         return None
     if value is None:
         raise _problem("expected a list of evidence items or `assumed`, got None")
@@ -68,6 +72,7 @@ Text = Annotated[str, BeforeValidator(_text)]  # a non-empty string; a number is
 Note = Annotated[str, BeforeValidator(str)]  # free text, whatever YAML made of it
 Name = Annotated[str, BeforeValidator(str)]  # a case's or a rule's name
 OpName = Annotated[str, BeforeValidator(_op_name)]
+ItemSeen = Annotated[Seen, BeforeValidator(_item_seen)]
 
 
 class _Record(BaseModel):
@@ -77,7 +82,7 @@ class _Record(BaseModel):
 class EvidenceItem(_Record):
     """One observation, or a vendor table's word; a `case` lends it its DFC version, arch and source."""
 
-    seen: Seen
+    seen: ItemSeen
     case: Note = ""
     dfc: Text | None = None
     arch: Text | None = None
@@ -143,7 +148,7 @@ class CaseBody(_Record):
     @field_validator("refused_at")
     @classmethod
     def _refused(cls, value: tuple[str, ...], info: ValidationInfo) -> tuple[str, ...]:
-        if value and info.data.get("outcome") == "parsed":
+        if value and info.data.get("outcome") == Outcome.PARSED:
             raise _problem("a parsed graph names no refused node")
         return value
 
@@ -233,6 +238,7 @@ def _problems(errors: list[ErrorDetails]) -> list[tuple[str, str]]:
 # pydantic's error types, said in the file's words (pydantic's own message for any other)
 _SAID = {
     "literal_error": "{value!r}; valid: {expected}",
+    "enum": "{value!r}; valid: {expected}",
     "model_type": "expected a mapping, got {type}",
     "model_attributes_type": "expected a mapping, got {type}",
     "dict_type": "expected a mapping, got {type}",

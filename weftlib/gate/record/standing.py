@@ -19,12 +19,12 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .allowlist import OBSERVED, Evidence
+from ..vocabulary import OBSERVED, Prediction, Reach, Seen, Subject
+from .allowlist import Evidence
 
 if TYPE_CHECKING:
     from .allowlist import DeviceOps
 
-PARSE, REFUSED, UNJUDGED = "parse", "refused", "unjudged"
 _OP_KEY = "op:"
 
 
@@ -34,32 +34,31 @@ def op_key(op: str) -> str:
     return _OP_KEY + op
 
 
-def read_key(key: str) -> tuple[str, str]:
-    """("op", type) for an `op_key`, else ("rule", name)."""
-    return ("op", key[len(_OP_KEY) :]) if key.startswith(_OP_KEY) else ("rule", key)
+def read_key(key: str) -> tuple[Subject, str]:
+    """(op, type) for an `op_key`, else (rule, name)."""
+    return (Subject.OP, key[len(_OP_KEY) :]) if key.startswith(_OP_KEY) else (Subject.RULE, key)
 
 
 def probe_stem(key: str) -> str:
     """The stem of the probe that asks about `key` (an `op_key` or a rule's name): `probe_<op>`, or
     `probe_rule_<rule>`; the probe pack names its files so, and an answer names the probe that settles it."""
     kind, name = read_key(key)
-    return f"probe_{name}" if kind == "op" else f"probe_rule_{name}"
+    return f"probe_{name}" if kind == Subject.OP else f"probe_rule_{name}"
 
 
-PREDICTIONS = (PARSE, REFUSED, UNJUDGED)
-_RANK = {PARSE: 0, UNJUDGED: 1, REFUSED: 2}
+_RANK = {Prediction.PARSE: 0, Prediction.UNJUDGED: 1, Prediction.REFUSED: 2}
 
 
-def worst(predictions: Iterable[str]) -> str:
+def worst(predictions: Iterable[Prediction]) -> Prediction:
     """The strongest objection: refused over unjudged over parse (parse when there is nothing)."""
-    return max(predictions, key=_RANK.__getitem__, default=PARSE)
+    return max(predictions, key=_RANK.__getitem__, default=Prediction.PARSE)
 
 
 @dataclass(frozen=True)
 class Standing:
     """A prediction and what it rests on: `basis` in words, the items weighed and the ones only shown."""
 
-    prediction: str
+    prediction: Prediction
     basis: str
     weighed: tuple[Evidence, ...] = ()
     shown: tuple[Evidence, ...] = ()
@@ -80,21 +79,26 @@ class Standing:
         return "; ".join(dict.fromkeys(e.source for e in self.weighed + self.shown if e.source))
 
 
-def reach(ev: Evidence, target_dfc: str, target_arch: str) -> str:
-    """ "target", "sibling" (another DFC of the same major, same arch or unstated), or "off"."""
+def reach(ev: Evidence, target_dfc: str, target_arch: str) -> Reach:
+    """Target, sibling (another DFC of the same major, same arch or unstated), or off."""
     arch_ok = ev.arch in (target_arch, "unknown")
     if ev.dfc == target_dfc and arch_ok:
-        return "target"
+        return Reach.TARGET
     major = target_dfc.split(".", maxsplit=1)[0]
     if ev.dfc == "unknown":
-        return "sibling" if ev.arch == target_arch else "off"
+        return Reach.SIBLING if ev.arch == target_arch else Reach.OFF
     if ev.dfc.split(".")[0] == major and arch_ok:
-        return "sibling"
-    return "off"
+        return Reach.SIBLING
+    return Reach.OFF
 
 
-def _outcome(ev: Evidence) -> str:
-    return PARSE if ev.seen in ("parsed", "documented") else REFUSED
+def _outcome(ev: Evidence) -> Prediction:
+    return Prediction.PARSE if ev.seen in (Seen.PARSED, Seen.DOCUMENTED) else Prediction.REFUSED
+
+
+def _word(prediction: Prediction) -> str:
+    """A weighed outcome as a sentence says what was seen: parsed or refused."""
+    return "parsed" if prediction == Prediction.PARSE else "refused"
 
 
 def _versions(items: Iterable[Evidence]) -> str:
@@ -105,40 +109,44 @@ def weigh(  # noqa: PLR0911 - the module docstring's order as a ladder, read top
     evidence: Iterable[Evidence], target_dfc: str, target_arch: str
 ) -> Standing:
     """The prediction `evidence` supports for the target (see the module docstring for the order)."""
-    items = [e for e in evidence if e.seen != "assumed"]
-    shown = tuple(e for e in items if e.retracted or reach(e, target_dfc, target_arch) == "off")
+    items = [e for e in evidence if e.seen != Seen.ASSUMED]
+    shown = tuple(e for e in items if e.retracted or reach(e, target_dfc, target_arch) == Reach.OFF)
     live = [e for e in items if e not in shown]
-    on_target = [e for e in live if e.seen in OBSERVED and reach(e, target_dfc, target_arch) == "target"]
-    siblings = [e for e in live if e.seen in OBSERVED and reach(e, target_dfc, target_arch) == "sibling"]
-    docs = [e for e in live if e.seen == "documented" and reach(e, target_dfc, target_arch) != "off"]
+    on_target = [e for e in live if e.seen in OBSERVED and reach(e, target_dfc, target_arch) == Reach.TARGET]
+    siblings = [e for e in live if e.seen in OBSERVED and reach(e, target_dfc, target_arch) == Reach.SIBLING]
+    docs = [e for e in live if e.seen == Seen.DOCUMENTED and reach(e, target_dfc, target_arch) != Reach.OFF]
     everything = tuple(on_target + siblings + docs)
     if on_target:
         outcomes = {_outcome(e) for e in on_target}
         rest = tuple(siblings + docs) + shown
         if len(outcomes) > 1:
-            return Standing(UNJUDGED, f"observations on DFC {target_dfc} disagree", tuple(on_target), rest)
+            return Standing(Prediction.UNJUDGED, f"observations on DFC {target_dfc} disagree", tuple(on_target), rest)
         (outcome,) = outcomes
-        word = "parsed" if outcome == PARSE else "refused"
-        return Standing(outcome, f"{word} on DFC {target_dfc}", tuple(on_target), rest)
+        return Standing(outcome, f"{_word(outcome)} on DFC {target_dfc}", tuple(on_target), rest)
     sibling_outcomes = {_outcome(e) for e in siblings}
     if docs:
-        if sibling_outcomes <= {PARSE}:
+        if sibling_outcomes <= {Prediction.PARSE}:
             also = f", and parsed on {_versions(siblings)}" if siblings else ""
-            return Standing(PARSE, f"the vendor's table for DFC {target_dfc}{also}", everything, shown)
+            return Standing(Prediction.PARSE, f"the vendor's table for DFC {target_dfc}{also}", everything, shown)
         return Standing(
-            UNJUDGED,
+            Prediction.UNJUDGED,
             f"the vendor's table lists it, yet {_versions(siblings)} refused it: nothing on DFC {target_dfc}",
             everything,
             shown,
         )
     if siblings:
-        words = " and ".join(sorted({"parsed" if o == PARSE else "refused" for o in sibling_outcomes}))
+        words = " and ".join(sorted({_word(o) for o in sibling_outcomes}))
         return Standing(
-            UNJUDGED, f"nothing observed on DFC {target_dfc} ({words} on {_versions(siblings)})", everything, shown
+            Prediction.UNJUDGED,
+            f"nothing observed on DFC {target_dfc} ({words} on {_versions(siblings)})",
+            everything,
+            shown,
         )
     if shown:
-        return Standing(UNJUDGED, f"nothing observed on DFC {target_dfc} (only {_shown_words(shown)})", (), shown)
-    return Standing(UNJUDGED, "nothing recorded", (), ())
+        return Standing(
+            Prediction.UNJUDGED, f"nothing observed on DFC {target_dfc} (only {_shown_words(shown)})", (), shown
+        )
+    return Standing(Prediction.UNJUDGED, "nothing recorded", (), ())
 
 
 def _shown_words(shown: tuple[Evidence, ...]) -> str:
@@ -155,7 +163,7 @@ def op_standing(op: str, ops: DeviceOps) -> Standing:
     """An op type's standing from its own entry (an unlisted op has none: unjudged)."""
     entry = ops.entries.get(op)
     if entry is None:
-        return Standing(UNJUDGED, "not listed in params/device_ops.yaml")
+        return Standing(Prediction.UNJUDGED, "not listed in params/device_ops.yaml")
     return weigh(entry.evidence, ops.target_dfc, ops.target_arch)
 
 
@@ -163,8 +171,8 @@ def rule_standing(rule: str, ops: DeviceOps) -> Standing:
     """A graph rule's standing from its entry (a rule with no entry has no evidence: unjudged)."""
     entry = ops.rules.get(rule)
     if entry is None:
-        return Standing(UNJUDGED, "no evidence recorded for this rule")
+        return Standing(Prediction.UNJUDGED, "no evidence recorded for this rule")
     standing = weigh(entry.evidence, ops.target_dfc, ops.target_arch)
     if not entry.evidence:
-        return Standing(UNJUDGED, f"silent: {entry.note}")
+        return Standing(Prediction.UNJUDGED, f"silent: {entry.note}")
     return standing
