@@ -7,7 +7,8 @@ import pytest
 
 from tests.test_gate_partition import chain
 from weftlib.gate import load_device_ops
-from weftlib.gate.pages import cut_tables, cuts
+from weftlib.gate.pages import cut_sentences, cut_tables, plots
+from weftlib.gate.run import cuts
 
 
 @pytest.fixture(scope="module")
@@ -36,9 +37,9 @@ def test_every_node_is_in_one_segment_and_every_end_node_in_its_own(cut):
 def test_the_answer_graphs_are_found_by_stem_and_the_absent_named(cut):
     models, _partitions = cut
     asked = {"first": ["a"], "second": ["b", "c"]}
-    assert cut_tables.answer_models(models, asked) == {"a": models[0], "b": models[1]}
-    assert cut_tables.absent_graphs(models, asked) == ["c"]
-    assert cut_tables.absent_graphs(models, {"first": ["a"]}) == []
+    assert cuts.answer_models(models, asked) == {"a": models[0], "b": models[1]}
+    assert cuts.absent_graphs(models, asked) == ["c"]
+    assert cuts.absent_graphs(models, {"first": ["a"]}) == []
 
 
 def test_pictures_node_data_and_the_pack_cover_every_graph(ops, cut, tmp_path):
@@ -46,16 +47,16 @@ def test_pictures_node_data_and_the_pack_cover_every_graph(ops, cut, tmp_path):
 
     models, partitions = cut
     prediction = cuts.predictions(models, ops, partitions)
-    every = cuts.pictures(partitions, prediction)
-    only = cuts.pictures(partitions, prediction, only=[models[1]])
+    every = plots.pictures(partitions, prediction)
+    only = plots.pictures(partitions, prediction, only=[models[1]])
     assert list(every) == ["a.png", "b.png"] and list(only) == ["b.png"]
     plt.close("all")
-    written = cuts.node_data_files(partitions, prediction, tmp_path / "node_data")
-    assert written == [cuts.node_data_file(tmp_path / "node_data", m) for m in models]
+    written = plots.node_data_files(partitions, prediction, tmp_path / "node_data")
+    assert written == [plots.node_data_file(tmp_path / "node_data", m) for m in models]
     assert all(p.is_file() for p in written)
-    assert cut_tables.cut_count(partitions) == sum(len(p.device_segments) for p in partitions.values()) == 2
+    assert cuts.cut_count(partitions) == sum(len(p.device_segments) for p in partitions.values()) == 2
     pack = cuts.pack_cuts(partitions, tmp_path / "pack", "hailo10h")
-    assert cut_tables.pack_sentence(pack, 2) == (
+    assert cut_sentences.pack_sentence(pack, 2) == (
         f"**2 graphs and 2 cuts** in `{pack.folder}`; run them all with `bash {pack.script}`."
     )
     assert cuts.cut_results(partitions, pack.folder) == {}  # the DFC has not run: no result in the pack
@@ -71,15 +72,15 @@ def test_without_dfc_results_the_cuts_stand_and_the_answer_names_the_script(ops,
     assert table.empty and list(table.columns) == ["model", "segment", "dfc", "moved", "why"]
     rows = cut_tables.verdict_table([cuts.CutVerdict("a", 0, "rejected", ("/l0/Conv",), "UnsupportedOperationError")])
     assert rows.to_dict("records")[0]["moved"] == ("/l0/Conv",)
-    named = cut_tables.answer_models(models, {"q": ["a", "b"]})
-    shares = cut_tables.device_share(partitions, named)
+    named = cuts.answer_models(models, {"q": ["a", "b"]})
+    shares = cuts.device_share(partitions, named)
     assert set(shares) == {"a", "b"} and shares["b"] == 0.0 and 0 < shares["a"] <= 1
     script = tmp_path / "06_device_cut" / "cut_pack" / "run_dfc.sh"
-    answer, rests_on, unmet = cut_tables.conclusion(partitions, named, 1e-6, {}, script, tmp_path)
+    answer, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path)
     assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): a: ")
     assert "b: nothing is predicted to run on the device (the host computes all 2 nodes)" in answer
     assert answer.endswith(".")
     assert rests_on == {"dfc": "not run", "sources": "unknown"}
-    given = cut_tables.conclusion(partitions, named, 1e-6, {}, script, tmp_path, sources="stand-in for x (02)")[1]
+    given = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path, sources="stand-in for x (02)")[1]
     assert given["sources"] == "stand-in for x (02)"
     assert len(unmet) == 1 and "`bash 06_device_cut/cut_pack/run_dfc.sh` in the run folder" in unmet[0]

@@ -10,7 +10,7 @@ import torch
 from weftlib import dit, gate, standins
 from weftlib.attention import naf, naf_variants
 from weftlib.gate.fix import fix_model, write_fix
-from weftlib.gate.pages import cuts
+from weftlib.gate.run import cuts
 
 
 @pytest.fixture(scope="module")
