@@ -25,7 +25,7 @@ from weftlib.gate import device_gate, load_device_ops, write_probes
 from weftlib.gate.graphs import Builder
 from weftlib.gate.pages import cut_sentences, cut_tables, gate_sentences, plots
 from weftlib.gate.predict import explain
-from weftlib.gate.run import cuts, gating
+from weftlib.gate.run import cutting, gating
 from weftlib.sparse import summary as sparse_summary
 from weftlib.suite import index_page, params, publish, record, verdicts
 from weftlib.suite.runfolder import NotebookResult, read_summary
@@ -103,12 +103,12 @@ def record_05(run, models, ops, fixed=None):
 def record_06(run, models, ops):
     """What 06 records: the answer graphs, the coverage, the device share, node data; and its answer."""
     rec = record.Recorder("06_device_cut", run)
-    partitions = cuts.cut_all(models, ops, rec.path("segments"))
+    partitions = cutting.cut_all(models, ops, rec.path("segments"))
     rec.record("coverage", cut_tables.coverage_table(partitions, run))
     rec.record("answer_graphs", ANSWER_GRAPHS)
-    named = cuts.answer_models(models, ANSWER_GRAPHS)
-    plots.node_data_files(partitions, cuts.predictions(models, ops, partitions), rec.path("node_data"))
-    rec.record("device_share", cuts.device_share(partitions, named), headline=True)
+    named = cutting.answer_models(models, ANSWER_GRAPHS)
+    plots.node_data_files(partitions, cutting.predictions(models, ops, partitions), rec.path("node_data"))
+    rec.record("device_share", cutting.device_share(partitions, named), headline=True)
     sentence, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, rec.path("run_dfc.sh"), run)
     rec.conclude(
         sentence,

@@ -8,7 +8,7 @@ import pytest
 from tests.test_gate_partition import chain
 from weftlib.gate import load_device_ops
 from weftlib.gate.pages import cut_sentences, cut_tables, plots
-from weftlib.gate.run import cuts
+from weftlib.gate.run import cutting
 
 
 @pytest.fixture(scope="module")
@@ -23,7 +23,7 @@ def cut(ops, tmp_path):
         path = tmp_path / f"{name}.onnx"
         onnx.save(chain(name, layers), str(path))
         models.append(path)
-    return models, cuts.cut_all(models, ops, tmp_path / "segments")
+    return models, cutting.cut_all(models, ops, tmp_path / "segments")
 
 
 def test_every_node_is_in_one_segment_and_every_end_node_in_its_own(cut):
@@ -37,16 +37,16 @@ def test_every_node_is_in_one_segment_and_every_end_node_in_its_own(cut):
 def test_the_answer_graphs_are_found_by_stem_and_the_absent_named(cut):
     models, _partitions = cut
     asked = {"first": ["a"], "second": ["b", "c"]}
-    assert cuts.answer_models(models, asked) == {"a": models[0], "b": models[1]}
-    assert cuts.absent_graphs(models, asked) == ["c"]
-    assert cuts.absent_graphs(models, {"first": ["a"]}) == []
+    assert cutting.answer_models(models, asked) == {"a": models[0], "b": models[1]}
+    assert cutting.absent_graphs(models, asked) == ["c"]
+    assert cutting.absent_graphs(models, {"first": ["a"]}) == []
 
 
 def test_pictures_node_data_and_the_pack_cover_every_graph(ops, cut, tmp_path):
     import matplotlib.pyplot as plt
 
     models, partitions = cut
-    prediction = cuts.predictions(models, ops, partitions)
+    prediction = cutting.predictions(models, ops, partitions)
     every = plots.pictures(partitions, prediction)
     only = plots.pictures(partitions, prediction, only=[models[1]])
     assert list(every) == ["a.png", "b.png"] and list(only) == ["b.png"]
@@ -54,26 +54,28 @@ def test_pictures_node_data_and_the_pack_cover_every_graph(ops, cut, tmp_path):
     written = plots.node_data_files(partitions, prediction, tmp_path / "node_data")
     assert written == [plots.node_data_file(tmp_path / "node_data", m) for m in models]
     assert all(p.is_file() for p in written)
-    assert cuts.cut_count(partitions) == sum(len(p.device_segments) for p in partitions.values()) == 2
-    pack = cuts.pack_cuts(partitions, tmp_path / "pack", "hailo10h")
+    assert cutting.cut_count(partitions) == sum(len(p.device_segments) for p in partitions.values()) == 2
+    pack = cutting.pack_cuts(partitions, tmp_path / "pack", "hailo10h")
     assert cut_sentences.pack_sentence(pack, 2) == (
         f"**2 graphs and 2 cuts** in `{pack.folder}`; run them all with `bash {pack.script}`."
     )
-    assert cuts.cut_results(partitions, pack.folder) == {}  # the DFC has not run: no result in the pack
+    assert cutting.cut_results(partitions, pack.folder) == {}  # the DFC has not run: no result in the pack
     risks = cut_tables.compile_risks(partitions, ops, tmp_path)
     assert list(risks["graph"]) == ["a.onnx"]  # b has no device layer: no compile risk to name
 
 
 def test_without_dfc_results_the_cuts_stand_and_the_answer_names_the_script(ops, cut, tmp_path):
     models, partitions = cut
-    same, verdicts = cuts.after_dfc(partitions, {}, ops, tmp_path / "again")
+    same, verdicts = cutting.after_dfc(partitions, {}, ops, tmp_path / "again")
     assert same is partitions and verdicts == []
     table = cut_tables.verdict_table(verdicts)
     assert table.empty and list(table.columns) == ["model", "segment", "dfc", "moved", "why"]
-    rows = cut_tables.verdict_table([cuts.CutVerdict("a", 0, "rejected", ("/l0/Conv",), "UnsupportedOperationError")])
+    rows = cut_tables.verdict_table(
+        [cutting.CutVerdict("a", 0, "rejected", ("/l0/Conv",), "UnsupportedOperationError")]
+    )
     assert rows.to_dict("records")[0]["moved"] == ("/l0/Conv",)
-    named = cuts.answer_models(models, {"q": ["a", "b"]})
-    shares = cuts.device_share(partitions, named)
+    named = cutting.answer_models(models, {"q": ["a", "b"]})
+    shares = cutting.device_share(partitions, named)
     assert set(shares) == {"a", "b"} and shares["b"] == 0.0 and 0 < shares["a"] <= 1
     script = tmp_path / "06_device_cut" / "cut_pack" / "run_dfc.sh"
     answer, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path)

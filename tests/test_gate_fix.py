@@ -426,7 +426,7 @@ def _rank5_input() -> onnx.ModelProto:
 
 
 def test_an_input_with_no_format_is_reshaped_at_the_start_and_the_cut_moves_only_that_to_the_host(tmp_path, ops):
-    from weftlib.gate.run import cuts
+    from weftlib.gate.run import cutting
 
     path = _save(tmp_path, _rank5_input(), "rank5")
     fix = fix_model(path, ops)
@@ -436,8 +436,8 @@ def test_an_input_with_no_format_is_reshaped_at_the_start_and_the_cut_moves_only
     assert [n.name for n in fix.fixed.graph.node if "x" in n.input] == [start]  # the only reader of x
     assert fix.before.verdict == "fail" and fix.after.verdict == "unjudged" and not fix.unanswered
     assert {f.key for f in fix.after.findings if f.node == start} == {"op:Reshape"}  # to tokens, not 5d -> 4d
-    (before,) = cuts.cut_all([path], ops, tmp_path / "cut_before").values()
-    (after,) = cuts.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "cut_after").values()
+    (before,) = cutting.cut_all([path], ops, tmp_path / "cut_before").values()
+    (after,) = cutting.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "cut_after").values()
     host = [n for s in after.segments if s.runs_on == "host" for n in s.nodes]
     assert start in host and "x" not in {i for s in after.device_segments for i in s.inputs}
     assert after.proven and after.coverage.nodes[0] > before.coverage.nodes[0], (before.coverage, after.coverage)

@@ -25,7 +25,7 @@ from weftlib.gate.compiler.probes import write_probes
 from weftlib.gate.cut.partition import WHOLE_FILE, write_partition
 from weftlib.gate.cut.segments import DEVICE
 from weftlib.gate.folder_swap import MARKER
-from weftlib.gate.run.cuts import cut_all, pack_cuts
+from weftlib.gate.run.cutting import cut_all, pack_cuts
 
 
 @pytest.fixture(scope="module")

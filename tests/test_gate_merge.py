@@ -218,28 +218,28 @@ def test_partition_takes_the_old_rule_too(ops, tmp_path):
 
 def test_before_and_after_the_merge_notebook_06_shows_both(ops, tmp_path):
     from weftlib.gate.pages import cut_sentences, cut_tables
-    from weftlib.gate.run import cuts
+    from weftlib.gate.run import cutting
 
     models = []
     for name, model in (("b", branches()), ("c", random_dag(9, 8))):
         models.append(tmp_path / f"{name}.onnx")
         onnx.save(model, str(models[-1]))
-    after = cuts.cut_all(models, ops, tmp_path / "segments")
-    before = cuts.before_merge(models, ops, after)
+    after = cutting.cut_all(models, ops, tmp_path / "segments")
+    before = cutting.before_merge(models, ops, after)
     assert before[models[0]].prediction is after[models[0]].prediction
-    assert cuts.merge_findings(after) == {}
-    assert "segments 0 and 1 could be merged" in cuts.merge_findings(before)["b"]  # the old cut fails the check
+    assert cutting.merge_findings(after) == {}
+    assert "segments 0 and 1 could be merged" in cutting.merge_findings(before)["b"]  # the old cut fails the check
     table = cut_tables.merge_table(after, before, tmp_path)
     row = table.set_index("graph").loc["b.onnx"]
     assert (row["device segments before"], row["device segments after"]) == (4, 2)
     assert row["tensors after"] < row["tensors before"] and row["MiB after"] < row["MiB before"]
-    totals = cuts.merge_totals(after, before)
-    assert totals["device_segments_before"] == cuts.cut_count(before) > totals["device_segments_after"]
+    totals = cutting.merge_totals(after, before)
+    assert totals["device_segments_before"] == cutting.cut_count(before) > totals["device_segments_after"]
     assert cut_sentences.merge_sentence(totals, 2).startswith(
         f"Over 2 graphs the merge takes the device segments from **{totals['device_segments_before']} to "
     )
     questions = {"q": ["b", "c"]}
-    named = cuts.answer_models(models, questions)
+    named = cutting.answer_models(models, questions)
     deploy = cut_tables.deployable_table(after, questions, named)
     assert list(deploy["graph"]) == ["b", "c"] and deploy["device graphs"].iloc[0] == 2
     link_ms = deploy[next(c for c in deploy.columns if c.startswith("ms on the link"))].iloc[0]

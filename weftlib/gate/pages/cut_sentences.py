@@ -1,6 +1,6 @@
 """Notebook 06's sentences: what each answer graph's cut puts on the device and what crosses, the cut pack and
 its command, the merge, and the answer with what it rests on and its unmet preconditions, worded from the
-figures `run.cuts` measured. Markdown where a notebook displays it.
+figures `run.cutting` measured. Markdown where a notebook displays it.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from ..compiler.dfc_log import DfcResult
 from ..compiler.dfc_target import image
 from ..compiler.pack import DfcPack
 from ..cut.segments import Partition
-from ..run.cuts import host_ops
+from ..run.cutting import host_ops
 from .gate_sentences import DFC_NOT_RUN, run_command
 
 
@@ -75,7 +75,7 @@ def short_answer(
 ) -> str:
     """Notebook 06's answer at a glance (at most 40 words): every cut proven, and the range of the device's
     share of the MACs over the RFD graphs' faithful graphs, then over their best exact variants (`answer_graphs`:
-    question -> stems, the faithful graph first; `named`: stem -> model, `run.cuts.answer_models`)."""
+    question -> stems, the faithful graph first; `named`: stem -> model, `run.cutting.answer_models`)."""
 
     def share(stem: str) -> float:
         return partitions[named[stem]].coverage.share("macs")

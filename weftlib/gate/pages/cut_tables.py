@@ -1,6 +1,6 @@
 """Notebook 06's tables: each cut's coverage, its device segments as the DFC's translate arguments, the
 compile-stage risks, the DFC's verdicts on the cuts, the merge before and after, and the deployable cut of each
-RFD graph, from the partitions `run.cuts` made and proved.
+RFD graph, from the partitions `run.cutting` made and proved.
 
 pandas is imported inside each function, as `gate` and the CLI start without it.
 """
@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..cut.merge import LINK
 from ..cut.segments import Partition
 from ..record.allowlist import DeviceOps
-from ..run.cuts import CutVerdict
+from ..run.cutting import CutVerdict
 from ..run_graphs import graph_label
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def verdict_table(verdicts: Sequence[CutVerdict]) -> pd.DataFrame:
 
 def merge_table(partitions: dict[Path, Partition], before: dict[Path, Partition], root: str | os.PathLike):
     """One row per graph: device segments, tensors and MiB crossing per inference, and the device's share of
-    the MACs, before the merge (`cuts.before_merge`) and after it."""
+    the MACs, before the merge (`run.cutting.before_merge`) and after it."""
     import pandas as pd
 
     rows = []

@@ -1,4 +1,4 @@
-"""The rows notebooks 05 and 06 show of `gate fix` over a run's graphs (`run.fixes`): per graph the refusals
+"""The rows notebooks 05 and 06 show of `gate fix` over a run's graphs (`run.fixing`): per graph the refusals
 before and after, the rewrites and the proof; each fixed faithful graph beside its hand-made exact variant; and
 the device's share of each fixed graph's cut against the original's."""
 
@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..cut.segments import Partition
 from ..fix import Fix
-from ..run.fixes import FIXED
+from ..run.fixing import FIXED
 from ..vocabulary import GateVerdict
 
 NO_RULE = "none"  # what a row names when no rule is left
