@@ -352,7 +352,7 @@ def test_write_fix_follows_the_suites_folder_rule(tmp_path, ops):
 
 def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(tmp_path, ops):
     from weftlib.gate.pages import fix_tables
-    from weftlib.gate.run import fixes as tables
+    from weftlib.gate.run import fixing as tables
 
     models = [
         _save(tmp_path, _batch_fold(), "batch_fold"),
@@ -392,7 +392,7 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
 def test_the_faithful_graphs_of_a_run_are_told_from_the_variants_by_the_names_their_notebooks_give():
     from weftlib.attention import naf_variants, neighborhood
     from weftlib.dit import variants as dit_variants
-    from weftlib.gate.run import fixes as tables
+    from weftlib.gate.run import fixing as tables
     from weftlib.sparse import conv
 
     assert set(tables.FORMULATIONS) == set(neighborhood.METHODS) | set(conv.SPARSE_METHODS)
