@@ -13,6 +13,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import onnx
 
 from ..cut.segments import Partition
@@ -98,7 +99,6 @@ def plot_partition(part: Partition, prediction: NodePrediction) -> Any:
 
 def _node_strip(strip: Any, part: Partition, sides: dict[str, str]) -> None:
     """The top of `plot_partition`: a pixel column per node, coloured by its side."""
-    import numpy as np
     from matplotlib.colors import to_rgb
     from matplotlib.patches import Patch
 
