@@ -23,9 +23,9 @@ from weftlib import dit, trace
 from weftlib.attention import conclusion as attention_conclusion
 from weftlib.gate import device_gate, load_device_ops, write_probes
 from weftlib.gate.graphs import Builder
-from weftlib.gate.pages import cut_tables, cuts
-from weftlib.gate.pages import summary as gate_summary
+from weftlib.gate.pages import cut_sentences, cut_tables, gate_sentences, plots
 from weftlib.gate.predict import explain
+from weftlib.gate.run import cutting, gating
 from weftlib.sparse import summary as sparse_summary
 from weftlib.suite import index_page, params, publish, record, verdicts
 from weftlib.suite.runfolder import NotebookResult, read_summary
@@ -85,17 +85,17 @@ def graphs(tmp_path_factory):
 def record_05(run, models, ops, fixed=None):
     """What 05 records for the verdict table: each graph's standing and the scripts, and its answer."""
     rec = record.Recorder("05_gate_pairing", run)
-    results = gate_summary.gate_all(models, ops)
-    pairings = gate_summary.pair_all(results, dict.fromkeys(models))
-    probes = write_probes(rec.path("probes"), ops, extra=gate_summary.ops_used(results))
+    results = gating.gate_all(models, ops)
+    pairings = gating.pair_all(results, dict.fromkeys(models))
+    probes = write_probes(rec.path("probes"), ops, extra=gating.ops_used(results))
     rec.record("dfc_script", str(rec.path("dfc_pack") / "run_dfc.sh"))
     rec.record("probe_script", str(probes.script))
-    rec.record("graph_standing", gate_summary.graph_standing(results, pairings, probes))
+    rec.record("graph_standing", gating.graph_standing(results, pairings, probes))
     if fixed:
         rec.record(verdicts.FIX_KEY, fixed)
-    answer, rests_on, unmet = gate_summary.conclusion(results, pairings, "not run", rec.path("dfc_pack/run_dfc.sh"))
+    answer, rests_on, unmet = gate_sentences.conclusion(results, pairings, "not run", rec.path("dfc_pack/run_dfc.sh"))
     rec.conclude(
-        answer + " " + LONG, rests_on=rests_on, unmet=unmet, short=gate_summary.short_answer(results, pairings)
+        answer + " " + LONG, rests_on=rests_on, unmet=unmet, short=gate_sentences.short_answer(results, pairings)
     )
     return results
 
@@ -103,15 +103,18 @@ def record_05(run, models, ops, fixed=None):
 def record_06(run, models, ops):
     """What 06 records: the answer graphs, the coverage, the device share, node data; and its answer."""
     rec = record.Recorder("06_device_cut", run)
-    partitions = cuts.cut_all(models, ops, rec.path("segments"))
+    partitions = cutting.cut_all(models, ops, rec.path("segments"))
     rec.record("coverage", cut_tables.coverage_table(partitions, run))
     rec.record("answer_graphs", ANSWER_GRAPHS)
-    named = cut_tables.answer_models(models, ANSWER_GRAPHS)
-    cuts.node_data_files(partitions, cuts.predictions(models, ops, partitions), rec.path("node_data"))
-    rec.record("device_share", cut_tables.device_share(partitions, named), headline=True)
-    sentence, rests_on, unmet = cut_tables.conclusion(partitions, named, 1e-6, {}, rec.path("run_dfc.sh"), run)
+    named = cutting.answer_models(models, ANSWER_GRAPHS)
+    plots.node_data_files(partitions, cutting.predictions(models, ops, partitions), rec.path("node_data"))
+    rec.record("device_share", cutting.device_share(partitions, named), headline=True)
+    sentence, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, rec.path("run_dfc.sh"), run)
     rec.conclude(
-        sentence, rests_on=rests_on, unmet=unmet, short=cut_tables.short_answer(partitions, named, ANSWER_GRAPHS, 1e-6)
+        sentence,
+        rests_on=rests_on,
+        unmet=unmet,
+        short=cut_sentences.short_answer(partitions, named, ANSWER_GRAPHS, 1e-6),
     )
     return partitions
 

@@ -7,7 +7,8 @@ import pytest
 
 from tests.test_gate_partition import chain
 from weftlib.gate import load_device_ops
-from weftlib.gate.pages import cut_tables, cuts
+from weftlib.gate.pages import cut_sentences, cut_tables, plots
+from weftlib.gate.run import cutting
 
 
 @pytest.fixture(scope="module")
@@ -22,7 +23,7 @@ def cut(ops, tmp_path):
         path = tmp_path / f"{name}.onnx"
         onnx.save(chain(name, layers), str(path))
         models.append(path)
-    return models, cuts.cut_all(models, ops, tmp_path / "segments")
+    return models, cutting.cut_all(models, ops, tmp_path / "segments")
 
 
 def test_every_node_is_in_one_segment_and_every_end_node_in_its_own(cut):
@@ -36,50 +37,52 @@ def test_every_node_is_in_one_segment_and_every_end_node_in_its_own(cut):
 def test_the_answer_graphs_are_found_by_stem_and_the_absent_named(cut):
     models, _partitions = cut
     asked = {"first": ["a"], "second": ["b", "c"]}
-    assert cut_tables.answer_models(models, asked) == {"a": models[0], "b": models[1]}
-    assert cut_tables.absent_graphs(models, asked) == ["c"]
-    assert cut_tables.absent_graphs(models, {"first": ["a"]}) == []
+    assert cutting.answer_models(models, asked) == {"a": models[0], "b": models[1]}
+    assert cutting.absent_graphs(models, asked) == ["c"]
+    assert cutting.absent_graphs(models, {"first": ["a"]}) == []
 
 
 def test_pictures_node_data_and_the_pack_cover_every_graph(ops, cut, tmp_path):
     import matplotlib.pyplot as plt
 
     models, partitions = cut
-    prediction = cuts.predictions(models, ops, partitions)
-    every = cuts.pictures(partitions, prediction)
-    only = cuts.pictures(partitions, prediction, only=[models[1]])
+    prediction = cutting.predictions(models, ops, partitions)
+    every = plots.pictures(partitions, prediction)
+    only = plots.pictures(partitions, prediction, only=[models[1]])
     assert list(every) == ["a.png", "b.png"] and list(only) == ["b.png"]
     plt.close("all")
-    written = cuts.node_data_files(partitions, prediction, tmp_path / "node_data")
-    assert written == [cuts.node_data_file(tmp_path / "node_data", m) for m in models]
+    written = plots.node_data_files(partitions, prediction, tmp_path / "node_data")
+    assert written == [plots.node_data_file(tmp_path / "node_data", m) for m in models]
     assert all(p.is_file() for p in written)
-    assert cut_tables.cut_count(partitions) == sum(len(p.device_segments) for p in partitions.values()) == 2
-    pack = cuts.pack_cuts(partitions, tmp_path / "pack", "hailo10h")
-    assert cut_tables.pack_sentence(pack, 2) == (
+    assert cutting.cut_count(partitions) == sum(len(p.device_segments) for p in partitions.values()) == 2
+    pack = cutting.pack_cuts(partitions, tmp_path / "pack", "hailo10h")
+    assert cut_sentences.pack_sentence(pack, 2) == (
         f"**2 graphs and 2 cuts** in `{pack.folder}`; run them all with `bash {pack.script}`."
     )
-    assert cuts.cut_results(partitions, pack.folder) == {}  # the DFC has not run: no result in the pack
+    assert cutting.cut_results(partitions, pack.folder) == {}  # the DFC has not run: no result in the pack
     risks = cut_tables.compile_risks(partitions, ops, tmp_path)
     assert list(risks["graph"]) == ["a.onnx"]  # b has no device layer: no compile risk to name
 
 
 def test_without_dfc_results_the_cuts_stand_and_the_answer_names_the_script(ops, cut, tmp_path):
     models, partitions = cut
-    same, verdicts = cuts.after_dfc(partitions, {}, ops, tmp_path / "again")
+    same, verdicts = cutting.after_dfc(partitions, {}, ops, tmp_path / "again")
     assert same is partitions and verdicts == []
     table = cut_tables.verdict_table(verdicts)
     assert table.empty and list(table.columns) == ["model", "segment", "dfc", "moved", "why"]
-    rows = cut_tables.verdict_table([cuts.CutVerdict("a", 0, "rejected", ("/l0/Conv",), "UnsupportedOperationError")])
+    rows = cut_tables.verdict_table(
+        [cutting.CutVerdict("a", 0, "rejected", ("/l0/Conv",), "UnsupportedOperationError")]
+    )
     assert rows.to_dict("records")[0]["moved"] == ("/l0/Conv",)
-    named = cut_tables.answer_models(models, {"q": ["a", "b"]})
-    shares = cut_tables.device_share(partitions, named)
+    named = cutting.answer_models(models, {"q": ["a", "b"]})
+    shares = cutting.device_share(partitions, named)
     assert set(shares) == {"a", "b"} and shares["b"] == 0.0 and 0 < shares["a"] <= 1
     script = tmp_path / "06_device_cut" / "cut_pack" / "run_dfc.sh"
-    answer, rests_on, unmet = cut_tables.conclusion(partitions, named, 1e-6, {}, script, tmp_path)
+    answer, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path)
     assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): a: ")
     assert "b: nothing is predicted to run on the device (the host computes all 2 nodes)" in answer
     assert answer.endswith(".")
     assert rests_on == {"dfc": "not run", "sources": "unknown"}
-    given = cut_tables.conclusion(partitions, named, 1e-6, {}, script, tmp_path, sources="stand-in for x (02)")[1]
+    given = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path, sources="stand-in for x (02)")[1]
     assert given["sources"] == "stand-in for x (02)"
     assert len(unmet) == 1 and "`bash 06_device_cut/cut_pack/run_dfc.sh` in the run folder" in unmet[0]

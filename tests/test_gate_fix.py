@@ -351,7 +351,8 @@ def test_write_fix_follows_the_suites_folder_rule(tmp_path, ops):
 
 
 def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(tmp_path, ops):
-    from weftlib.gate.pages import fix_tables as tables
+    from weftlib.gate.pages import fix_tables
+    from weftlib.gate.run import fixing as tables
 
     models = [
         _save(tmp_path, _batch_fold(), "batch_fold"),
@@ -365,7 +366,7 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
     assert all(p.is_file() for p in tables.fixed_paths(fixes, tmp_path / "fixed"))
     assert tables.proven_fixed(tmp_path / "fixed") == dict(zip(fixes, tables.fixed_paths(fixes, tmp_path / "fixed")))
     assert tables.proven_fixed(tmp_path / "absent") == {}
-    rows = {r["graph"]: r for r in tables.fix_rows(fixes)}
+    rows = {r["graph"]: r for r in fix_tables.fix_rows(fixes)}
     assert (
         rows["ce"]["after"].startswith("pass")
         and rows["ce"]["proven"]
@@ -382,16 +383,16 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
     write_fix(refuted["ce"], tmp_path / "refuted" / "ce")
     assert tables.proven_fixed(tmp_path / "refuted") == {}  # 06 never cuts a fix the proof refuted
     gates = {"ce": fixes["ce"].after}
-    compared = tables.variant_rows(fixes, {"ce": "ce", "batch_fold": "not_in_run"}, gates)
+    compared = fix_tables.variant_rows(fixes, {"ce": "ce", "batch_fold": "not_in_run"}, gates)
     assert [r["faithful graph"] for r in compared] == ["ce"]
-    assert compared[0]["as the variant"] and not tables.holds(compared)
-    assert tables.holds([{**compared[0], "fixed": "fail"}])
+    assert compared[0]["as the variant"] and not fix_tables.holds(compared)
+    assert fix_tables.holds([{**compared[0], "fixed": "fail"}])
 
 
 def test_the_faithful_graphs_of_a_run_are_told_from_the_variants_by_the_names_their_notebooks_give():
     from weftlib.attention import naf_variants, neighborhood
     from weftlib.dit import variants as dit_variants
-    from weftlib.gate.pages import fix_tables as tables
+    from weftlib.gate.run import fixing as tables
     from weftlib.sparse import conv
 
     assert set(tables.FORMULATIONS) == set(neighborhood.METHODS) | set(conv.SPARSE_METHODS)
@@ -425,7 +426,7 @@ def _rank5_input() -> onnx.ModelProto:
 
 
 def test_an_input_with_no_format_is_reshaped_at_the_start_and_the_cut_moves_only_that_to_the_host(tmp_path, ops):
-    from weftlib.gate.pages import cuts
+    from weftlib.gate.run import cutting
 
     path = _save(tmp_path, _rank5_input(), "rank5")
     fix = fix_model(path, ops)
@@ -435,8 +436,8 @@ def test_an_input_with_no_format_is_reshaped_at_the_start_and_the_cut_moves_only
     assert [n.name for n in fix.fixed.graph.node if "x" in n.input] == [start]  # the only reader of x
     assert fix.before.verdict == "fail" and fix.after.verdict == "unjudged" and not fix.unanswered
     assert {f.key for f in fix.after.findings if f.node == start} == {"op:Reshape"}  # to tokens, not 5d -> 4d
-    (before,) = cuts.cut_all([path], ops, tmp_path / "cut_before").values()
-    (after,) = cuts.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "cut_after").values()
+    (before,) = cutting.cut_all([path], ops, tmp_path / "cut_before").values()
+    (after,) = cutting.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "cut_after").values()
     host = [n for s in after.segments if s.runs_on == "host" for n in s.nodes]
     assert start in host and "x" not in {i for s in after.device_segments for i in s.inputs}
     assert after.proven and after.coverage.nodes[0] > before.coverage.nodes[0], (before.coverage, after.coverage)

@@ -10,7 +10,7 @@ import torch
 from weftlib import dit, gate, standins
 from weftlib.attention import naf, naf_variants
 from weftlib.gate.fix import fix_model, write_fix
-from weftlib.gate.pages import cuts
+from weftlib.gate.run import cutting
 
 
 @pytest.fixture(scope="module")
@@ -58,5 +58,5 @@ def test_fix_leaves_only_named_refusals_and_is_proven(faithful, graph, tmp_path)
     assert not ANSWERED[graph] & {f.key for f in fix.after.findings}
     assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
     # notebook 06 cuts the fixed graph: every cut of it proven equal to it
-    (cut,) = cuts.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "segments").values()
+    (cut,) = cutting.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "segments").values()
     assert cut.proven and cut.device_segments

@@ -24,7 +24,7 @@ from weftlib.gate.compiler.pack import MANIFEST, write_dfc_pack
 from weftlib.gate.compiler.probes import write_probes
 from weftlib.gate.cut.partition import WHOLE_FILE, write_partition
 from weftlib.gate.folder_swap import MARKER
-from weftlib.gate.pages.cuts import cut_all, pack_cuts
+from weftlib.gate.run.cutting import cut_all, pack_cuts
 from weftlib.gate.vocabulary import Side
 
 

@@ -223,28 +223,29 @@ def test_partition_takes_the_old_rule_too(ops, tmp_path):
 
 
 def test_before_and_after_the_merge_notebook_06_shows_both(ops, tmp_path):
-    from weftlib.gate.pages import cut_tables, cuts
+    from weftlib.gate.pages import cut_sentences, cut_tables
+    from weftlib.gate.run import cutting
 
     models = []
     for name, model in (("b", branches()), ("c", random_dag(9, 8))):
         models.append(tmp_path / f"{name}.onnx")
         onnx.save(model, str(models[-1]))
-    after = cuts.cut_all(models, ops, tmp_path / "segments")
-    before = cuts.before_merge(models, ops, after)
+    after = cutting.cut_all(models, ops, tmp_path / "segments")
+    before = cutting.before_merge(models, ops, after)
     assert before[models[0]].prediction is after[models[0]].prediction
-    assert cuts.merge_findings(after) == {}
-    assert "segments 0 and 1 could be merged" in cuts.merge_findings(before)["b"]  # the old cut fails the check
+    assert cutting.merge_findings(after) == {}
+    assert "segments 0 and 1 could be merged" in cutting.merge_findings(before)["b"]  # the old cut fails the check
     table = cut_tables.merge_table(after, before, tmp_path)
     row = table.set_index("graph").loc["b.onnx"]
     assert (row["device segments before"], row["device segments after"]) == (4, 2)
     assert row["tensors after"] < row["tensors before"] and row["MiB after"] < row["MiB before"]
-    totals = cut_tables.merge_totals(after, before)
-    assert totals["device_segments_before"] == cut_tables.cut_count(before) > totals["device_segments_after"]
-    assert cut_tables.merge_sentence(totals, 2).startswith(
+    totals = cutting.merge_totals(after, before)
+    assert totals["device_segments_before"] == cutting.cut_count(before) > totals["device_segments_after"]
+    assert cut_sentences.merge_sentence(totals, 2).startswith(
         f"Over 2 graphs the merge takes the device segments from **{totals['device_segments_before']} to "
     )
     questions = {"q": ["b", "c"]}
-    named = cut_tables.answer_models(models, questions)
+    named = cutting.answer_models(models, questions)
     deploy = cut_tables.deployable_table(after, questions, named)
     assert list(deploy["graph"]) == ["b", "c"] and deploy["device graphs"].iloc[0] == 2
     link_ms = deploy[next(c for c in deploy.columns if c.startswith("ms on the link"))].iloc[0]
@@ -252,7 +253,7 @@ def test_before_and_after_the_merge_notebook_06_shows_both(ops, tmp_path):
     assert deploy["ms of device MACs at the rated INT8 speed"].iloc[0] == pytest.approx(
         1e3 * after[models[0]].coverage.macs[0] / 1e13
     )
-    answer, _, _ = cut_tables.conclusion(after, named, 1e-6, {}, tmp_path / "run_dfc.sh", tmp_path, questions)
+    answer, _, _ = cut_sentences.conclusion(after, named, 1e-6, {}, tmp_path / "run_dfc.sh", tmp_path, questions)
     assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): q: b: 2 device graph(s)")
     assert "; beside it c: " in answer
 

@@ -209,7 +209,7 @@ def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(o
     from tests.test_gate_probes import install_dfc
     from weftlib.gate import run_dfc
     from weftlib.gate.compiler.pack import SCRIPT, results_in
-    from weftlib.gate.pages.cuts import cut_all, cut_stem, pack_cuts, read_back
+    from weftlib.gate.run.cutting import cut_all, cut_stem, pack_cuts, read_back
 
     models = []
     for name, layers in (("a", ["conv", "relu", "sin", "conv", "relu"]), ("b", ["conv", "sin", "conv"])):
@@ -243,7 +243,8 @@ def test_one_dfc_session_judges_the_cuts_and_a_refused_segment_moves_its_nodes(o
 def test_the_picture_and_the_node_data_cover_every_node(ops, tmp_path):
     from matplotlib.colors import to_rgb
 
-    from weftlib.gate.pages.cut_plots import SIDE_COLOURS, node_data, node_sides, plot_partition
+    from weftlib.gate.pages.colours import SIDE_COLOURS
+    from weftlib.gate.pages.plots import node_data, node_sides, plot_partition
     from weftlib.gate.predict.nodes import predict
     from weftlib.onnx_core.walk import index_model
 
@@ -295,7 +296,7 @@ def test_a_graph_whose_shapes_are_all_known_is_not_inferred_again(monkeypatch):
 def test_the_pictures_colour_by_the_prediction_the_cut_started_from(ops, tmp_path):
     """The cut keeps the whole graph's prediction, so the pictures need not predict a large graph again; it
     is the prediction a fresh read of the file gives, node for node."""
-    from weftlib.gate.pages.cuts import cut_all, predictions
+    from weftlib.gate.run.cutting import cut_all, predictions
 
     path = tmp_path / "p.onnx"
     onnx.save(chain("p", ["conv", "hardswish", "conv", "sin", "conv"]), str(path))

@@ -152,7 +152,8 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
     import pandas as pd
 
     from weftlib.gate import findings_table, pack_models, run_graphs, standing_table
-    from weftlib.gate.pages import summary
+    from weftlib.gate.pages import gate_sentences, gate_tables
+    from weftlib.gate.run import gating
     from weftlib.gate.vocabulary import PairVerdict
 
     ops = load_device_ops()
@@ -167,42 +168,45 @@ def test_notebook_05s_figures_rows_and_sentences(tmp_path):
     assert pack.script.is_file() and set(pack.graphs) == {m.name for m in graphs}
     results = {m: device_gate(m, ops) for m in models}
     table = gate_table(results, pack.folder)
-    assert summary.verdict_counts(table) == {"pass": 1, "fail": 1, "unjudged": 1}
+    assert gate_tables.verdict_counts(table) == {"pass": 1, "fail": 1, "unjudged": 1}
     for r in results.values():
         refused = any(f.prediction == "refused" for f in r.findings)
         assert (r.verdict == "fail") == bool(r.problems or r.refused_ops or refused)
         assert r.verdict != "pass" or not r.findings
-    assert summary.refused_rules(findings_table(results, pack.folder)) == ["op TopK"]
-    assert "TopK" in summary.ops_used(results) and summary.ops_used(results) == sorted(summary.ops_used(results))
+    assert gate_tables.refused_rules(findings_table(results, pack.folder)) == ["op TopK"]
+    assert "TopK" in gating.ops_used(results) and gating.ops_used(results) == sorted(gating.ops_used(results))
 
     dfc = {m: None for m in models}
-    assert summary.results_found(dfc) == 0
-    sentence = summary.dfc_sentence("not run", 0, 3, pack.script)
+    assert gating.results_found(dfc) == 0
+    sentence = gate_sentences.dfc_sentence("not run", 0, 3, pack.script)
     assert sentence.startswith("**DFC results: not run** (0 of 3 graphs). **DFC not run here** for 3 graphs")
     assert f"run `bash {pack.script}` where Docker" in sentence
-    assert summary.dfc_sentence("results_dir", 3, 3, pack.script) == "**DFC results: results_dir** (3 of 3 graphs)."
-    row = summary.pack_table(pack, 1).iloc[0]
+    assert (
+        gate_sentences.dfc_sentence("results_dir", 3, 3, pack.script) == "**DFC results: results_dir** (3 of 3 graphs)."
+    )
+    row = gate_tables.pack_table(pack, 1).iloc[0]
     assert (row["graphs"], row["without a result"], row["script"]) == (3, 2, str(pack.script))
 
-    pairings = summary.pair_all(results, dfc)
+    pairings = gating.pair_all(results, dfc)
     assert all(p.verdict == PairVerdict.NOT_RUN for p in pairings.values())
-    assert summary.pairing_verdicts(pairing_table(pairings, pack.folder)) == {PairVerdict.NOT_RUN: 3}
+    assert gate_tables.pairing_verdicts(pairing_table(pairings, pack.folder)) == {PairVerdict.NOT_RUN: 3}
     standing = standing_table(results, pairings, pack.folder)
-    assert summary.graphs_unjudged(standing) == sum(not p.judged for p in pairings.values()) == 3
+    assert gate_tables.graphs_unjudged(standing) == sum(not p.judged for p in pairings.values()) == 3
 
     counts, status = op_matrix(results, ops, pack.folder)
-    assert summary.refused_in_matrix(counts, status) == ["TopK"]
-    assert set(summary.refused_in_matrix(counts, status)) == {op for r in results.values() for op in r.refused_ops}
+    assert gate_tables.refused_in_matrix(counts, status) == ["TopK"]
+    assert set(gate_tables.refused_in_matrix(counts, status)) == {op for r in results.values() for op in r.refused_ops}
 
     evidence = pd.DataFrame(evidence_table(ops))
-    tallies = summary.prediction_counts(evidence)
+    tallies = gate_tables.prediction_counts(evidence)
     assert sum(tallies.values()) == len(evidence) and all(kind in ("op", "rule") for kind, _ in tallies)
 
 
 def test_the_public_record_and_the_listing_in_figures():
     import pandas as pd
 
-    from weftlib.gate.pages import summary
+    from weftlib.gate.pages import gate_tables
+    from weftlib.gate.run import gating
 
     rows = [
         {"case": "a", "agreement": "agrees", "reach": "target"},
@@ -210,7 +214,7 @@ def test_the_public_record_and_the_listing_in_figures():
         {"case": "c", "agreement": "agrees", "reach": "other_5x"},
     ]
     counts = pd.DataFrame([{"source": "QVL", "agrees": 2}])
-    figures = summary.public_record_summary(rows, counts)
+    figures = gating.public_record_summary(rows, counts)
     assert {k: v for k, v in figures.items() if k != "by_source"} == {
         "cases": 3,
         "agreed": 2,
@@ -220,36 +224,37 @@ def test_the_public_record_and_the_listing_in_figures():
     }
     assert figures["by_source"] is counts
     ops = load_device_ops()
-    missing = summary.not_rebuilt(ops)
+    missing = gating.not_rebuilt(ops)
     assert missing and all(not ops.cases[name].rebuilt for name in missing)
-    assert list(summary.not_rebuilt_table(missing)["case"]) == list(missing)
-    assert summary.contradicted(ops) == []  # the committed listing agrees with its own evidence
-    sources = summary.sources_table(ops)
+    assert list(gate_tables.not_rebuilt_table(missing)["case"]) == list(missing)
+    assert gating.contradicted(ops) == []  # the committed listing agrees with its own evidence
+    sources = gate_tables.sources_table(ops)
     assert list(sources.columns) == ["source", "in full"] and len(sources) == len(ops.sources)
 
 
 def test_the_probe_rows_and_sentences():
     from types import SimpleNamespace
 
-    from weftlib.gate.pages import summary
+    from weftlib.gate.pages import gate_sentences, gate_tables
+    from weftlib.gate.run import gating
 
     probe = SimpleNamespace(file="probe_rule_x.onnx", label="x", nodes=("probe/x/a", "probe/x/b"), why="unjudged")
     pack = SimpleNamespace(probes=(probe,), unbuilt={"op:Foo": "no probe builder"}, folder="out", script="out/run.sh")
-    assert summary.probe_table(pack).to_dict("records") == [
+    assert gate_tables.probe_table(pack).to_dict("records") == [
         {"probe": "probe_rule_x.onnx", "asks about": "x", "nodes": "probe/x/a, probe/x/b", "why": "unjudged"}
     ]
-    assert summary.unprobed_rules(pack) == []
-    assert summary.unprobed_rules(SimpleNamespace(unbuilt={"op:Foo": "", "softmax_untracked": ""})) == [
+    assert gating.unprobed_rules(pack) == []
+    assert gating.unprobed_rules(SimpleNamespace(unbuilt={"op:Foo": "", "softmax_untracked": ""})) == [
         "softmax_untracked"
     ]
-    assert summary.probes_sentence(pack) == (
+    assert gate_sentences.probes_sentence(pack) == (
         "**1 probes** in `out`; run them all with `bash out/run.sh`. Not probed (no builder, named): op:Foo."
     )
-    assert summary.probe_evidence("", None) == ("", [])
-    assert summary.diff_markdown("-a\n+b", True) == "```diff\n-a\n+b\n```"
-    assert summary.diff_markdown("", True) == "No probe result changes the allowlist."
-    assert summary.diff_markdown("", False) == "No probe results given (`probe_results_dir`)."
-    assert summary.answer_markdown("3 graphs gated", ["DFC not run here"]) == (
+    assert gating.probe_evidence("", None) == ("", [])
+    assert gate_sentences.diff_markdown("-a\n+b", True) == "```diff\n-a\n+b\n```"
+    assert gate_sentences.diff_markdown("", True) == "No probe result changes the allowlist."
+    assert gate_sentences.diff_markdown("", False) == "No probe results given (`probe_results_dir`)."
+    assert gate_sentences.answer_markdown("3 graphs gated", ["DFC not run here"]) == (
         "**3 graphs gated**\n\n- unmet: DFC not run here"
     )
-    assert summary.answer_markdown("done", []) == "**done**\n\n"
+    assert gate_sentences.answer_markdown("done", []) == "**done**\n\n"

@@ -15,26 +15,24 @@ from .compiler.pairing import PAIR_VERDICTS, Edit, Pairing, pair
 from .compiler.probe_evidence import evidence_diff
 from .compiler.probes import ProbePack, write_probes
 from .compiler.results import collect_dfc
-from .pages.summary import (
+from .pages.gate_sentences import conclusion
+from .pages.gate_tables import (
     backtest_counts,
-    conclusion,
     edits_table,
     findings_table,
-    gate_all,
     gate_table,
     op_matrix,
-    pack_models,
     pairing_table,
-    plot_backtest,
-    plot_op_matrix,
     standing_table,
 )
+from .pages.plots import plot_backtest, plot_op_matrix
 from .predict.backtest import backtest, held
 from .predict.device import EXIT_CODES, GateResult, OpUse, device_gate
 from .predict.explain import blocking, prediction_rows, prediction_sentence, reasons
 from .predict.nodes import Finding, Prediction, predict
 from .record.allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
 from .record.evidence import contradictions, evidence_table, unjudged
+from .run.gating import gate_all, pack_models
 from .run_graphs import find_models, graph_sources, missing_outputs, notebook_folders
 from .vocabulary import (
     Agreement,

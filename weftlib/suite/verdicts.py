@@ -3,7 +3,7 @@ rules that refuse it, counted; its best exact variant and that one's verdict; wh
 a DFC run or a rewrite); the device's share of the cut. And its figure: the RFD graphs by verdict, before and
 after the exact variants (and after `gate fix`, once 05 records it).
 
-Every cell is read from the run's records, never restated: 05's `graph_standing` (`gate.summary.graph_standing`),
+Every cell is read from the run's records, never restated: 05's `graph_standing` (`gate.run.gating.graph_standing`),
 `dfc_script`, `probe_script` and, when present, `fix_verdicts`; 06's `answer_graphs`, `device_share` and
 `coverage`. The run index keeps the rows in `summary.json`; the index, the RFD page and notebook 06 render them
 with one template (`templates/verdicts.html.j2`).
@@ -115,7 +115,7 @@ def _in_run(script: str | None) -> str:
 def _links(stem: str, context: dict[str, Any]) -> list[dict[str, str]]:
     """The graph in netron (its ONNX file, which netron opens), its Model Explorer overlay (06's node data, the
     command on the link) and 06's picture of its cut; those the run holds, paths inside the run folder."""
-    from ..gate.pages.cuts import node_data_file  # late: the index imports no ONNX code until it has graphs to link
+    from ..gate.pages.plots import node_data_file  # late: the index imports no ONNX code until it has graphs to link
     from ..onnx_core.view import explorer_command
 
     run_dir, onnx_file = context["run_dir"], context["files"].get(stem)
@@ -163,13 +163,14 @@ def verdict_figure(rows: list[dict[str, Any]]) -> Any:
     """One bar per stage, the RFD graphs stacked by verdict (`stage_counts`)."""
     import matplotlib.pyplot as plt
 
-    from ..gate.pages.summary import STATUS_COLOURS  # the op matrix's colours, so a verdict looks the same everywhere
+    from ..gate.pages.colours import NEUTRAL, PREDICTION_COLOURS  # the op matrix's: a verdict looks alike everywhere
+    from ..gate.vocabulary import Prediction
 
     colours = {
-        "pass": STATUS_COLOURS["parse"],
-        "unjudged": STATUS_COLOURS["unjudged"],
-        "refused": STATUS_COLOURS["refused"],
-        "not run": "#bdbdbd",
+        "pass": PREDICTION_COLOURS[Prediction.PARSE],
+        "unjudged": PREDICTION_COLOURS[Prediction.UNJUDGED],
+        "refused": PREDICTION_COLOURS[Prediction.REFUSED],
+        "not run": NEUTRAL,
     }
     counts = stage_counts(rows)
     fig, ax = plt.subplots(figsize=(7.0, 0.55 * len(counts) + 1.0))

@@ -1,28 +1,47 @@
-"""Every graph of a run cut into device and host segments, the cuts packed for one DFC session, and the
-DFC's word on them read back.
+"""Notebook 06's run: every graph cut into device and host segments (each cut written and proven), the cuts
+packed for one DFC session, the DFC's word on them read back, and the figures 06 records of the cuts.
 
 The DFC pack parses each graph whole and each device segment as a cut of the original graph (its start and
 end node names). A segment the DFC rejects on an operator sends the nodes it named to the host (all of the
 segment's nodes when it names none of them), and the graph is cut again and proven again; a failure before
-any operator, or an inconclusive one, moves nothing and leaves the segment unjudged.
+any operator, or an inconclusive one, moves nothing and leaves the segment unjudged. What 06 shows of the cuts
+is `pages.cut_tables`, `pages.cut_sentences` and `pages.plots`.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
 import onnx
 
+from ...console import headless
+from ...console import progress as tqdm
 from ...onnx_core.walk import index_model
 from ..compiler.dfc_log import DfcResult, failure_cause
-from ..cut.partition import write_partition
+from ..compiler.pack import DfcPack, results_in, write_dfc_pack
+from ..cut.coverage import coverage
+from ..cut.merge import UNMERGED, crumbs, mergeable_pairs
+from ..cut.partition import cut, write_partition
 from ..cut.segments import Partition
+from ..predict.nodes import Prediction as NodePrediction
+from ..predict.nodes import predict
 from ..record.allowlist import DeviceOps
+from ..vocabulary import DfcVerdict, FailureCause, Prediction, Side
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
+
+
+class SegmentVerdict(StrEnum):
+    """What the DFC did with one device segment parsed as its cut."""
+
+    NOT_RUN = "not run"
+    PARSED = DfcVerdict.PARSED.value
+    REJECTED = DfcVerdict.REJECTED.value  # on an operator: its nodes go to the host
+    UNJUDGED = Prediction.UNJUDGED.value  # a failure before any operator, or inconclusive: nothing moves
 
 
 @dataclass(frozen=True)
@@ -31,7 +50,7 @@ class CutVerdict:
 
     model: str
     segment: int
-    dfc: str  # "not run", "parsed", "rejected", "unjudged"
+    dfc: SegmentVerdict
     moved: tuple[str, ...] = ()  # nodes sent to the host
     why: str = ""
 
@@ -39,9 +58,6 @@ class CutVerdict:
 def cut_all(models: Sequence[Path], ops: DeviceOps, folder: str | os.PathLike) -> dict[Path, Partition]:
     """Cut every model (its segments and partition.json under `folder/<stem>/`, each written by the folder
     rule: `partition.write_partition`) and prove each chain."""
-    from ...console import headless
-    from ...console import progress as tqdm
-
     out = {}
     for model in tqdm(list(models), desc="cut", disable=headless() or len(models) < 4):
         out[model] = write_partition(model, ops, Path(folder) / model.stem)
@@ -54,10 +70,6 @@ def before_merge(
     """Each graph's cut as it was before the merge (`merge.UNMERGED`: each level's connected parts, crumbs
     kept): its segments and coverage, neither written nor proven, for the figures beside the merged cut's.
     The prediction comes from `partitions` where it has one."""
-    from ..cut.coverage import coverage
-    from ..cut.merge import UNMERGED
-    from ..cut.partition import cut
-
     out = {}
     for model in models:
         inferred = onnx.shape_inference.infer_shapes(onnx.load(str(model)), data_prop=True)
@@ -72,8 +84,6 @@ def before_merge(
 def merge_findings(partitions: dict[Path, Partition]) -> dict[str, list[str]]:
     """Per graph, what breaks the merge's two rules: two device segments that could be merged without a cycle,
     and a device segment that does not pay for its transfers (`merge.crumbs`); graphs with none left out."""
-    from ..cut.merge import crumbs, mergeable_pairs
-
     found = {}
     for model, part in partitions.items():
         graph = index_model(onnx.load(str(model), load_external_data=False))
@@ -93,10 +103,8 @@ def cut_stem(model: Path, segment: int) -> str:
     return f"{model.stem}{CUT}{segment:02d}"
 
 
-def pack_cuts(partitions: dict[Path, Partition], folder: str | os.PathLike, arch: str):
+def pack_cuts(partitions: dict[Path, Partition], folder: str | os.PathLike, arch: str) -> DfcPack:
     """One DFC pack: every graph parsed whole, and every device segment parsed as its cut."""
-    from ..compiler.pack import write_dfc_pack
-
     cuts = {
         cut_stem(model, s.index): {
             "graph": model.name,
@@ -123,19 +131,23 @@ def read_back(
         for s in part.device_segments:
             result = results.get(cut_stem(model, s.index))
             if result is None:
-                verdicts.append(CutVerdict(part.model, s.index, "not run"))
+                verdicts.append(CutVerdict(part.model, s.index, SegmentVerdict.NOT_RUN))
                 continue
-            if result.verdict == "parsed":
-                verdicts.append(CutVerdict(part.model, s.index, "parsed"))
+            if result.verdict == DfcVerdict.PARSED:
+                verdicts.append(CutVerdict(part.model, s.index, SegmentVerdict.PARSED))
                 continue
-            cause = failure_cause(result, node_ops) if result.verdict == "rejected" else "inconclusive"
-            if cause != "operator":
-                verdicts.append(CutVerdict(part.model, s.index, "unjudged", why=f"{cause}: {result.reason}"))
+            rejected = result.verdict == DfcVerdict.REJECTED
+            cause = failure_cause(result, node_ops) if rejected else FailureCause.INCONCLUSIVE
+            if cause != FailureCause.OPERATOR:
+                verdicts.append(
+                    CutVerdict(part.model, s.index, SegmentVerdict.UNJUDGED, why=f"{cause}: {result.reason}")
+                )
                 continue
             named = {e.node for e in result.errors if e.node} & set(s.nodes)
             moved = tuple(n for n in s.nodes if n in (named or set(s.nodes)))
             forced |= set(moved)
-            verdicts.append(CutVerdict(part.model, s.index, "rejected", moved, "; ".join(e.cls for e in result.errors)))
+            why = "; ".join(e.cls for e in result.errors)
+            verdicts.append(CutVerdict(part.model, s.index, SegmentVerdict.REJECTED, moved, why))
         if forced:
             again[model] = write_partition(model, ops, Path(folder) / model.stem, host=forced)
         else:
@@ -145,11 +157,9 @@ def read_back(
 
 def predictions(
     models: Sequence[Path], ops: DeviceOps, partitions: dict[Path, Partition] | None = None
-) -> dict[Path, object]:
+) -> dict[Path, NodePrediction]:
     """The gate's per-node prediction for each model (what the pictures colour by): the one its cut started
     from where `partitions` has it (predicting a large graph again is seconds), else predicted here."""
-    from ..predict.nodes import predict
-
     known = {m: p.prediction for m, p in (partitions or {}).items() if p.prediction is not None}
     return {
         m: known[m] if m in known else predict(index_model(onnx.load(str(m), load_external_data=False)), ops)
@@ -157,43 +167,8 @@ def predictions(
     }
 
 
-def pictures(
-    partitions: dict[Path, Partition], prediction: dict[Path, object], only: Iterable[Path] | None = None
-) -> dict[str, object]:
-    """A picture of each cut (file name -> figure): `cut_plots.plot_partition`; of the models in `only` when given."""
-    from .cut_plots import plot_partition
-
-    chosen = list(partitions) if only is None else list(only)
-    return {f"{model.stem}.png": plot_partition(partitions[model], prediction[model]) for model in chosen}
-
-
-def node_data_files(
-    partitions: dict[Path, Partition], prediction: dict[Path, object], folder: str | os.PathLike
-) -> list[Path]:
-    """Model Explorer node data for each cut, written as `<stem>.node_data.json` into `folder`."""
-    import json
-
-    from .cut_plots import node_data
-
-    Path(folder).mkdir(parents=True, exist_ok=True)
-    written = []
-    for model, part in partitions.items():
-        graph_id = onnx.load(str(model), load_external_data=False).graph.name
-        path = node_data_file(folder, model)
-        path.write_text(json.dumps(node_data(part, prediction[model], graph_id), indent=1))
-        written.append(path)
-    return written
-
-
-def node_data_file(folder: str | os.PathLike, model: Path) -> Path:
-    """Where `node_data_files` writes a model's node data: `<folder>/<stem>.node_data.json`."""
-    return Path(folder) / f"{model.stem}.node_data.json"
-
-
 def cut_results(partitions: dict[Path, Partition], folder: str | os.PathLike) -> dict[str, DfcResult]:
     """The DFC results found in `folder` for the cuts of `partitions`, by cut stem (`cut_stem`)."""
-    from ..compiler.pack import results_in
-
     return results_in(folder, [cut_stem(m, s.index) for m, p in partitions.items() for s in p.device_segments])
 
 
@@ -202,3 +177,47 @@ def after_dfc(
 ) -> tuple[dict[Path, Partition], list[CutVerdict]]:
     """`read_back` when the DFC's results came back; without any, the cuts stand as predicted, unverdicted."""
     return read_back(partitions, results, ops, folder) if results else (partitions, [])
+
+
+def host_ops(part: Partition, model: Path) -> dict[str, int]:
+    """Op types computed on the host, with counts, most first."""
+    graph = index_model(onnx.load(str(model), load_external_data=False))
+    kinds = {n.name: n.op_type for n in graph.nodes}
+    counts: dict[str, int] = {}
+    for s in part.segments:
+        if s.runs_on == Side.HOST:
+            for n in s.nodes:
+                counts[kinds[n]] = counts.get(kinds[n], 0) + 1
+    return dict(sorted(counts.items(), key=lambda kv: -kv[1]))
+
+
+def answer_models(models: Sequence[Path], answer_graphs: Mapping[str, Sequence[str]]) -> dict[str, Path]:
+    """Stem -> model for every graph `answer_graphs` names (question -> stems) that this run exported."""
+    by_stem = {m.stem: m for m in models}
+    return {stem: by_stem[stem] for stems in answer_graphs.values() for stem in stems if stem in by_stem}
+
+
+def absent_graphs(models: Sequence[Path], answer_graphs: Mapping[str, Sequence[str]]) -> list[str]:
+    """The stems `answer_graphs` names that no model of this run has, sorted."""
+    stems = {m.stem for m in models}
+    return sorted(s for named in answer_graphs.values() for s in named if s not in stems)
+
+
+def cut_count(partitions: dict[Path, Partition]) -> int:
+    """How many device segments, so how many cuts the DFC parses beside the whole graphs."""
+    return sum(len(p.device_segments) for p in partitions.values())
+
+
+def device_share(partitions: dict[Path, Partition], named: Mapping[str, Path]) -> dict[str, float]:
+    """Name -> the share of the multiply-accumulates of that model's cut that runs on the device, to four places."""
+    return {name: round(partitions[model].coverage.share("macs"), 4) for name, model in named.items()}
+
+
+def merge_totals(partitions: dict[Path, Partition], before: dict[Path, Partition]) -> dict[str, int]:
+    """The run's device segments (so cuts for the DFC to parse) and crossing tensors, before and after the merge."""
+    return {
+        "device_segments_before": cut_count(before),
+        "device_segments_after": cut_count(partitions),
+        "tensors_before": sum(p.coverage.crossings for p in before.values()),
+        "tensors_after": sum(p.coverage.crossings for p in partitions.values()),
+    }

@@ -1,0 +1,105 @@
+"""`gate fix` over a run's graphs, for notebooks 05 and 06: which graphs are faithful exports, each one fixed and
+written into its own folder, the fixes the proof offers, and the fixed graphs read back for 06 to cut. The rows
+05 and 06 show of them are `pages.fix_tables`."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from ..fix import Fix, fix_model, write_fix
+from ..record.allowlist import DeviceOps
+from ..vocabulary import Prediction
+
+FORMULATIONS = ("masked", "gather", "matmul", "shift", "lowres", "im2col", "accumulate", "scatter")
+"""The formulations a faithful export's stem ends with: natten swapped for one of `attention.neighborhood.METHODS`
+(02: `<geometry>_<method>`, `naf_<method>`, `naf_attention_<method>`) or a sparse method of
+`sparse.conv.SPARSE_METHODS` (03: `conv_<method>`). Those lists live in packages above the gate, which it may not
+import (the layers contract), so a test holds the two lists equal."""
+FIXED = ".fixed.onnx"  # how `write_fix` names a fixed graph: `<stem>.fixed.onnx`
+VARIANT_MARK = "__"  # `<faithful stem>__<variant>`: an exact rewrite (02's NAF variants, 04's `tokens+<change>`)
+
+
+def is_faithful(stem: str) -> bool:
+    """Whether a graph of the run is a faithful export by the name its notebook gives it: the model as
+    written (04: `dit_faithful`, `dit_upstream_faithful`) or with only natten or the sparse convolution
+    swapped for a proven formulation (02, 03). A variant carries `VARIANT_MARK` or a layout's name instead
+    (`image_16p2`, `naf_device`, `conv_gathered`, `dit_tokens`)."""
+    return VARIANT_MARK not in stem and stem.endswith(("_faithful", *(f"_{m}" for m in FORMULATIONS)))
+
+
+def faithful(models: Sequence[Path], skip: Sequence[str] = ()) -> list[str]:
+    """The stems of every faithful graph of the run (`is_faithful`), in the models' order, less `skip`."""
+    return [m.stem for m in models if is_faithful(m.stem) and m.stem not in skip]
+
+
+def absent(models: Sequence[Path], stems: Sequence[str]) -> list[str]:
+    """The stems in `stems` no model of the run has (a run with other graphs: named, never skipped silently)."""
+    found = {m.stem for m in models}
+    return [s for s in stems if s not in found]
+
+
+def fix_all(
+    models: Sequence[Path], stems: Sequence[str], ops: DeviceOps, folder: str | os.PathLike, *, strict: bool = True
+) -> dict[str, Fix]:
+    """Each model whose stem is in `stems` fixed and written to `folder/<stem>/`. A stem not found raises when
+    `strict`, else is left out (the caller names it: `absent`)."""
+    missing = absent(models, stems)
+    if missing and strict:
+        raise ValueError(f"graphs to fix not exported in this run: {missing}")
+    found = {m.stem: m for m in models}
+    out = {}
+    for stem in (s for s in stems if s in found):
+        out[stem] = fix_model(found[stem], ops)
+        write_fix(out[stem], Path(folder) / stem)
+    return out
+
+
+def offered(fixes: Mapping[str, Fix]) -> dict[str, Fix]:
+    """The fixes whose graph the proof found equal to the original: only those are offered beside the faithful
+    graph (gated, compared, cut); the others are named with `unproven`, as `gate fix` exits 1 on them."""
+    return {stem: fix for stem, fix in fixes.items() if fix.proof.proven}
+
+
+def unproven(fixes: Mapping[str, Fix]) -> dict[str, dict[str, float]]:
+    """Stem -> the worst relative difference the proof found and its tolerance, for each fix it did not find
+    equal (no input set ran: the worst is infinite)."""
+    return {
+        stem: {"worst": max(fix.proof.worst, default=float("inf")), "tolerance": fix.proof.tolerance}
+        for stem, fix in fixes.items()
+        if not fix.proof.proven
+    }
+
+
+def fixed_paths(fixes: Mapping[str, Fix], folder: str | os.PathLike) -> list[Path]:
+    """Where `fix_all` wrote each fixed graph."""
+    return [Path(folder) / stem / f"{stem}{FIXED}" for stem in fixes]
+
+
+def proven_fixed(folder: str | os.PathLike) -> dict[str, Path]:
+    """Stem -> fixed graph, for each fix `fix_all` wrote under `folder` (05's) whose proof held: what 06 cuts,
+    read from each `fix.json` rather than fixed a second time. A missing folder has none."""
+    out = {}
+    for record in sorted(Path(folder).glob("*/fix.json")) if Path(folder).is_dir() else []:
+        data = json.loads(record.read_text())
+        if data["proof"]["proven"]:
+            out[record.parent.name] = record.parent / str(data["fixed"])
+    return out
+
+
+def fixed_verdicts(fixes: Mapping[str, Fix]) -> dict[str, str]:
+    """Faithful stem -> the gate's verdict on its fixed graph (pass, fail, unjudged): what the run's verdict
+    table and figure show after `gate fix` (`suite.verdicts`)."""
+    return {stem: fix.after.verdict for stem, fix in fixes.items()}
+
+
+def unnamed_refusals(fixes: Mapping[str, Fix]) -> list[str]:
+    """The graphs whose fixed version has a refusal `unanswered` does not name (it must name every one)."""
+    return [
+        stem
+        for stem, fix in fixes.items()
+        if [(u["node"], u["rule"]) for u in fix.unanswered]
+        != [(f.node, f.key) for f in fix.after.findings if f.prediction == Prediction.REFUSED]
+    ]
