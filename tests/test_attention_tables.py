@@ -5,7 +5,7 @@ from __future__ import annotations
 from types import SimpleNamespace
 
 from weftlib.attention import conclusion, tables
-from weftlib.gate import Finding, GateResult, Prediction
+from weftlib.gate import Finding, GateResult, GraphPrediction
 
 
 def test_export_summary_rows_give_kib_and_the_op_inventory():
@@ -94,7 +94,7 @@ def test_answer_spells_every_measured_value():
 
 
 def _result(verdict: str, *judgements: Finding) -> GateResult:
-    prediction = Prediction(verdict=verdict, judgements=judgements, nodes={}, inputs={})
+    prediction = GraphPrediction(verdict=verdict, judgements=judgements, nodes={}, inputs={})
     return GateResult(path="", verdict=verdict, findings=prediction.findings, prediction=prediction)
 
 

@@ -86,3 +86,20 @@ def test_without_dfc_results_the_cuts_stand_and_the_answer_names_the_script(ops,
     given = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path, sources="stand-in for x (02)")[1]
     assert given["sources"] == "stand-in for x (02)"
     assert len(unmet) == 1 and "`bash 06_device_cut/cut_pack/run_dfc.sh` in the run folder" in unmet[0]
+
+
+def test_a_run_cuts_to_the_tolerance_it_is_given(ops, cut, tmp_path):
+    """06's `tolerance` reaches every proof of the run's cuts (it was once shown and ignored): a looser one is
+    held by each partition and written in its partition.json; the default is the library's."""
+    import json
+
+    from weftlib.gate.cut.segments import TOLERANCE
+
+    models, partitions = cut
+    assert {p.tolerance for p in partitions.values()} == {TOLERANCE}
+    loose = cutting.cut_all(models, ops, tmp_path / "loose", tolerance=0.25)
+    assert {p.tolerance for p in loose.values()} == {0.25}
+    written = {json.loads((tmp_path / "loose" / m.stem / "partition.json").read_text())["tolerance"] for m in models}
+    assert written == {0.25}
+    again, verdicts = cutting.after_dfc(loose, {}, ops, tmp_path / "after", tolerance=0.25)
+    assert again is loose and verdicts == []

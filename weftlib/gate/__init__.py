@@ -29,7 +29,7 @@ from .pages.plots import plot_backtest, plot_op_matrix
 from .predict.backtest import backtest, held
 from .predict.device import EXIT_CODES, GateResult, OpUse, device_gate
 from .predict.explain import blocking, prediction_rows, prediction_sentence, reasons
-from .predict.nodes import Finding, Prediction, predict
+from .predict.nodes import Finding, GraphPrediction
 from .record.allowlist import DeviceOps, DeviceOpsError, load_device_ops, parse_device_ops
 from .record.evidence import contradictions, evidence_table, unjudged
 from .run.gating import gate_all, pack_models
@@ -44,15 +44,13 @@ from .vocabulary import (
     Listing,
     Outcome,
     PairVerdict,
+    Prediction,
     Reach,
     Seen,
     Side,
     Stage,
     Subject,
 )
-
-# The gate's words are `vocabulary`'s enums; its `Prediction` (what is said of one node) is not exported under
-# that name, which here is the graph's record (`predict.nodes.Prediction`).
 
 __all__ = [
     "EXIT_CODES",
@@ -72,6 +70,7 @@ __all__ = [
     "FolderKind",
     "GateResult",
     "GateVerdict",
+    "GraphPrediction",
     "Listing",
     "OpUse",
     "Outcome",
@@ -115,7 +114,6 @@ __all__ = [
     "parse_device_ops",
     "plot_backtest",
     "plot_op_matrix",
-    "predict",
     "prediction_rows",
     "prediction_sentence",
     "read_dfc_log",

@@ -158,3 +158,29 @@ class FolderKind(StrEnum):
     FIX = "fix"
     DFC_PACK = "DFC pack"
     PROBE_PACK = "probe pack"
+
+
+class DfcSource(StrEnum):
+    """Where a run's DFC results came from (`compiler.results.collect_dfc`)."""
+
+    RESULTS_DIR = "results_dir"  # a folder of result files the user gave
+    PARSER = "parser"  # the DFC ran here
+    NOT_RUN = "not run"
+
+
+class DfcWord(StrEnum):
+    """The DFC's side of a pairing, in the pairing table's words (`compiler.pairing.Pairing.dfc`)."""
+
+    NOT_RUN = "not run"
+    PARSES = "parses"
+    REJECTS = "rejects"
+    UNRECOGNISED = "unrecognised"
+
+
+class SegmentVerdict(StrEnum):
+    """What the DFC did with one device segment parsed as its cut."""
+
+    NOT_RUN = "not run"
+    PARSED = "parsed"
+    REJECTED = "rejected"  # on an operator: its nodes go to the host
+    UNJUDGED = "unjudged"  # a failure before any operator, or inconclusive: nothing moves

@@ -31,6 +31,7 @@ from ..predict.device import GateResult
 from ..vocabulary import (
     UNJUDGED_PAIR_VERDICTS,
     DfcVerdict,
+    DfcWord,
     EditAction,
     FailureCause,
     GateVerdict,
@@ -116,10 +117,10 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
     found = failure_cause(dfc, graph.node_ops() if graph is not None else None) if dfc is not None else None
     cause: FailureCause | Literal[""] = found if found is not None else ""
     dfc_word = {
-        None: "not run",
-        DfcVerdict.PARSED: "parses",
-        DfcVerdict.REJECTED: "rejects",
-        DfcVerdict.UNRECOGNISED: "unrecognised",
+        None: DfcWord.NOT_RUN,
+        DfcVerdict.PARSED: DfcWord.PARSES,
+        DfcVerdict.REJECTED: DfcWord.REJECTS,
+        DfcVerdict.UNRECOGNISED: DfcWord.UNRECOGNISED,
     }[dfc.verdict if dfc is not None else None]
     verdict, agreement, meaning, edits = _judge(gate, dfc, ops, unresolved, cause)
     return Pairing(

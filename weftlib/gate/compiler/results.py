@@ -8,7 +8,7 @@ import os
 from collections.abc import Sequence
 from pathlib import Path
 
-from ..vocabulary import DfcVerdict
+from ..vocabulary import DfcSource, DfcVerdict
 from .dfc_log import DfcResult, load_dfc_result
 from .dfc_runner import dfc_available
 from .dfc_target import run_dfc
@@ -30,7 +30,7 @@ def result_files(results_dir: str | os.PathLike) -> dict[str, Path]:
     return files
 
 
-def collect_dfc(models: Sequence[Path], results_dir: str, arch: str) -> tuple[dict[Path, DfcResult | None], str]:
+def collect_dfc(models: Sequence[Path], results_dir: str, arch: str) -> tuple[dict[Path, DfcResult | None], DfcSource]:
     """DFC results per model: from `results_dir` (matched by stem), else from the parser, else None.
 
     Returns the results and how they were obtained ("results_dir", "parser" or "not run").
@@ -39,10 +39,10 @@ def collect_dfc(models: Sequence[Path], results_dir: str, arch: str) -> tuple[di
         if not Path(results_dir).is_dir():
             raise FileNotFoundError(f"dfc_results_dir: {results_dir} is not a folder")
         files = result_files(results_dir)
-        return {m: load_dfc_result(files[m.stem]) if m.stem in files else None for m in models}, "results_dir"
+        return {m: load_dfc_result(files[m.stem]) if m.stem in files else None for m in models}, DfcSource.RESULTS_DIR
     if dfc_available()[0]:
-        return {m: _run_safely(m, arch) for m in models}, "parser"
-    return {m: None for m in models}, "not run"
+        return {m: _run_safely(m, arch) for m in models}, DfcSource.PARSER
+    return {m: None for m in models}, DfcSource.NOT_RUN
 
 
 def _run_safely(model: Path, arch: str) -> DfcResult:

@@ -30,11 +30,10 @@ from ...onnx_core.walk import Graph, checker_complaint, graph_inputs, index_mode
 from ..folder_swap import building
 from ..predict import graph_checks
 from ..predict.device import file_problems, graph_limits
-from ..predict.nodes import Prediction, predict
+from ..predict.nodes import GraphPrediction, predict
 from ..predict.shuffles import ABSORBED_AT_END
 from ..record.allowlist import DeviceOps
-from ..vocabulary import FolderKind, Side
-from ..vocabulary import Prediction as Said
+from ..vocabulary import FolderKind, Prediction, Side
 from . import merge
 from .coverage import coverage, largest_layer, static_dims
 from .merge import MERGED, CutRule
@@ -101,7 +100,7 @@ def _segments(
 def cut(
     model: onnx.ModelProto,
     ops: DeviceOps,
-    prediction: Prediction | None = None,
+    prediction: GraphPrediction | None = None,
     host: frozenset[str] | set[str] = frozenset(),
     extractor: onnx.utils.Extractor | None = None,
     rule: CutRule = MERGED,
@@ -122,7 +121,7 @@ def cut(
     names = [n.name for n in nodes]
     if any(not n for n in names) or len(set(names)) != len(names):
         raise PartitionError("every node needs a unique name: the DFC's start and end nodes are node names")
-    causes = {f.node for f in prediction.judgements if f.prediction != Said.PARSE and not f.downstream}
+    causes = {f.node for f in prediction.judgements if f.prediction != Prediction.PARSE and not f.downstream}
     side = {n.name: Side.DEVICE if n.name not in causes and not _has_subgraph(n) else Side.HOST for n in nodes}
     moved: dict[str, str] = {}
     for name in host:
@@ -139,7 +138,7 @@ def cut(
                 continue
             alone = predict(index_model(extractor.extract_model(list(s.inputs), list(s.outputs))), ops)
             for f in alone.judgements:
-                if f.prediction != Said.PARSE:
+                if f.prediction != Prediction.PARSE:
                     for name in (
                         [f.node]
                         if f.node in side

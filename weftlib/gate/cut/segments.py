@@ -7,10 +7,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..predict.nodes import Prediction
+from ..predict.nodes import GraphPrediction
 from ..vocabulary import Side
 
-HOST = Side.HOST  # only for pages/cut_tables until it reads `Side` (issue 34): no new use
 TOLERANCE = 1e-6  # onnxruntime, optimisations off, the same kernels on both sides: equal but for summation order
 
 
@@ -56,7 +55,7 @@ class Partition:
     moved_to_host: dict[str, str]  # node -> why it could have gone to the device and did not (judged cut out)
     max_abs_diff: float | None = None
     tolerance: float = TOLERANCE
-    prediction: Prediction | None = field(default=None, compare=False, repr=False)  # the whole graph's, cut from
+    prediction: GraphPrediction | None = field(default=None, compare=False, repr=False)  # the whole graph's, cut from
 
     @property
     def device_segments(self) -> tuple[Segment, ...]:

@@ -15,7 +15,8 @@ from ..compiler.dfc_target import image
 from ..compiler.pack import DfcPack
 from ..cut.segments import Partition
 from ..run.cutting import host_ops
-from .gate_sentences import DFC_NOT_RUN, run_command
+from ..vocabulary import DfcSource
+from .gate_sentences import run_command
 
 
 def _graph_phrase(name: str, part: Partition, host: dict[str, int]) -> str:
@@ -111,7 +112,7 @@ def conclusion(
     host = {stem: host_ops(parts[stem], model) for stem, model in named.items()}
     sentence = cut_sentence(parts, host, questions)
     answer = f"Every graph cut and proven (chain vs graph within {tolerance:g}): {sentence}."
-    rests_on = {"dfc": "run" if results else DFC_NOT_RUN, "sources": sources}
+    rests_on = {"dfc": "run" if results else DfcSource.NOT_RUN, "sources": sources}
     return answer, rests_on, unmet(results, script, run_dir)
 
 

@@ -15,9 +15,7 @@ from ..compiler.probes import ProbePack
 from ..predict.device import GateResult
 from ..run.gating import refusing_counts
 from ..run_graphs import graph_sources, notebook_folders
-from ..vocabulary import GateVerdict, Prediction, Subject
-
-DFC_NOT_RUN = "not run"  # `collect_dfc`'s source when no DFC result was found
+from ..vocabulary import DfcSource, GateVerdict, Prediction, Subject
 
 
 def run_command(script: str | os.PathLike, run_dir: str | os.PathLike | None = None) -> str:
@@ -107,12 +105,12 @@ def conclusion(
         + f", {unjudged} on the prediction only."
     )
     rests_on = {
-        "dfc": "run" if dfc_source != DFC_NOT_RUN and judged else DFC_NOT_RUN,
+        "dfc": "run" if dfc_source != DfcSource.NOT_RUN and judged else DfcSource.NOT_RUN,
         "sources": graph_sources(notebook_folders(run_dir, notebooks)) if run_dir and notebooks else "unknown",
         "geometry": f"the graphs {', '.join(n[:2] for n in notebooks)} exported in this run, at their geometries",
     }
     unmet = []
-    if dfc_source == DFC_NOT_RUN:
+    if dfc_source == DfcSource.NOT_RUN:
         unmet.append(
             f"DFC not run here: needs the {image()} image; run {run_command(script, run_dir)} and "
             f"rerun 05 with dfc_results_dir set to its folder ({unjudged} graphs unjudged)"

@@ -19,12 +19,11 @@ from ..record.allowlist import DeviceOps
 from ..record.standing import worst
 from ..run.gating import BASIS_DFC, BASIS_PREDICTION
 from ..run_graphs import graph_label
-from ..vocabulary import Agreement, GateVerdict, Prediction, Subject
+from ..vocabulary import Agreement, GateVerdict, Listing, Prediction, Subject
 
 if TYPE_CHECKING:
     import pandas as pd
 
-LISTED_IN, LISTED_OUT = "device_ops", "known_blockers"  # where `evidence_table` says an op is listed
 PREDICTION_ONLY = f"{BASIS_PREDICTION} only"  # the standing's "rests on" for a graph the DFC did not judge
 BY_AGREEMENT = (Agreement.AGREES, Agreement.UNJUDGED, Agreement.DISAGREES)  # `backtest_counts`' columns, in order
 
@@ -156,9 +155,9 @@ def edits_table(pairings: dict[Path, Pairing], evidence: list[dict], root: str |
     for row in evidence:
         if row["kind"] != Subject.OP:
             continue
-        if row["listed"] == LISTED_IN and row["prediction"] == Prediction.REFUSED:
+        if row["listed"] == Listing.DEVICE_OPS and row["prediction"] == Prediction.REFUSED:
             rows.append({"from": "evidence", "action": "move out", "op": row["name"], "why": row["basis"]})
-        elif row["listed"] == LISTED_OUT and row["prediction"] == Prediction.PARSE:
+        elif row["listed"] == Listing.KNOWN_BLOCKERS and row["prediction"] == Prediction.PARSE:
             rows.append({"from": "evidence", "action": "move in", "op": row["name"], "why": row["basis"]})
     return pd.DataFrame(rows, columns=["from", "action", "op", "why"])
 

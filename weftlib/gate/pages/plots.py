@@ -17,7 +17,7 @@ import numpy as np
 import onnx
 
 from ..cut.segments import Partition
-from ..predict.nodes import Prediction as NodePrediction
+from ..predict.nodes import GraphPrediction
 from ..vocabulary import Prediction, Side
 from .colours import AGREEMENT_COLOURS, HOST_REFUSED, HOST_UNJUDGED, NEUTRAL, PREDICTION_COLOURS, SIDE_COLOURS
 from .gate_tables import BY_AGREEMENT
@@ -71,7 +71,7 @@ def plot_backtest(counts: pd.DataFrame) -> Any:
     return fig
 
 
-def node_sides(part: Partition, prediction: NodePrediction) -> dict[str, str]:
+def node_sides(part: Partition, prediction: GraphPrediction) -> dict[str, str]:
     """Node -> "device", or "host (refused)", "host (unjudged)", "host" (predicted to parse, kept by the cut)."""
     why: dict[str, str] = {Prediction.REFUSED: HOST_REFUSED, Prediction.UNJUDGED: HOST_UNJUDGED}
     sides = {}
@@ -84,7 +84,7 @@ def node_sides(part: Partition, prediction: NodePrediction) -> dict[str, str]:
     return sides
 
 
-def plot_partition(part: Partition, prediction: NodePrediction) -> Any:
+def plot_partition(part: Partition, prediction: GraphPrediction) -> Any:
     """What runs where. Top: every node in execution order, coloured by the side it runs on (and why a host
     node is there), segment boundaries marked. Bottom: the segments, device above and host below, and every
     tensor the cut hands across (dashed, its size)."""
@@ -151,14 +151,14 @@ def _segment_chain(chain: Any, part: Partition) -> None:
 
 
 def pictures(
-    partitions: dict[Path, Partition], prediction: dict[Path, NodePrediction], only: Iterable[Path] | None = None
+    partitions: dict[Path, Partition], prediction: dict[Path, GraphPrediction], only: Iterable[Path] | None = None
 ) -> dict[str, Any]:
     """A picture of each cut (file name -> figure): `plot_partition`; of the models in `only` when given."""
     chosen = list(partitions) if only is None else list(only)
     return {f"{model.stem}.png": plot_partition(partitions[model], prediction[model]) for model in chosen}
 
 
-def node_data(part: Partition, prediction: NodePrediction, graph_id: str) -> dict[str, object]:
+def node_data(part: Partition, prediction: GraphPrediction, graph_id: str) -> dict[str, object]:
     """The cut as Model Explorer node data (its `ModelNodeData` JSON: graph id -> results and thresholds), so
     the graph viewer can colour every node by the side it runs on: 0 host (refused), 1 host (unjudged),
     2 host (kept by the cut), 3 device."""
@@ -169,7 +169,7 @@ def node_data(part: Partition, prediction: NodePrediction, graph_id: str) -> dic
 
 
 def node_data_files(
-    partitions: dict[Path, Partition], prediction: dict[Path, NodePrediction], folder: str | os.PathLike
+    partitions: dict[Path, Partition], prediction: dict[Path, GraphPrediction], folder: str | os.PathLike
 ) -> list[Path]:
     """Model Explorer node data for each cut (the viewer's picture of it), written as `<stem>.node_data.json`
     into `folder`."""

@@ -17,10 +17,9 @@ from pathlib import Path
 
 from ...onnx_core.walk import STANDARD_DOMAINS, Graph, graph_inputs, read_graph
 from ..record.allowlist import DeviceOps, DeviceOpsError
-from ..vocabulary import GateVerdict
-from ..vocabulary import Prediction as Said  # what is said of one node; `Prediction` is the graph's record
+from ..vocabulary import GateVerdict, Prediction
 from .graph_checks import structure_problem
-from .nodes import Finding, Prediction, predict
+from .nodes import Finding, GraphPrediction, predict
 
 EXIT_CODES = {GateVerdict.PASS: 0, GateVerdict.FAIL: 1, GateVerdict.UNJUDGED: 3}
 
@@ -45,7 +44,7 @@ class GateResult:
     path: str
     verdict: GateVerdict
     findings: tuple[Finding, ...] = ()  # refused and unjudged judgements (the parses are in `prediction`)
-    prediction: Prediction | None = None  # None: the file could not be read as ONNX
+    prediction: GraphPrediction | None = None  # None: the file could not be read as ONNX
     ops: dict[str, int] = field(default_factory=dict)
     outside: dict[str, OpUse] = field(default_factory=dict)  # ops outside the DEVICE_OPS listing
     problems: tuple[str, ...] = ()  # limits of the file itself (IR, opset, domains), a failed export check
@@ -67,7 +66,7 @@ class GateResult:
     @property
     def readable(self) -> bool:
         """Read, and no input is predicted refused (the parser stops at its input layers before any op)."""
-        return self.prediction is not None and Said.REFUSED not in self.prediction.inputs.values()
+        return self.prediction is not None and Prediction.REFUSED not in self.prediction.inputs.values()
 
     @property
     def name(self) -> str:
@@ -76,11 +75,11 @@ class GateResult:
     @property
     def refused_ops(self) -> tuple[str, ...]:
         """Op types of the nodes predicted refused."""
-        return self._ops_with(Said.REFUSED)
+        return self._ops_with(Prediction.REFUSED)
 
     @property
     def unjudged_ops(self) -> tuple[str, ...]:
-        return self._ops_with(Said.UNJUDGED)
+        return self._ops_with(Prediction.UNJUDGED)
 
     @property
     def failing_ops(self) -> tuple[str, ...]:
@@ -88,15 +87,15 @@ class GateResult:
         return self.refused_ops
 
     @property
-    def rules(self) -> dict[str, Said]:
+    def rules(self) -> dict[str, Prediction]:
         """Rule (or "op:<type>") -> the strongest prediction it made here, for the findings only."""
-        out: dict[str, Said] = {}
+        out: dict[str, Prediction] = {}
         for f in self.findings:
             key = f.key
-            out[key] = Said.REFUSED if Said.REFUSED in (out.get(key), f.prediction) else f.prediction
+            out[key] = Prediction.REFUSED if Prediction.REFUSED in (out.get(key), f.prediction) else f.prediction
         return out
 
-    def _ops_with(self, prediction: Said) -> tuple[str, ...]:
+    def _ops_with(self, prediction: Prediction) -> tuple[str, ...]:
         if self.prediction is None:
             return ()
         names = {f.node: f.op for f in self.prediction.judgements if f.op not in ("(input)", "(graph)")}

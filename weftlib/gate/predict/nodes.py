@@ -16,8 +16,7 @@ import onnx
 from ...onnx_core.walk import Graph, graph_inputs
 from ..record.allowlist import DeviceOps
 from ..record.standing import Standing, op_key, op_standing, rule_standing, worst
-from ..vocabulary import GateVerdict, Subject
-from ..vocabulary import Prediction as Said  # what is said of one node; `Prediction` here is the graph's record
+from ..vocabulary import GateVerdict, Prediction, Subject
 from . import formats as F
 from . import rules as R
 from .shuffles import SHUFFLES
@@ -30,7 +29,7 @@ class Finding:
     node: str  # node name; the input's name for an input rule; "(graph)" for a graph-level rule
     op: str  # op type; "(input)" / "(graph)"
     rule: str  # a graph rule's name, or `Subject.OP` for the op entry's own standing
-    prediction: Said
+    prediction: Prediction
     evidence: str  # the basis in words, then the sources
     detail: str = ""  # what the rule matched
     inferred: bool = False  # the prediction rests on an inference: probe it
@@ -59,21 +58,21 @@ class Finding:
 
 
 @dataclass(frozen=True)
-class Prediction:
+class GraphPrediction:
     """The graph's verdict and every judgement behind it."""
 
     verdict: GateVerdict
     judgements: tuple[Finding, ...]
-    nodes: dict[str, Said]  # node name -> its prediction
-    inputs: dict[str, Said]  # input name -> its prediction
+    nodes: dict[str, Prediction]  # node name -> its prediction
+    inputs: dict[str, Prediction]  # input name -> its prediction
 
     @property
     def findings(self) -> tuple[Finding, ...]:
         """The judgements that stand in the way of a pass: refused and unjudged ones, in graph order."""
-        return tuple(f for f in self.judgements if f.prediction != Said.PARSE)
+        return tuple(f for f in self.judgements if f.prediction != Prediction.PARSE)
 
     def refused(self) -> tuple[Finding, ...]:
-        return tuple(f for f in self.judgements if f.prediction == Said.REFUSED)
+        return tuple(f for f in self.judgements if f.prediction == Prediction.REFUSED)
 
 
 def _words(standing: Standing) -> str:
@@ -86,11 +85,11 @@ def _finding(node: str, op: str, rule: str, standing: Standing, detail: str = ""
     )
 
 
-def predict(graph: Graph, ops: DeviceOps) -> Prediction:
+def predict(graph: Graph, ops: DeviceOps) -> GraphPrediction:
     """Judge every input and node of `graph` against the rules and entries of `ops`."""
     ctx = F.Context(graph)
     judgements: list[Finding] = []
-    inputs: dict[str, Said] = {}
+    inputs: dict[str, Prediction] = {}
     for rule in R.rules_for(R.GRAPH):
         if (detail := rule.match(ctx, None)) is not None:
             judgements.append(_finding(R.GRAPH, R.GRAPH, rule.name, rule_standing(rule.name, ops), detail))
@@ -101,9 +100,11 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
             if (detail := rule.match(ctx, name)) is not None
         ]
         judgements += found
-        inputs[name] = worst(f.prediction for f in found) if found else Said.UNJUDGED
-        ctx.formats[name] = {Said.PARSE: F.TRACKED, Said.REFUSED: F.LOST, Said.UNJUDGED: F.UNKNOWN}[inputs[name]]
-    nodes: dict[str, Said] = {}
+        inputs[name] = worst(f.prediction for f in found) if found else Prediction.UNJUDGED
+        ctx.formats[name] = {Prediction.PARSE: F.TRACKED, Prediction.REFUSED: F.LOST, Prediction.UNJUDGED: F.UNKNOWN}[
+            inputs[name]
+        ]
+    nodes: dict[str, Prediction] = {}
     for index, node in enumerate(graph.nodes):
         name = node.name or f"<unnamed {node.op_type} #{index}>"
         found = _judge_node(ctx, node, name, ops)
@@ -113,12 +114,12 @@ def predict(graph: Graph, ops: DeviceOps) -> Prediction:
     everything = [f.prediction for f in judgements]
     verdict = (
         GateVerdict.FAIL
-        if Said.REFUSED in everything
+        if Prediction.REFUSED in everything
         else GateVerdict.UNJUDGED
-        if Said.UNJUDGED in everything
+        if Prediction.UNJUDGED in everything
         else GateVerdict.PASS
     )
-    return Prediction(verdict, tuple(judgements), nodes, inputs)
+    return GraphPrediction(verdict, tuple(judgements), nodes, inputs)
 
 
 def _judge_node(ctx: F.Context, node: onnx.NodeProto, name: str, ops: DeviceOps) -> list[Finding]:
@@ -138,7 +139,7 @@ def _judge_node(ctx: F.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
                 name,
                 op,
                 Subject.OP,
-                Said.UNJUDGED,
+                Prediction.UNJUDGED,
                 f"{op} is judged by pattern, and no pattern of the public record covers this node",
                 "its input's format is unknown: an unjudged or refused node upstream" if upstream else "",
                 downstream=upstream,
@@ -147,13 +148,13 @@ def _judge_node(ctx: F.Context, node: onnx.NodeProto, name: str, ops: DeviceOps)
     return [_finding(name, op, Subject.OP, op_standing(op, ops)), *matched]
 
 
-def _leave_formats(ctx: F.Context, node: onnx.NodeProto, prediction: Said) -> None:
+def _leave_formats(ctx: F.Context, node: onnx.NodeProto, prediction: Prediction) -> None:
     """The format each output of `node` carries on (see `weftlib.gate.predict.rules`): none where no input is data
     (shape arithmetic: Shape, Size, ConstantOfShape read only parameters)."""
     fmt = F.worse_format([ctx.format(n) for n in ctx.data_inputs(node)])
-    if fmt != F.NONE and prediction == Said.REFUSED:
+    if fmt != F.NONE and prediction == Prediction.REFUSED:
         fmt = F.LOST if node.op_type in SHUFFLES else F.worse_format([fmt, F.UNKNOWN])
-    elif fmt != F.NONE and prediction == Said.UNJUDGED:
+    elif fmt != F.NONE and prediction == Prediction.UNJUDGED:
         fmt = F.worse_format([fmt, F.UNKNOWN])
     for out in node.output:
         if out:

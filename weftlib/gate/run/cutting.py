@@ -13,7 +13,6 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from enum import StrEnum
 from pathlib import Path
 
 import onnx
@@ -26,22 +25,12 @@ from ..compiler.pack import DfcPack, results_in, write_dfc_pack
 from ..cut.coverage import coverage
 from ..cut.merge import UNMERGED, crumbs, mergeable_pairs
 from ..cut.partition import cut, write_partition
-from ..cut.segments import Partition
-from ..predict.nodes import Prediction as NodePrediction
-from ..predict.nodes import predict
+from ..cut.segments import TOLERANCE, Partition
+from ..predict.nodes import GraphPrediction, predict
 from ..record.allowlist import DeviceOps
-from ..vocabulary import DfcVerdict, FailureCause, Prediction, Side
+from ..vocabulary import DfcVerdict, FailureCause, SegmentVerdict, Side
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
-
-
-class SegmentVerdict(StrEnum):
-    """What the DFC did with one device segment parsed as its cut."""
-
-    NOT_RUN = "not run"
-    PARSED = DfcVerdict.PARSED.value
-    REJECTED = DfcVerdict.REJECTED.value  # on an operator: its nodes go to the host
-    UNJUDGED = Prediction.UNJUDGED.value  # a failure before any operator, or inconclusive: nothing moves
 
 
 @dataclass(frozen=True)
@@ -55,12 +44,14 @@ class CutVerdict:
     why: str = ""
 
 
-def cut_all(models: Sequence[Path], ops: DeviceOps, folder: str | os.PathLike) -> dict[Path, Partition]:
+def cut_all(
+    models: Sequence[Path], ops: DeviceOps, folder: str | os.PathLike, tolerance: float = TOLERANCE
+) -> dict[Path, Partition]:
     """Cut every model (its segments and partition.json under `folder/<stem>/`, each written by the folder
-    rule: `partition.write_partition`) and prove each chain."""
+    rule: `partition.write_partition`) and prove each chain within `tolerance`."""
     out = {}
     for model in tqdm(list(models), desc="cut", disable=headless() or len(models) < 4):
-        out[model] = write_partition(model, ops, Path(folder) / model.stem)
+        out[model] = write_partition(model, ops, Path(folder) / model.stem, tolerance=tolerance)
     return out
 
 
@@ -119,7 +110,11 @@ def pack_cuts(partitions: dict[Path, Partition], folder: str | os.PathLike, arch
 
 
 def read_back(
-    partitions: dict[Path, Partition], results: dict[str, DfcResult], ops: DeviceOps, folder: str | os.PathLike
+    partitions: dict[Path, Partition],
+    results: dict[str, DfcResult],
+    ops: DeviceOps,
+    folder: str | os.PathLike,
+    tolerance: float = TOLERANCE,
 ) -> tuple[dict[Path, Partition], list[CutVerdict]]:
     """The partitions again, with every device segment the DFC rejected sent (by node name) to the host,
     cut and proven again; and one verdict per device segment."""
@@ -149,7 +144,7 @@ def read_back(
             why = "; ".join(e.cls for e in result.errors)
             verdicts.append(CutVerdict(part.model, s.index, SegmentVerdict.REJECTED, moved, why))
         if forced:
-            again[model] = write_partition(model, ops, Path(folder) / model.stem, host=forced)
+            again[model] = write_partition(model, ops, Path(folder) / model.stem, host=forced, tolerance=tolerance)
         else:
             again[model] = part
     return again, verdicts
@@ -157,7 +152,7 @@ def read_back(
 
 def predictions(
     models: Sequence[Path], ops: DeviceOps, partitions: dict[Path, Partition] | None = None
-) -> dict[Path, NodePrediction]:
+) -> dict[Path, GraphPrediction]:
     """The gate's per-node prediction for each model (what the pictures colour by): the one its cut started
     from where `partitions` has it (predicting a large graph again is seconds), else predicted here."""
     known = {m: p.prediction for m, p in (partitions or {}).items() if p.prediction is not None}
@@ -173,10 +168,14 @@ def cut_results(partitions: dict[Path, Partition], folder: str | os.PathLike) ->
 
 
 def after_dfc(
-    partitions: dict[Path, Partition], results: dict[str, DfcResult], ops: DeviceOps, folder: str | os.PathLike
+    partitions: dict[Path, Partition],
+    results: dict[str, DfcResult],
+    ops: DeviceOps,
+    folder: str | os.PathLike,
+    tolerance: float = TOLERANCE,
 ) -> tuple[dict[Path, Partition], list[CutVerdict]]:
     """`read_back` when the DFC's results came back; without any, the cuts stand as predicted, unverdicted."""
-    return read_back(partitions, results, ops, folder) if results else (partitions, [])
+    return read_back(partitions, results, ops, folder, tolerance) if results else (partitions, [])
 
 
 def host_ops(part: Partition, model: Path) -> dict[str, int]:

@@ -26,12 +26,11 @@ from ..record.allowlist import DeviceOps
 from ..record.evidence import contradictions
 from ..record.standing import read_key
 from ..run_graphs import graph_label
-from ..vocabulary import Agreement, GateVerdict, Prediction, Reach, Subject
+from ..vocabulary import Agreement, DfcWord, GateVerdict, Prediction, Reach, Subject
 
 if TYPE_CHECKING:
     import pandas as pd
 
-DFC_PARSES = "parses"  # `Pairing.dfc` when the DFC parsed the graph (`compiler.pairing`'s word)
 BASIS_DFC, BASIS_PREDICTION = "DFC", "prediction"  # what a graph's standing rests on
 _GATE_WORD: dict[str, str] = {GateVerdict.PASS: GateVerdict.PASS, GateVerdict.FAIL: Prediction.REFUSED}
 
@@ -128,7 +127,7 @@ def verdict_word(predicted: str, pairing: Pairing) -> str:
     """The DFC's verdict where it judged the graph's ops, else the gate's, in the words a verdict table uses:
     pass, refused or unjudged."""
     if pairing.judged:
-        return GateVerdict.PASS if pairing.dfc == DFC_PARSES else Prediction.REFUSED
+        return GateVerdict.PASS if pairing.dfc == DfcWord.PARSES else Prediction.REFUSED
     return _GATE_WORD.get(predicted, Prediction.UNJUDGED)
 
 
