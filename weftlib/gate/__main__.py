@@ -1,4 +1,4 @@
-"""`python -m weftlib.gate {device,dfc,pair,probes,evidence,partition}`: a thin shell over weftlib.gate.
+"""`python -m weftlib.gate {device,dfc,pair,probes,evidence,partition,fix}`: a thin shell over weftlib.gate.
 
 device MODEL.onnx [--json]                     the prediction: exit 0 pass, 1 fail, 3 unjudged
 dfc MODEL.onnx [--arch ARCH] --out R.json      exit 0 parsed, 1 rejected/unrecognised,
@@ -43,7 +43,11 @@ from . import (
     run_dfc,
 )
 from .compiler.dfc_target import default_arch, docker_command
+from .compiler.probe_evidence import evidence_diff
+from .compiler.probes import write_probes
+from .cut.partition import WHOLE_FILE, PartitionError, write_partition
 from .cut.segments import TOLERANCE
+from .fix import FixError, fix_model, write_fix
 from .vocabulary import DfcVerdict, PairVerdict, Side
 
 
@@ -190,8 +194,6 @@ def _writable(path: str, what: str) -> Path:
 
 
 def _probes(args: argparse.Namespace) -> int:
-    from .compiler.probes import write_probes
-
     out = Path(args.out)
     parent = out.parent if str(out.parent) else Path(".")
     if parent.exists() and not os.access(parent, os.W_OK):
@@ -206,8 +208,6 @@ def _probes(args: argparse.Namespace) -> int:
 
 
 def _evidence(args: argparse.Namespace) -> int:
-    from .compiler.probe_evidence import evidence_diff
-
     diff, rows = evidence_diff(args.folder, args.ops)
     for row in rows:
         print(f"{row['subject']}: {row['finding']}")
@@ -216,8 +216,6 @@ def _evidence(args: argparse.Namespace) -> int:
 
 
 def _partition(args: argparse.Namespace) -> int:
-    from .cut.partition import WHOLE_FILE, PartitionError, write_partition
-
     _existing_file(args.model, "MODEL")
     ops = load_device_ops(args.ops)
     tolerance = TOLERANCE if args.tolerance is None else args.tolerance
@@ -247,8 +245,6 @@ def _partition(args: argparse.Namespace) -> int:
 
 
 def _fix(args: argparse.Namespace) -> int:
-    from .fix import FixError, fix_model, write_fix
-
     _existing_file(args.model, "MODEL")
     examples = None
     if args.inputs:

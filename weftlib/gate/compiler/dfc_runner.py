@@ -8,8 +8,12 @@ pass. Nothing here reads the allowlist (the image has no PyYAML or pydantic): th
 
 from __future__ import annotations
 
+import argparse
 import importlib
+import json
 import os
+import sys
+import traceback
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
@@ -121,8 +125,6 @@ def _rejection(exc: Exception, arch: str, version: str | None, source: str, mode
 
 def _last_parser_frame(exc: Exception) -> str | None:
     """`hailo_sdk_client/...:line in function` of the deepest parser frame (e.g. `_add_input_layers`)."""
-    import traceback
-
     frames = [f for f in traceback.extract_tb(exc.__traceback__) if "hailo_sdk_client" in f.filename]
     if not frames:
         return None
@@ -136,10 +138,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     Needs only this file, `dfc_log.py` and `vocabulary.py` (a DFC pack carries copies), so the image needs no numpy,
     pandas, PyYAML or pydantic. Exit 0 parsed, 1 rejected or unrecognised, 2 no DFC here or a bad argument.
     """
-    import argparse
-    import json
-    import sys
-
     ap = argparse.ArgumentParser(prog="python -m weftlib.gate.compiler.dfc_runner")
     ap.add_argument("model")
     ap.add_argument("--arch", required=True, help="hw arch (the host's pack and command always pass it)")

@@ -19,6 +19,7 @@ from ..record.allowlist import DEFAULT_PATH, load_device_ops
 from ..vocabulary import DfcVerdict, FailureCause, Listing, Seen, Subject
 from .dfc_log import DfcResult, failure_cause
 from .pack import MANIFEST, read_pack, results_in
+from .pairing import same_model
 from .probe_graphs import Probe
 
 
@@ -28,8 +29,6 @@ def probe_finding(  # noqa: PLR0911 - a decision ladder, read top to bottom; eac
     """(the evidence item a probe's DFC result adds, or None; what was found). Only an answer about the
     probe's own nodes becomes evidence: a failure on the wrapping layers, before any operator, or
     inconclusive, does not."""
-    from .pairing import same_model
-
     if result is None:
         return None, "no DFC result yet"
     if result.model is not None and not same_model(result.model, probe.stem):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Mapping
+from dataclasses import replace as with_fields
 from pathlib import Path
 
 import numpy as np
@@ -63,8 +64,6 @@ def prove(
 ) -> Partition:
     """Run the whole graph and the chain of segments on the same random inputs; the largest difference on
     any graph output, against `tolerance`."""
-    from dataclasses import replace as with_fields
-
     feeds = random_feeds(original, seed)
     session = _session(Path(original))
     names = [o.name for o in session.get_outputs()]

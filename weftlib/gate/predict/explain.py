@@ -8,6 +8,7 @@ from ...formatting import word_count
 from ..record.standing import probe_stem
 from ..vocabulary import GateVerdict, Prediction
 from .device import GateResult
+from .rules import RULES
 
 
 def blocking(result: GateResult, prediction: Prediction, causes_only: bool = False) -> dict[str, int]:
@@ -54,8 +55,6 @@ def prediction_sentence(results: dict[str, GateResult], faithful: list[str]) -> 
     """The three things each graph notebook ends with, from the gate's results: the prediction for the
     faithful graphs, the rule and source behind each refusal (consequences of an earlier refusal said apart),
     and which exact variant is predicted to parse, or what still blocks the closest one."""
-    from .rules import RULES
-
     parts = []
     for name in faithful:
         r = results[name]

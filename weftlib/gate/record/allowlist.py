@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from ...paths import REPO_ROOT
 from ..vocabulary import Listing, Outcome, Seen, Stage
+from . import schema as allowlist_schema
 
 if TYPE_CHECKING:
     from .schema import AllowlistFile, EvidenceItem
@@ -198,8 +199,6 @@ def load_device_ops(path: str | Path | None = None) -> DeviceOps:
 
 def parse_device_ops(data: Any, source: str = "<memory>") -> DeviceOps:
     """Check an already-loaded mapping and build `DeviceOps`; every problem names its place."""
-    from . import schema as allowlist_schema  # pydantic, imported only where a file is read (not in the DFC image)
-
     checked = allowlist_schema.check(data)
     if isinstance(checked, list):
         raise DeviceOpsError("\n".join(f"{source}: {place}: {problem}" for place, problem in checked))
