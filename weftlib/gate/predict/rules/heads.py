@@ -13,7 +13,7 @@ from .. import shuffles
 from ..formats import SLICING, Context
 from .base import Check, Fires, Misses, NodeRule
 from .examples import tokens_graph
-from .reading import sole_consumer
+from .reading import reshape_shapes, sole_consumer
 
 
 class SplitPath(StrEnum):
@@ -27,15 +27,11 @@ class SplitPath(StrEnum):
 
 def is_head_split(ctx: Context, node: onnx.NodeProto) -> bool:
     """A Reshape of a token tensor ([B, S, C] or [S, C]) that factors its last axis in two: [B, S, H, d]."""
-    if node.op_type != "Reshape":
-        return False
-    before, after = ctx.io_shapes(node)
+    shapes = reshape_shapes(ctx, node, (2, 3), (3, 4))
     return (
-        before is not None
-        and after is not None
-        and len(before) in (2, 3)
-        and len(after) == len(before) + 1
-        and shuffles.split_last(before, after)
+        shapes is not None
+        and len(shapes[1]) == len(shapes[0]) + 1
+        and shuffles.split_last(*shapes)
         and (source := ctx.producer(node.input[0])) is not None
         and source.op_type != "Transpose"
     )
@@ -43,16 +39,8 @@ def is_head_split(ctx: Context, node: onnx.NodeProto) -> bool:
 
 def is_head_merge(ctx: Context, node: onnx.NodeProto) -> bool:
     """A Reshape that merges the last two axes back into one: [B, S, H, d] -> [B, S, C]."""
-    if node.op_type != "Reshape":
-        return False
-    before, after = ctx.io_shapes(node)
-    return (
-        before is not None
-        and after is not None
-        and len(before) in (3, 4)
-        and len(after) == len(before) - 1
-        and shuffles.merge_last(before, after)
-    )
+    shapes = reshape_shapes(ctx, node, (3, 4), (2, 3))
+    return shapes is not None and len(shapes[1]) == len(shapes[0]) - 1 and shuffles.merge_last(*shapes)
 
 
 def split_path(ctx: Context, node: onnx.NodeProto, limit: int = 40) -> SplitPath:

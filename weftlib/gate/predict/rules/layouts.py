@@ -16,7 +16,7 @@ from ..formats import NONE, Context
 from .base import Check, Fires, Misses, NodeRule
 from .examples import image_graph
 from .heads import HeadMergeGlued, HeadSplitGlued
-from .reading import int_attr, perm, sole_consumer
+from .reading import int_attr, perm, reshape_shapes, sole_consumer
 
 CHANNELS_LAST, CHANNELS_FIRST = [0, 2, 3, 1], [0, 3, 1, 2]
 _GLUED = (HeadSplitGlued(), HeadMergeGlued())
@@ -51,31 +51,16 @@ class ImageChannelSplit(NodeRule):
 
 def is_image_flatten(ctx: Context, node: onnx.NodeProto) -> bool:
     """[B, C, H, W] -> [B, C, H*W]."""
-    before, after = ctx.io_shapes(node)
-    return (
-        node.op_type == "Reshape"
-        and before is not None
-        and after is not None
-        and len(before) == 4
-        and len(after) == 3
-        and before[:2] == after[:2]
-        and shuffles.merge_last(before, after)
-    )
+    shapes = reshape_shapes(ctx, node, (4,), (3,))
+    return shapes is not None and shapes[0][:2] == shapes[1][:2] and shuffles.merge_last(*shapes)
 
 
 def is_tokens_unflatten(ctx: Context, node: onnx.NodeProto) -> bool:
     """[B, N, C] -> [B, h, w, C] (the token axis split into the grid)."""
-    before, after = ctx.io_shapes(node)
-    return (
-        node.op_type == "Reshape"
-        and before is not None
-        and after is not None
-        and len(before) == 3
-        and len(after) == 4
-        and before[0] == after[0]
-        and before[2] == after[3]
-        and shuffles.splits_axis(before, after, 1)
-    )
+    if (shapes := reshape_shapes(ctx, node, (3,), (4,))) is None:
+        return False
+    before, after = shapes
+    return before[0] == after[0] and before[2] == after[3] and shuffles.splits_axis(before, after, 1)
 
 
 class _ReshapeThenTranspose(NodeRule):
@@ -143,15 +128,8 @@ class Reshape5dTo4d(NodeRule):
     judges = ("Reshape",)
 
     def check(self, ctx: Context, node: onnx.NodeProto) -> Check:
-        before, after = ctx.io_shapes(node)
-        if (
-            node.op_type == "Reshape"
-            and before is not None
-            and after is not None
-            and len(before) == 5
-            and len(after) == 4
-        ):
-            return Fires(f"{list(before)} -> {list(after)}")
+        if (shapes := reshape_shapes(ctx, node, (5,), (4,))) is not None:
+            return Fires(f"{list(shapes[0])} -> {list(shapes[1])}")
         return Misses("not a Reshape from rank 5 to rank 4 (or shapes unknown)")
 
     def example(self) -> onnx.ModelProto:
@@ -208,17 +186,10 @@ class BatchAxis(NodeRule):
 
 def _is_nhwc_flatten(ctx: Context, node: onnx.NodeProto) -> bool:
     """[B, H, W, C] -> [B, H*W, C]: a channels-last map flattened to tokens, channels kept last."""
-    before, after = ctx.io_shapes(node)
-    return (
-        node.op_type == "Reshape"
-        and before is not None
-        and after is not None
-        and len(before) == 4
-        and len(after) == 3
-        and before[0] == after[0]
-        and before[3] == after[2]
-        and before[1] * before[2] == after[1]
-    )
+    if (shapes := reshape_shapes(ctx, node, (4,), (3,))) is None:
+        return False
+    before, after = shapes
+    return before[0] == after[0] and before[3] == after[2] and before[1] * before[2] == after[1]
 
 
 def _image_transpose(ctx: Context, node: onnx.NodeProto) -> list[int] | None:

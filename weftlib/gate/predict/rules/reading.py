@@ -1,8 +1,9 @@
-"""What the rules read off a node beyond its shapes (`formats.Context`): its integer attributes, a Transpose's
-perm, the one node that consumes it."""
+"""What the rules read off a node beyond its shapes (`formats.Context`): a Reshape's two shapes, its integer
+attributes, a Transpose's perm, the one node that consumes it."""
 
 from __future__ import annotations
 
+from collections.abc import Container
 from typing import SupportsInt
 
 import onnx
@@ -39,3 +40,16 @@ def sole_consumer(ctx: Context, node: onnx.NodeProto, op: str) -> onnx.NodeProto
     """The one node reading `node`'s first output, when there is exactly one and it is an `op`."""
     users = ctx.consumers(node.output[0])
     return users[0] if len(users) == 1 and users[0].op_type == op else None
+
+
+def reshape_shapes(
+    ctx: Context, node: onnx.NodeProto, ranks_in: Container[int], ranks_out: Container[int]
+) -> tuple[tuple[int, ...], tuple[int, ...]] | None:
+    """A Reshape's input and output shapes, both known and of one of those ranks each; None for any other node
+    (every Reshape rule starts here)."""
+    if node.op_type != "Reshape":
+        return None
+    before, after = ctx.io_shapes(node)
+    if before is None or after is None or len(before) not in ranks_in or len(after) not in ranks_out:
+        return None
+    return before, after
