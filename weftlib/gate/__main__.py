@@ -48,6 +48,8 @@ from .compiler.probes import write_probes
 from .cut.partition import WHOLE_FILE, PartitionError, write_partition
 from .cut.segments import TOLERANCE
 from .fix import FixError, fix_model, write_fix
+from .pages import command_lines as closing
+from .predict.summary_lines import finding_lines, static_nodes_of
 from .vocabulary import DfcVerdict, PairVerdict, Side
 
 
@@ -115,11 +117,11 @@ def _device(args: argparse.Namespace) -> int:
     print(
         f"{result.verdict.upper()}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, opset {result.opset})"
     )
-    for f in result.findings:
-        rule = f.subject
-        print(f"  {f.prediction:8s} {f.node} [{f.op}] by {rule}: {f.detail or f.evidence}")
+    static = static_nodes_of(args.model)  # constants and shape arithmetic, listed as one line
+    closing.print_lines(finding_lines(result, static))
     for problem in result.problems:
         print(f"  problem: {problem}")
+    closing.print_lines(closing.device_closing(result, args.model, static))
     return EXIT_CODES[result.verdict]
 
 
@@ -142,12 +144,14 @@ def _dfc(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         print(f"or, with the DFC's own CLI:\n{cli_docker_command(args.model, args.arch)}", file=sys.stderr)
+        closing.print_lines(closing.dfc_missing_lines(args.model, str(out) if out else None))
         return 2
     if out is not None:
         out.write_text(result.to_json())
     print(f"{result.verdict}: {result.reason}")
     for error in result.errors:
         print(f"  {error.cls} in op {error.node}: {error.message}")
+    closing.print_lines(closing.dfc_closing(result, args.model, str(out) if out else None))
     return 0 if result.verdict == DfcVerdict.PARSED else 1
 
 
@@ -170,6 +174,7 @@ def _pair(args: argparse.Namespace) -> int:
     )
     for edit in result.edits:
         print(f"  {edit.action} {edit.op}: {edit.reason}")
+    closing.print_lines(closing.pair_closing(result, gate, args.model))
     return 0 if result.verdict == PairVerdict.HELD else 1
 
 
@@ -204,6 +209,7 @@ def _probes(args: argparse.Namespace) -> int:
         print(f"  {probe.file}  {probe.label}: {probe.why}")
     for subject, why in pack.unbuilt.items():
         print(f"  NOT PROBED {subject}: {why}")
+    closing.print_lines(closing.probes_closing(pack))
     return 0
 
 
@@ -212,6 +218,7 @@ def _evidence(args: argparse.Namespace) -> int:
     for row in rows:
         print(f"{row['subject']}: {row['finding']}")
     print(diff or "no change: no probe result changes params/device_ops.yaml")
+    closing.print_lines(closing.evidence_closing(rows, diff, args.folder))
     return 0
 
 
@@ -241,6 +248,7 @@ def _partition(args: argparse.Namespace) -> int:
     print(
         f"chain vs graph: max |diff| {part.max_abs_diff:.3g} (tolerance {part.tolerance:g}): {'proven' if part.proven else 'NOT equal'}"
     )
+    closing.print_lines(closing.partition_closing(part, args.model, args.out))
     return 0 if part.proven else 1
 
 
@@ -265,6 +273,7 @@ def _fix(args: argparse.Namespace) -> int:
     for u in fixed.unanswered:
         print(f"  unanswered {u['node']} by {u['rule']}: {u['why']}")
     print(f"proof: {fixed.proof.summary()}")
+    closing.print_lines(closing.fix_closing(fixed, path, args.model))
     return fixed.exit_code
 
 

@@ -2,7 +2,9 @@
 
 The DFC version and the hw arch are written once, in `params/device_ops.yaml`'s `target`; `target()` reads them.
 Where `hailo_sdk_client` does not import, `run_dfc` raises with the exact `docker run` that parses the graph in
-the DFC's image (`image()`) instead of pretending.
+the DFC's image (`image()`) instead of pretending. The suite ships no image (the DFC wheel is Hailo's, behind a
+login): `image_lines` says which one a parse needs, where the README says to get it, and whether the target DFC
+takes the graph's opset as far as the record knows.
 """
 
 from __future__ import annotations
@@ -13,12 +15,16 @@ from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 
+import onnx
+
+from ...onnx_core.walk import default_opset
 from ..record.allowlist import load_device_ops
 from .dfc_log import DfcResult
 from .dfc_runner import DfcUnavailable, check_arch, parse
 
 IMAGE_REPOSITORY = "weftspun-hailo-dfc"  # the DFC image; its tag is the target DFC version
 REPO_WEFTLIB = Path(__file__).resolve().parents[2]  # weftlib/, mounted whole into the image
+IMAGE_HOWTO = "README.md, 'On real checkouts, and with the DFC'"  # where a user reads how to build the image
 
 
 @lru_cache(maxsize=1)
@@ -31,6 +37,34 @@ def target() -> tuple[str, str]:
 def image() -> str:
     """The Docker image holding the target DFC (`weftspun-hailo-dfc:<version>`)."""
     return f"{IMAGE_REPOSITORY}:{target()[0]}"
+
+
+def opset_word(opset: int | None) -> str:
+    """Whether the target DFC takes a graph's default-domain opset, as far as `params/device_ops.yaml`'s
+    `compiler.opsets` (the opsets the DFC parsed in practice) says; only the parse itself settles it."""
+    ops = load_device_ops()
+    low, high = ops.opsets
+    said = f"the opsets params/device_ops.yaml gives DFC {ops.target_dfc} (compiler.opsets)"
+    if opset is None:
+        return f"no default-domain opset import: DFC {ops.target_dfc} has no opset to read the ops by"
+    if low <= opset <= high:
+        return f"opset {opset}: within {low}-{high}, {said}; the parse settles it"
+    return f"opset {opset}: outside {low}-{high}, {said}: re-export at an opset inside it"
+
+
+def image_lines(onnx_path: str | os.PathLike) -> list[str]:
+    """What a parse of `onnx_path` needs where no DFC is installed: the image, where the README says to get
+    it, and whether the target DFC takes the graph's opset."""
+    try:
+        takes = opset_word(default_opset(onnx.load(os.fspath(onnx_path), load_external_data=False)))
+    except Exception as exc:  # not an ONNX file at all: the parse will say so; the opset is just unknown here
+        takes = f"the graph's opset could not be read ({type(exc).__name__})"
+    dfc = target()[0]
+    return [
+        f"image: {image()} (DFC {dfc}, {default_arch()}); the suite ships none: build it from Hailo's DFC {dfc} "
+        f"wheel as {IMAGE_HOWTO} says",
+        takes,
+    ]
 
 
 def default_arch() -> str:
