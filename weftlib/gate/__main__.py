@@ -144,7 +144,7 @@ def _dfc(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         print(f"or, with the DFC's own CLI:\n{cli_docker_command(args.model, args.arch)}", file=sys.stderr)
-        closing.print_lines(closing.dfc_missing_lines(args.model, str(out) if out else None))
+        closing.print_lines(closing.dfc_missing_lines(args.model, str(out) if out else None), stderr=True)
         return 2
     if out is not None:
         out.write_text(result.to_json())

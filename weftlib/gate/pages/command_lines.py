@@ -8,6 +8,7 @@ with the command written out for the user's own files, so nobody has to read the
 from __future__ import annotations
 
 import shlex
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -198,7 +199,7 @@ def pair_closing(result: Pairing, gate: GateResult, model: str) -> list[str]:
     return [*lines, f"next: {step}"]
 
 
-def print_lines(lines: Sequence[str]) -> None:
-    """The closing lines on stdout, after what the command printed."""
+def print_lines(lines: Sequence[str], *, stderr: bool = False) -> None:
+    """The closing lines after what the command printed, on stdout (stderr beside an exit-2 message)."""
     for line in lines:
-        print(line)
+        print(line, file=sys.stderr if stderr else sys.stdout)
