@@ -104,12 +104,17 @@ def partition_closing(part: Partition, model: str, out: str) -> list[str]:
             f"next: nothing runs on the device: {command('fix', model, '--out', beside(model, '_fix'))} first",
         ]
     first = Path(out) / device[0].file
+    others = f" and likewise for the other {len(device) - 1}" if len(device) > 1 else ""
+    host_step = (
+        f"run the {len(host)} host segment(s) in onnxruntime between them, in file order, as the proof above did"
+        if host
+        else "nothing runs on the host"
+    )
     return [
         *lines,
-        f"next: give the DFC each device segment: {command('dfc', first, '--out', first.with_suffix('.dfc.json'))} "
-        f"and likewise for the other {len(device) - 1} (or the whole graph with --start-node-names/--end-node-names "
-        f"as listed above and in {Path(out) / 'partition.json'}); run the host segments in onnxruntime between them, "
-        "in file order, as the proof above did",
+        f"next: give the DFC each device segment: {command('dfc', first, '--out', first.with_suffix('.dfc.json'))}"
+        f"{others} (or the whole graph with --start-node-names/--end-node-names as listed above and in "
+        f"{Path(out) / 'partition.json'}); {host_step}",
     ]
 
 
