@@ -123,7 +123,7 @@ def test_fix_and_partition_end_with_totals_and_what_comes_next(net, tmp_path, ca
     assert "device segment(s)" in totals and "host segment(s)" in totals
     assert "  the gate on the whole graph: " in out
     assert step.startswith(f"next: give the DFC each device segment: python -m weftlib.gate dfc {tmp_path / 'cut'}/")
-    assert "--start-node-names/--end-node-names" in step and "host segments in onnxruntime" in step
+    assert "--start-node-names/--end-node-names" in step and "host segment(s) in onnxruntime" in step
 
 
 def test_probes_and_evidence_lead_to_the_dfc_and_back(tmp_path, capsys):
