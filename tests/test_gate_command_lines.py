@@ -17,7 +17,7 @@ import onnx
 import pytest
 from onnx import helper
 
-from tests.test_gate_graphs import const, make, save, tensor
+from tests.test_gate_graphs import attention, const, make, save, tensor
 from tests.test_gate_runner import install_double
 from weftlib.gate import device_gate, load_device_ops
 from weftlib.gate.__main__ import main
@@ -186,3 +186,12 @@ def test_the_export_holds_the_plumbing_the_grouping_is_for(net):
     model = onnx.load(str(net))
     ops = [n.op_type for n in model.graph.node]
     assert {"Conv", "LayerNormalization", "Softmax", "Constant", "Shape"} <= set(ops)
+
+
+def test_a_file_problem_leads_to_a_re_export(tmp_path, capsys):
+    """A graph refused for the file itself (an IR above the DFC's checker): no rewrite helps, so no `fix`."""
+    path = save(attention(ir=11), tmp_path / "ir11.onnx")
+    assert main(["device", str(path)]) == 1
+    totals, step = closing(capsys.readouterr().out)
+    assert totals.endswith("1 problem(s) of the file itself")
+    assert step.startswith("next: re-export the graph")

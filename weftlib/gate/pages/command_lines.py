@@ -23,6 +23,8 @@ from ..predict.device import GateResult
 from ..predict.summary_lines import gate_totals, static_nodes, static_nodes_of, totals_lines
 from ..vocabulary import GateVerdict, PairVerdict, Prediction, Side, Subject
 
+REEXPORT = "re-export the graph: the problems above are the file's own (IR, opset, checker), which no rewrite changes"
+
 
 def command(*words: object) -> str:
     """`python -m weftlib.gate ...` as a shell line, paths quoted."""
@@ -51,7 +53,7 @@ def device_closing(result: GateResult, model: str, static: frozenset[str] | None
             f"next: {command('dfc', model, '--out', beside(model, '.dfc.json'))}  (the DFC's parse confirms it)",
         ]
     if result.problems and not result.findings:
-        return [*lines, "next: re-export the graph: the problems above are the file's own, which no rewrite changes"]
+        return [*lines, f"next: {REEXPORT}"]
     return [
         *lines,
         f"next: {command('fix', model, '--out', beside(model, '_fix'))}  (exact rewrites for what the gate holds "
@@ -83,6 +85,7 @@ def fix_closing(fix: Fix, written: Path | None, model: str) -> list[str]:
             f"{command('partition', target, '--out', beside(target, '_cut'))}  (the refusals no rewrite answers "
             "go to the host)"
         )
+    steps = steps or [REEXPORT]  # only the file's own problems are left
     return [*lines, *(f"{'next' if i == 0 else 'then'}: {s}" for i, s in enumerate(steps))]
 
 
