@@ -1,9 +1,10 @@
 """A prediction as the gate's commands print it: the findings, with constants and shape arithmetic grouped
 into one line, and the totals by prediction, rule and op.
 
-A torch export holds a Constant for every literal and a Shape/Gather/Concat chain for every `x.shape`; the
+A TorchScript export holds a Constant for every literal and a Shape/Gather/Concat chain for every `x.shape`; the
 record is silent on most of them, so listed node by node they bury the few refusals that matter. No data
-passes through them (the format `none` of `formats`), and a fixed-shape parse folds them into its layers.
+passes through them (the format `none` of `formats`): at fixed shapes they are values to fold, not layers (though
+the record holds a DFC refusing a Concat of shapes, `concat_no_format`, so a refusal among them is never grouped).
 Grouping is presentation only: the verdict and `device --json` keep every finding. A refused node is always
 listed on its own, and when the grouped nodes alone decide the verdict the grouped line says so.
 """
@@ -96,7 +97,7 @@ def folded_line(split: Split, verdict: GateVerdict, problems: Sequence[str] = ()
     nodes = len({f.node for f in split.folded})
     line = (
         f"  {Prediction.UNJUDGED:8s} {nodes} node(s) of {FOLDED}, grouped ({by_subject(split.folded)}): no data "
-        "passes through them and a fixed-shape parse folds them, but the record has no observation of them"
+        "passes through them (values to fold at fixed shapes), and the record never saw them alone"
     )
     without = verdict_of((f.prediction for f in split.listed), problems)
     if without != verdict:
