@@ -1,0 +1,297 @@
+"""The vendor's model zoo as data: `params/model_zoo.yaml` read into typed rows.
+
+hailo-ai/hailo_model_zoo publishes, per arch and task, a page of the networks it compiled with the DFC version
+the page states: FPS at batch 1 and 8, OPS, parameters and input resolution (issue 46 fits device time on them),
+and, per network, a config naming the parser's start and end nodes, the ONNX file and the source repository
+(issue 42 weighs those as parse observations). Only facts are kept, each with the page or config it was read
+from and the commit it was read at, so a test can hold every row to its source. The family of a network is
+derived here from its name, by one ordered rule, so held-out validation groups the same way everywhere.
+"""
+
+from __future__ import annotations
+
+import re
+from enum import StrEnum
+from functools import cache
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, ValidationError, model_validator
+from pydantic_core import PydanticCustomError
+
+from ...formatting import place
+from ...paths import REPO_ROOT
+from ..vocabulary import Exporter, ZooField
+
+DEFAULT_PATH = REPO_ROOT / "params" / "model_zoo.yaml"
+REPOSITORY = "hailo-ai/hailo_model_zoo"
+
+
+class ZooArch(StrEnum):
+    """The archs whose public-models pages the file reads (two of `compiler.dfc_runner.DFC5_ARCHS`, which spells
+    them as plain strings: the words stay here, out of the vocabulary, until that tuple is written in them)."""
+
+    HAILO10H = "hailo10h"
+    HAILO15H = "hailo15h"
+
+
+class ZooError(ValueError):
+    """The zoo file is malformed: one line, the file and the place in it."""
+
+
+def _problem(text: str) -> PydanticCustomError:
+    return PydanticCustomError("zoo", "{problem}", {"problem": text})
+
+
+def _matching(pattern: str, what: str) -> Any:
+    compiled = re.compile(pattern)
+
+    def check(value: object) -> str:
+        if not isinstance(value, str) or not compiled.fullmatch(value):
+            raise _problem(f"expected {what}, got {value!r}")
+        return value
+
+    return BeforeValidator(check)
+
+
+def _positive(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+        raise _problem(f"expected a positive number, got {value!r}")
+    return float(value)
+
+
+Commit = Annotated[str, _matching(r"[0-9a-f]{40}", "a 40-hex commit")]
+Version = Annotated[str, _matching(r"\d+(\.\d+)+", "a version such as 5.2.0")]
+Resolution = Annotated[str, _matching(r"[1-9]\d*x[1-9]\d*x[1-9]\d*", "a resolution HxWxC such as 640x640x3")]
+PagePath = Annotated[str, _matching(r"docs/\S+\.rst", "a page path docs/....rst")]
+ConfigPath = Annotated[str, _matching(r"hailo_model_zoo/cfg/\S+\.yaml", "a config path hailo_model_zoo/cfg/....yaml")]
+Name = Annotated[str, _matching(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", "a network name")]
+Text = Annotated[str, _matching(r"\S.*", "a non-empty string")]
+Url = Annotated[str, _matching(r"https?://\S+", "a URL")]
+Positive = Annotated[float, BeforeValidator(_positive)]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+# A family groups networks of one architecture for held-out validation: the first rule whose pattern matches the
+# network's name gives it (a group of the pattern may be named in the family); a name no rule matches is its own
+# leading run of letters (`levit128` -> levit, `hardnet39ds` -> hardnet).
+FAMILY_RULES: tuple[tuple[str, str], ...] = (
+    (r"(?:tiny_)?yolov(\d+)", r"yolov\1"),
+    (r"yolo_world", "yolo_world"),
+    (r"tinyclip_|clip_", "clip"),
+    (r"siglip", "siglip"),
+    (r"vit_pose", "vit_pose"),
+    (r"cas_vit", "cas_vit"),
+    (r"(?:face_attr_|person_attr_)?resne(?:t|xt)", "resnet"),
+    (r"ssd_", "ssd"),
+    (r"scdepth", "scdepth"),
+    (r"fast_depth", "fast_depth"),
+    (r"fast_sam", "fast_sam"),
+    (r"depth_anything", "depth_anything"),
+    (r"real_esrgan", "real_esrgan"),
+    (r"zero_dce", "zero_dce"),
+    (r"paddle_ocr", "paddle_ocr"),
+    (r"face_landmarks|hand_landmark", "mediapipe_landmarks"),
+    (r"r3d", "r3d"),
+    (r"regnetx", "regnet"),
+    (r"repvgg", "repvgg"),
+)
+
+
+def family(network: str) -> str:
+    """The network's family by `FAMILY_RULES`."""
+    for pattern, name in FAMILY_RULES:
+        found = re.match(pattern, network)
+        if found:
+            return found.expand(name)
+    leading = re.match(r"[a-z]+", network.lower())
+    if leading is None:
+        raise ZooError(f"network {network!r}: no family (its name starts with no letter)")
+    return leading.group()
+
+
+class FpsRow(_Record):
+    """One network's row of a public-models page: the published figures, the page, the commit it was read at."""
+
+    network: Name
+    printed: Text  # the table's network name as printed (a star marks the vendor's apps)
+    arch: ZooArch
+    task: Text  # the page's title
+    dataset: Text  # the table's section
+    fps_batch1: Positive
+    fps_batch8: Positive | None  # None: the page prints none
+    ops_g: Positive
+    params_m: Positive
+    input: Resolution
+    dfc_version: Version
+    page: PagePath
+    commit: Commit
+    note: str = ""
+
+    @property
+    def family(self) -> str:
+        return family(self.network)
+
+    @property
+    def input_shape(self) -> tuple[int, int, int]:
+        """(H, W, C) as the page prints it."""
+        height, width, channels = (int(part) for part in self.input.split("x"))
+        return height, width, channels
+
+
+class Nodes(_Record):
+    """The parser's start and end nodes as a config names them (`parser: nodes: [start, end]`), at `commit`."""
+
+    start: tuple[Text, ...]  # empty: the graph's own inputs
+    end: tuple[Text, ...]  # empty: the graph's own outputs
+    config: ConfigPath  # the file of the merged config that names them
+    commit: Commit
+    note: str = ""
+
+
+class Seen(_Record):
+    """A page that listed the network: its arch, the DFC version it states, first and last commit of that."""
+
+    arch: ZooArch
+    dfc_version: Version | None  # None: the page states no version at those commits
+    page: PagePath
+    commit: Commit  # the first commit at which the page lists it so
+    last_commit: Commit  # the last commit (HEAD of the mirror where it still does)
+
+
+class ParseObservation(_Record):
+    """A network the vendor parsed and compiled: its config's facts, its exporter where its source names one."""
+
+    network: Name
+    input: Resolution
+    config: ConfigPath
+    config_commit: Commit
+    bases: tuple[Text, ...] = ()  # the `base:` includes followed, nearest first
+    network_path: tuple[Text, ...]
+    nodes: Nodes | None  # None: no config of this network at any commit read names nodes
+    nodes_note: str = ""
+    source_url: Url | None
+    source_field: ZooField | None
+    exporter: Exporter | None
+    exporter_reason: Text  # why this exporter, or why none
+    seen: tuple[Seen, ...]
+
+    @model_validator(mode="after")
+    def _consistent(self) -> ParseObservation:
+        if not self.seen:
+            raise _problem("seen: empty; a parse observation is a page that listed it")
+        if (self.source_url is None) != (self.source_field is None):
+            raise _problem("source_url and source_field: give both or neither")
+        if self.nodes is None and not self.nodes_note:
+            raise _problem("nodes: none; say why in `nodes_note`")
+        return self
+
+    @property
+    def family(self) -> str:
+        return family(self.network)
+
+    @property
+    def dfc_versions(self) -> tuple[str, ...]:
+        """The DFC versions the listing pages stated, oldest first as seen."""
+        return tuple(dict.fromkeys(seen.dfc_version for seen in self.seen if seen.dfc_version))
+
+
+class ZooFile(_Record):
+    """The whole file."""
+
+    repository: Text
+    fps: tuple[FpsRow, ...]
+    parse: tuple[ParseObservation, ...] = ()
+
+    @model_validator(mode="after")
+    def _unique(self) -> ZooFile:
+        if self.repository != REPOSITORY:
+            raise _problem(f"repository: expected {REPOSITORY!r}, got {self.repository!r}")
+        _once("fps", [(row.arch, row.network) for row in self.fps])
+        _once("parse", [obs.network for obs in self.parse])
+        return self
+
+
+def _once(where: str, keys: list[Any]) -> None:
+    seen: set[Any] = set()
+    for key in keys:
+        if key in seen:
+            raise _problem(f"{where}: {key!r} appears twice")
+        seen.add(key)
+
+
+class Zoo:
+    """The checked file, with the accessors its readers use."""
+
+    def __init__(self, data: ZooFile) -> None:
+        self.data = data
+
+    def fps_rows(self, arch: ZooArch | str = ZooArch.HAILO10H) -> tuple[FpsRow, ...]:
+        """The rows of one arch with published FPS, in the file's order (page, then network)."""
+        wanted = ZooArch(arch)
+        return tuple(row for row in self.data.fps if row.arch == wanted)
+
+    def parse_observations(self) -> tuple[ParseObservation, ...]:
+        return self.data.parse
+
+    def families(self, arch: ZooArch | str = ZooArch.HAILO10H) -> dict[str, tuple[str, ...]]:
+        """Family -> its networks with FPS rows on `arch`, both sorted."""
+        grouped: dict[str, list[str]] = {}
+        for row in self.fps_rows(arch):
+            grouped.setdefault(row.family, []).append(row.network)
+        return {name: tuple(sorted(grouped[name])) for name in sorted(grouped)}
+
+
+def parse_zoo(data: object, source: str = "<memory>") -> Zoo:
+    """The zoo from YAML data; a `ZooError` naming the first place wrong."""
+    try:
+        return Zoo(ZooFile.model_validate(data))
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        loc = tuple(part for part in err["loc"] if part != "[key]")
+        if err["type"] == "extra_forbidden":
+            problem = "unknown key"
+        elif err["type"] == "missing":
+            problem = "missing key"
+        else:
+            problem = err["msg"]
+        more = f" (and {len(exc.errors()) - 1} more)" if len(exc.errors()) > 1 else ""
+        raise ZooError(f"{source}: {place(loc, 'file')}: {problem}{more}") from None
+
+
+def load_zoo(path: str | Path | None = None) -> Zoo:
+    """Read and check the zoo file (default `params/model_zoo.yaml`)."""
+    import yaml
+
+    source = Path(path) if path is not None else DEFAULT_PATH
+    try:
+        data = yaml.safe_load(source.read_text())
+    except OSError as exc:
+        raise ZooError(f"{source}: cannot read: {exc.strerror}") from None
+    except yaml.YAMLError as exc:
+        raise ZooError(f"{source}: not YAML: {str(exc).splitlines()[0]}") from None
+    return parse_zoo(data, str(source))
+
+
+@cache
+def committed() -> Zoo:
+    """`params/model_zoo.yaml` as committed, read once."""
+    return load_zoo()
+
+
+def fps_rows(arch: ZooArch | str = ZooArch.HAILO10H) -> tuple[FpsRow, ...]:
+    """The committed file's FPS rows of `arch`."""
+    return committed().fps_rows(arch)
+
+
+def parse_observations() -> tuple[ParseObservation, ...]:
+    """The committed file's parse observations."""
+    return committed().parse_observations()
+
+
+def families(arch: ZooArch | str = ZooArch.HAILO10H) -> dict[str, tuple[str, ...]]:
+    """The committed file's families of `arch`'s FPS networks."""
+    return committed().families(arch)
