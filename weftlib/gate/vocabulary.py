@@ -184,3 +184,19 @@ class SegmentVerdict(StrEnum):
     PARSED = "parsed"
     REJECTED = "rejected"  # on an operator: its nodes go to the host
     UNJUDGED = "unjudged"  # a failure before any operator, or inconclusive: nothing moves
+
+
+class Exporter(StrEnum):
+    """The packaged exporters a zoo network's source may name (`record.zoo`); any other source names none."""
+
+    ULTRALYTICS = "ultralytics"
+    TIMM = "timm"
+    TORCHVISION = "torchvision"
+    TRANSFORMERS = "transformers"
+
+
+class ZooField(StrEnum):
+    """Where a zoo network's source URL was read: its config's keys, or the page's S link."""
+
+    INFO_SOURCE = "config info.source"
+    PAGE_LINK = "page S link"
