@@ -19,14 +19,17 @@ import onnx
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
+from tests.test_gate_fix import _batch_fold, _reshape_chain
 from weftlib import gate
 from weftlib.gate.__main__ import main
 from weftlib.gate.fix import FixError, fix_model, prove, write_fix
 from weftlib.gate.fix.base import ExactRewrite, const, ints
 from weftlib.gate.fix.expand import ExpandOfConstant
 from weftlib.gate.fix.proof import ProofVerdict, difference
+from weftlib.gate.fix.shuffles import WrongOrderBatchFold
 from weftlib.gate.graphs import Builder
 from weftlib.gate.record import public_record
+from weftlib.gate.run import fixing
 
 REPO = Path(__file__).resolve().parent.parent
 SHAPE = [1, 4, 8]
@@ -67,7 +70,7 @@ def test_non_finite_values_are_equal_only_as_the_same_value_in_the_same_place():
     for other in ([1.0, -inf, nan, -inf], [1.0, inf, 0.0, -inf], [1.0, 5.0, nan, -inf], [1.0, inf, inf, -inf]):
         assert difference(a, np.array(other, np.float32)) == inf, other
     assert difference(np.array([1.0, 2.0], np.float32), np.array([1.0, nan], np.float32)) == inf
-    assert difference(np.array([2.0, 4.0], np.float32), np.array([2.0, 4.0 + 4e-6], np.float32)) == pytest.approx(1e-6)
+    assert difference(np.array([2.0, -4.0], np.float32), np.array([2.5, -4.0], np.float32)) == 0.125  # of 4
     assert difference(np.array([1, 2]), np.array([1, 3])) == inf  # exact dtypes: any difference
     assert difference(np.zeros(3, np.float32), np.zeros(4, np.float32)) == inf  # shapes differ
 
@@ -228,11 +231,6 @@ def test_a_branch_the_random_sets_miss_is_fed_until_it_is_taken(tmp_path, ops):
 
 
 def test_a_refuted_fix_writes_its_record_and_no_graph_under_the_offered_name(tmp_path, ops):
-    from weftlib.gate.fix.shuffles import WrongOrderBatchFold
-    from weftlib.gate.run import fixing
-
-    from tests.test_gate_fix import _batch_fold
-
     wrong = fix_model(_save(tmp_path, _batch_fold(), "batch_fold"), ops, library=[WrongOrderBatchFold()])
     assert wrong.proof.verdict == ProofVerdict.NOT_EQUAL and wrong.exit_code == 1
     out = tmp_path / "fixed" / "batch_fold"
@@ -307,11 +305,9 @@ def _old(model: onnx.ModelProto) -> onnx.ModelProto:
 
 
 def test_a_fixed_graph_of_an_ir3_opset7_model_passes_the_checker_there(tmp_path):
-    from tests.test_gate_fix import _reshape_chain
-
     path = _save(tmp_path, _old(_reshape_chain()), "old")
     out = tmp_path / "out"
-    assert main(["fix", str(path), "--out", str(out)]) in (0, 3)
+    assert main(["fix", str(path), "--out", str(out)]) == 1  # offered; the gate still fails opset 7
     fixed = onnx.load(out / "old.fixed.onnx")
     assert (fixed.ir_version, [(o.domain, o.version) for o in fixed.opset_import]) == (3, [("", 7)])
     onnx.checker.check_model(fixed, full_check=True)

@@ -258,8 +258,21 @@ def _fix(args: argparse.Namespace) -> int:
         fixed = fix_model(args.model, load_device_ops(args.ops), examples=examples)
     except FixError as exc:
         raise BadInput(str(exc)) from exc
+    if not fixed.rewrites:
+        left = sorted({str(u["rule"]) for u in fixed.unanswered})
+        print(
+            f"{fixed.before.verdict}: no rewrite answers a finding of {args.model}; nothing written"
+            + (f" ({len(fixed.unanswered)} refusal(s) left: {', '.join(left)})" if left else "")
+        )
+        return fixed.exit_code
     path = write_fix(fixed, args.out)
-    print(f"{fixed.before.verdict} -> {fixed.after.verdict}: {path} ({len(fixed.rewrites)} rewrite(s))")
+    if path is not None:
+        print(f"{fixed.before.verdict} -> {fixed.after.verdict}: {path} ({len(fixed.rewrites)} rewrite(s))")
+    else:
+        print(
+            f"{fixed.before.verdict}: the fixed graph is not offered (proof: {fixed.proof.verdict}); "
+            f"{Path(args.out) / 'fix.json'} says why ({len(fixed.rewrites)} rewrite(s) tried)"
+        )
     for a in fixed.rewrites:
         print(f"  {a.rewrite} answers {', '.join(a.answers)}: {len(a.replaced)} nodes -> {len(a.produced)}")
     for u in fixed.unanswered:
