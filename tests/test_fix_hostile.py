@@ -264,6 +264,19 @@ def test_example_inputs_that_do_not_match_the_graph_are_refused_in_one_line(tmp_
     assert not out.exists()
 
 
+@pytest.mark.parametrize("kind", ["string", "sequence"])
+def test_an_input_the_proof_cannot_feed_is_refused_in_one_line(tmp_path, capsys, kind):
+    model = _expand_then()
+    if kind == "string":
+        model.graph.input.append(helper.make_tensor_value_info("s", TensorProto.STRING, [2]))
+    else:
+        model.graph.input.append(helper.make_tensor_sequence_value_info("s", TensorProto.FLOAT, None))
+    out = tmp_path / "out"
+    assert main(["fix", str(_save(tmp_path, model, kind)), "--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "'s'" in err and not out.exists(), err
+
+
 def test_example_inputs_that_match_are_a_proof_set(tmp_path, ops):
     path = _save(tmp_path, _expand_then(), "expand")
     with pytest.raises(FixError, match="'x'"):
@@ -285,6 +298,8 @@ def test_a_failed_export_check_beside_the_model_stays_a_failure(tmp_path, ops, c
     fix = fix_model(rewritten, ops)
     assert fix.rewrites and fix.after.verdict == "fail" and fix.exit_code == 1
     assert any("export check" in p for p in fix.after.problems)
+    fixed = write_fix(fix, tmp_path / "fixed")  # offered (proven): the check goes along
+    assert fixed is not None and gate.device_gate(fixed, ops).verdict == "fail"
     untouched = _save(tmp_path, public_record.BUILDERS["measured-passing"](), "passing")
     _failed_export_check(untouched)
     assert main(["fix", str(untouched), "--out", str(tmp_path / "out")]) == 1

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -109,30 +110,37 @@ def _prove(
     replaced = region & nested_nodes(named)
     if replaced:
         onnx.save(named, named_path)
-    return prove(
-        model_path,
-        path,
-        examples,
-        tolerance=tolerance,
-        reference=exact if reference is not None else None,
-        produced=produced,
-        replaced=replaced,
-        named=named_path if replaced else None,
-        scratch=scratch,
-    )
+    try:
+        return prove(
+            model_path,
+            path,
+            examples,
+            tolerance=tolerance,
+            reference=exact if reference is not None else None,
+            produced=produced,
+            replaced=replaced,
+            named=named_path if replaced else None,
+            scratch=scratch,
+        )
+    except ValueError as exc:  # an input the proof cannot feed (a string, a sequence)
+        raise FixError(f"{model_path}: {exc}") from exc
 
 
 def write_fix(fix: Fix, out: str | os.PathLike) -> Path | None:
     """`out/<stem>.fixed.onnx` and `out/fix.json`, written by the suite's folder rule (`folder_swap.building`:
     swapped in whole, only over a folder of the same kind, a user's files and the input model kept); returns
-    the fixed graph's path. A fix whose graph is not offered (`Fix.offered`: unproven, refuted, invalid) writes
+    the fixed graph's path, with the original's export check (`<stem>.parity.json`) beside it where there is one
+    (the graphs compute the same in onnxruntime, so it holds for both). A fix whose graph is not offered (`Fix.offered`: unproven, refuted, invalid) writes
     `fix.json` alone, saying why, and returns None; a fix with no rewrite writes nothing and returns None."""
     if not fix.rewrites:
         return None
     name = f"{Path(fix.source).stem}.fixed.onnx" if fix.offered else None
+    check = Path(fix.source).with_suffix(".parity.json")
     with building(Path(out), FolderKind.FIX, inputs=[fix.source]) as folder:
         if name is not None:
             onnx.save(fix.fixed, folder / name)
+            if check.is_file():  # proven equal in onnxruntime: the original's export check holds for it too
+                shutil.copyfile(check, (folder / name).with_suffix(".parity.json"))
         (folder / "fix.json").write_text(json.dumps(fix.as_json(name), indent=2) + "\n")
     return Path(out) / name if name is not None else None
 

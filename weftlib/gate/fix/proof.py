@@ -146,7 +146,7 @@ class Proof:
             head += f" from the original, {x:.3g} from it with the replaced nodes in float64 (the original: {o:.3g})"
         notes = []
         if not self.sets:
-            notes.append("no input set ran")
+            notes.append("no input set ran" + (f" ({self.refused[0]})" if len(self.refused) == 1 else ""))
         blind = sum(1 for outs in self.original_not_finite if outs)
         if blind:
             notes.append(f"{blind} of {len(self.sets)} sets give NaN or inf in the original and prove nothing there")
@@ -229,10 +229,10 @@ class _Run:
         return proof.verdict == ProofVerdict.NOT_EQUAL
 
 
-def _open(path: str | os.PathLike, folder: Path) -> Profiled | None:
-    """A profiled session on `path`, None where onnxruntime cannot open it."""
+def _open(path: str | os.PathLike, folder: Path, profile: bool) -> Profiled | None:
+    """A session on `path`, profiled when `profile`; None where onnxruntime cannot open it."""
     try:
-        return Profiled(path, folder)
+        return Profiled(path, folder, profile=profile)
     except Exception:  # onnxruntime refuses the graph (a kernel it has not got)
         return None
 
@@ -249,7 +249,7 @@ def _phase(
     original where nested replaced nodes need reaching), profiled; record each set and which nodes of `nested`
     (one collection per path) each set ran. A fixed graph onnxruntime cannot open differs on every set the
     original runs; a graph that cannot be opened reaches nothing."""
-    sessions = [_open(p, folder) for p in paths]
+    sessions = [_open(p, folder, bool(wanted)) for p, wanted in zip(paths, nested, strict=True)]
     calls: list[list[str]] = [[] for _ in paths]  # per profiled session: the label of each call
     for label, given in sets.items():
         feeds = dict(given)
