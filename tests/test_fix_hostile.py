@@ -227,6 +227,22 @@ def test_a_branch_the_random_sets_miss_is_fed_until_it_is_taken(tmp_path, ops):
     assert len(fix.proof.sets) > 3 and fix.proof.reached_by["then/Expand"], fix.proof  # a set of positive inputs
 
 
+def test_reach_is_read_from_the_profile_of_each_set(tmp_path):
+    from weftlib.gate.fix.reach import nested_nodes
+
+    model = _if_model("positive")
+    path = _save(tmp_path, model, "positive")
+    assert nested_nodes(model) == {"then/Expand", "then/Add", "else/Identity"}
+    seen = prove(path, path, produced={"then/Add", "else/Identity"})
+    assert seen.proven and {s for sets in seen.reached_by.values() for s in sets} > set(seen.reached_by["then/Add"])
+    assert "random seed 0" in seen.reached_by["else/Identity"] and "random seed 0" not in seen.reached_by["then/Add"]
+    twin = onnx.ModelProto()
+    twin.CopyFrom(model)
+    twin.graph.node[-1].attribute[1].g.node[0].name = "then/Add"  # two nodes, one name: onnxruntime refuses it
+    blind = prove(_save(tmp_path, twin, "twin"), path, produced={"then/Add"})
+    assert blind.unreached == ("then/Add",) and blind.verdict == ProofVerdict.UNJUDGED, blind
+
+
 # ---------------------------------------------------------------- 4. an unproven graph is never offered
 
 

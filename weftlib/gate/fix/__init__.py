@@ -77,7 +77,7 @@ def fix_model(
             fixed = at_ir(fixed, model)
             proof = _prove(model_path, model, fixed, applied, examples, tolerance, Path(scratch))
         else:
-            proof = Proof.skipped("no rewrite answers a finding: the graph is the original", tolerance, unchanged=True)
+            proof = Proof.skipped("the graph is the original, nothing to prove", tolerance, unchanged=True)
     after = gates[-1]
     declined = {node: why for rewrite in library for node, why in rewrite.declined.items()}
     left = unanswered(after, answered_keys(library), declined)

@@ -290,10 +290,12 @@ def prove(
 ) -> Proof:
     """Run both graphs (as written, no onnxruntime fusions) on each input set; `examples` names more sets (held
     to the graph's inputs by the caller: `sets.mismatch`); `reference`: the exact reference, run only on a set
-    where the fixed graph is not within `tolerance`. The rewritten nodes to reach: `produced`, nodes of `fixed`
-    inside a subgraph, and `replaced`, nodes of `named` (the original with its nodes named, as the rewrites
-    read it) inside a subgraph; a node of the main graph runs on every call. Profiles go to `scratch` (a
-    temporary folder of its own when None, removed on return or interrupt)."""
+    where the fixed graph is not within `tolerance`.
+
+    The rewritten nodes to reach: `produced`, nodes of `fixed` inside a subgraph, and `replaced`, nodes of
+    `named` (the original with its nodes named, as the rewrites read it) inside a subgraph; a node of the main
+    graph runs on every call. Profiles go to `scratch` (a temporary folder of its own when None, removed on
+    return or interrupt)."""
     if scratch is None:
         with tempfile.TemporaryDirectory(prefix="weftlib-proof-") as folder:
             return prove(
@@ -313,7 +315,8 @@ def prove(
         first = runtime.session(original, once=True, optimize=False)
     except Exception as exc:  # onnxruntime cannot open the original: no set runs, nothing is judged
         why = next(iter(str(exc).splitlines()), type(exc).__name__)[:300]
-        return Proof((), (), tolerance, (f"every set: onnxruntime cannot open the original ({why})",))
+        refused = (f"every set: onnxruntime cannot open the original ({why})",)
+        return Proof((), (), tolerance, refused, unreached=tuple(sorted(wanted)))
     run = _Run([o.name for o in first.get_outputs()], tolerance, reference)
     paths: list[str | os.PathLike] = [fixed, *([named] if replaced and named is not None else [])]
     nested = [set(produced), set(replaced)][: len(paths)]

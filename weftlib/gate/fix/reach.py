@@ -6,8 +6,9 @@ its owner takes that branch or iterates, and an input set that never takes it pr
 equal the outputs. Which branch a set takes is not guessed from the inputs: onnxruntime's profiler records one
 event per kernel it runs, the nodes of subgraphs included (`<node>_kernel_time`), and one `model_run` event per
 call, each kernel's event lying inside the call that ran it. With the graph run as written (optimizations off,
-as the proof runs it) the events carry the graph's own node names, so the nodes a call ran are read off its
-profile. A profile that cannot be read back, or whose calls do not match the runs made, reaches nothing.
+as the proof runs it) the events carry the graph's own node names, and onnxruntime refuses a graph whose node
+names repeat at any depth, so each name read off a call's profile is one node that ran. A profile that cannot
+be read back, or whose calls do not match the runs made, reaches nothing.
 """
 
 from __future__ import annotations
@@ -24,18 +25,20 @@ import onnx
 KERNEL = "_kernel_time"  # onnxruntime's suffix on a node's event
 
 
+def _subgraphs(node: onnx.NodeProto) -> list[onnx.GraphProto]:
+    return [g for a in node.attribute for g in ([a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs))]
+
+
 def nested_nodes(model: onnx.ModelProto) -> set[str]:
     """The names of the nodes inside a subgraph (an If branch, a Loop or Scan body), at any depth."""
-
-    def inside(graph: onnx.GraphProto) -> set[str]:
-        out: set[str] = set()
+    out: set[str] = set()
+    stack = [sub for node in model.graph.node for sub in _subgraphs(node)]
+    while stack:
+        graph = stack.pop()
         for node in graph.node:
-            for a in node.attribute:
-                for sub in [a.g] if a.type == onnx.AttributeProto.GRAPH else list(a.graphs):
-                    out |= {n.name for n in sub.node} | inside(sub)
-        return out
-
-    return inside(model.graph)
+            out.add(node.name)
+            stack += _subgraphs(node)
+    return out
 
 
 class Profiled:
