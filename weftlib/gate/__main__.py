@@ -11,8 +11,10 @@ evidence DIR                                   the device_ops.yaml edit the prob
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
                                                computes the graph, 1 when it does not
 fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate's findings, proven equal in
-                                               onnxruntime: DIR/<stem>.fixed.onnx and DIR/fix.json; exit 0 pass,
-                                               1 refusals remain (or the proof failed), 3 only unjudged remain
+                                               onnxruntime: DIR/<stem>.fixed.onnx (only when proven) and
+                                               DIR/fix.json, nothing when no rewrite applies; exit 0 pass,
+                                               1 refusals remain (or the proof found a difference), 3 only
+                                               unjudged remain (or the proof could not judge the fixed graph)
 
 Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
 pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted.
@@ -99,7 +101,12 @@ def _parser() -> argparse.ArgumentParser:
     fix.add_argument("model")
     fix.add_argument("--out", required=True, help="folder written whole: <stem>.fixed.onnx and fix.json")
     fix.add_argument("--ops", default=None, help="allowlist file (default params/device_ops.yaml)")
-    fix.add_argument("--inputs", default=None, help="an .npz of example inputs by name, proven on beside random sets")
+    fix.add_argument(
+        "--inputs",
+        default=None,
+        help="an .npz of example inputs by name (each input of the graph, its shape and dtype, finite), "
+        "proven on beside random sets",
+    )
     return ap
 
 
@@ -266,8 +273,21 @@ def _fix(args: argparse.Namespace) -> int:
         fixed = fix_model(args.model, load_device_ops(args.ops), examples=examples)
     except FixError as exc:
         raise BadInput(str(exc)) from exc
+    if not fixed.rewrites:
+        left = sorted({str(u["rule"]) for u in fixed.unanswered})
+        print(
+            f"{fixed.before.verdict}: no rewrite answers a finding of {args.model}; nothing written"
+            + (f" ({len(fixed.unanswered)} refusal(s) left: {', '.join(left)})" if left else "")
+        )
+        return fixed.exit_code
     path = write_fix(fixed, args.out)
-    print(f"{fixed.before.verdict} -> {fixed.after.verdict}: {path} ({len(fixed.rewrites)} rewrite(s))")
+    if path is not None:
+        print(f"{fixed.before.verdict} -> {fixed.after.verdict}: {path} ({len(fixed.rewrites)} rewrite(s))")
+    else:
+        print(
+            f"{fixed.before.verdict}: the fixed graph is not offered (proof: {fixed.proof.verdict}); "
+            f"{Path(args.out) / 'fix.json'} says why ({len(fixed.rewrites)} rewrite(s) tried)"
+        )
     for a in fixed.rewrites:
         print(f"  {a.rewrite} answers {', '.join(a.answers)}: {len(a.replaced)} nodes -> {len(a.produced)}")
     for u in fixed.unanswered:

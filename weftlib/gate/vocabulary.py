@@ -26,6 +26,16 @@ class GateVerdict(StrEnum):
     UNJUDGED = "unjudged"
 
 
+class ProofVerdict(StrEnum):
+    """What `gate fix`'s proof found of a fixed graph against its original (`fix.proof`)."""
+
+    PROVEN = "proven"  # every output proven by a finite set, every rewritten node reached, no set differs
+    NOT_EQUAL = "NOT equal"  # a set on which the two differ (or the fixed graph cannot run what the original runs)
+    UNJUDGED = "unjudged"  # nothing differs, but an output no set proved, a rewritten node no set ran, or no set
+    INVALID = "invalid"  # the fixed graph fails the ONNX checker at the original's IR and opset: never run
+    NO_REWRITE = "no rewrite"  # the fixed graph is the original: nothing to prove, nothing offered
+
+
 class DfcVerdict(StrEnum):
     """What the DFC's parser did with a graph, read from its own output."""
 

@@ -33,12 +33,15 @@ def session(path: str | os.PathLike, threads: int | None = None, *, once: bool =
 def random_feeds(session: Any, seed: int = 0, *, symbolic: int = 1, index_range: int = 3) -> dict[str, np.ndarray]:
     """Random values for every input of an onnxruntime `session`, of its type and shape: floats standard normal
     (float16/64 cast from it), integers in [0, `index_range`) (most int inputs index something small), booleans
-    fair. A dimension that is not a positive number (symbolic, unknown) takes `symbolic`."""
+    fair. A dimension that is not a positive number (symbolic, unknown) takes `symbolic`. An input of another
+    type (a string, a sequence, a map) has no random value: ValueError, naming it."""
     rng = np.random.default_rng(seed)
     feeds = {}
     for info in session.get_inputs():
         shape = [d if isinstance(d, int) and d > 0 else symbolic for d in info.shape]
         kind = info.type[len("tensor(") : -1]
+        if not info.type.startswith("tensor(") or kind == "string":
+            raise ValueError(f"input {info.name!r} is {info.type}: no random values of it (numbers or booleans only)")
         if kind == "bool":
             feeds[info.name] = rng.random(shape) > 0.5
         elif "int" in kind:

@@ -3,16 +3,19 @@ device gate, the result proven equal to the original in onnxruntime.
 
 `fix_model` gates the graph, applies the library's rewrites (onnxscript rewrite rules, `library`) aimed at
 the refused and unjudged nodes, gates again until no rewrite applies, checks the inputs and outputs are
-kept, and proves the fixed graph equal (`proof`: to the original, or where the original's own float32
-rounding is the larger, to it with the replaced nodes in float64, `exact`). `write_fix` writes
-`<stem>.fixed.onnx` and `fix.json` into a folder swapped in whole (`folder_swap`), so a failure leaves
-nothing half written.
+kept and the result is valid at the original's IR and opset (`valid`), and proves the fixed graph equal
+(`proof`: to the original, or where the original's own float32 rounding is the larger, to it with the replaced
+nodes in float64, `exact`; every output on a set where the original is finite, every rewritten node reached,
+`reach`). `write_fix` writes `<stem>.fixed.onnx` and `fix.json` into a folder swapped in whole (`folder_swap`),
+so a failure leaves nothing half written; a fixed graph is written only when proven, and nothing at all when no
+rewrite applied.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -28,12 +31,16 @@ from .base import ExactRewrite
 from .exact import exact_reference
 from .library import answered_keys, default_library
 from .loop import Applied, rewrite_until_settled, to_ir, to_proto
-from .proof import RELATIVE, Proof, prove
+from .proof import RELATIVE, Proof, ProofVerdict, prove
+from .reach import nested_nodes
 from .report import Fix, interface, unanswered
+from .sets import mismatch
+from .valid import at_ir, refusal
 
 
 class FixError(ValueError):
-    """A model `gate fix` cannot work on (unreadable, malformed); the message says why."""
+    """A model `gate fix` cannot work on (unreadable, malformed, example inputs that do not fit it); the message
+    says why."""
 
 
 def fix_model(
@@ -44,43 +51,98 @@ def fix_model(
     examples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     tolerance: float = RELATIVE,
 ) -> Fix:
-    """The fixed graph of `model_path` and its record (nothing is written; see `write_fix`)."""
+    """The fixed graph of `model_path` and its record (nothing is written; see `write_fix`). Every file it
+    makes on the way (each round's graph for the gate, the graphs the proof runs, their profiles) lives in one
+    temporary folder, removed on return, on error and on interrupt."""
     ops = ops or load_device_ops()
     library = list(default_library() if library is None else library)
     before = device_gate(model_path, ops)
     if not before.read:
         raise FixError(f"{model_path}: {'; '.join(before.problems)}")
     model = onnx.load(os.fspath(model_path))
-    try:
-        onnx.checker.check_model(model)
-        fixed, gates, applied = rewrite_until_settled(model, ops, library, Path(model_path).stem)
-    except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
-        raise FixError(f"{model_path}: malformed model: {exc}") from exc
-    if interface(fixed) != interface(model):
-        raise FixError(f"{model_path}: the rewrites changed the graph's inputs or outputs (a rewrite's bug)")
-    region = {name for a in applied for name in a.replaced}
-    reference = exact_reference(to_proto(to_ir(model)), region) if region else None
+    if examples and (why := mismatch(examples, model)):
+        raise FixError(f"{model_path}: {why}")
+    sidecar = Path(model_path).with_suffix(".parity.json")
     with tempfile.TemporaryDirectory(prefix="weftlib-fix-") as scratch:
-        path, exact = Path(scratch) / "fixed.onnx", Path(scratch) / "exact.onnx"
-        onnx.save(fixed, path)
-        if reference is not None:
-            onnx.save(reference, exact)
-        proof = prove(model_path, path, examples, tolerance=tolerance, reference=exact if reference else None)
+        try:
+            onnx.checker.check_model(model)
+            fixed, gates, applied = rewrite_until_settled(
+                model, ops, library, Path(model_path).stem, sidecar=sidecar, scratch=scratch
+            )
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as exc:
+            raise FixError(f"{model_path}: malformed model: {exc}") from exc
+        if interface(fixed) != interface(model):
+            raise FixError(f"{model_path}: the rewrites changed the graph's inputs or outputs (a rewrite's bug)")
+        if applied:
+            fixed = at_ir(fixed, model)
+            proof = _prove(model_path, model, fixed, applied, examples, tolerance, Path(scratch))
+        else:
+            proof = Proof.skipped("the graph is the original, nothing to prove", tolerance, unchanged=True)
     after = gates[-1]
     declined = {node: why for rewrite in library for node, why in rewrite.declined.items()}
     left = unanswered(after, answered_keys(library), declined)
     return Fix(str(model_path), fixed, before, after, tuple(applied), tuple(left), proof)
 
 
-def write_fix(fix: Fix, out: str | os.PathLike) -> Path:
+def _prove(
+    model_path: str | os.PathLike,
+    model: onnx.ModelProto,
+    fixed: onnx.ModelProto,
+    applied: Sequence[Applied],
+    examples: Mapping[str, Mapping[str, np.ndarray]] | None,
+    tolerance: float,
+    scratch: Path,
+) -> Proof:
+    """The proof of `fixed` against the original, in `scratch`: not run where the checker refuses the fixed graph
+    at the original's IR and opset (`valid`); else run with the rewritten nodes inside subgraphs to reach (the
+    produced ones in the fixed graph, the replaced ones in the original as the rewrites read it, `named`)."""
+    path, exact, named_path = scratch / "fixed.onnx", scratch / "exact.onnx", scratch / "named.onnx"
+    onnx.save(fixed, path)
+    why = refusal(fixed, model, path)
+    if why:
+        return Proof.skipped(why, tolerance)
+    named = to_proto(to_ir(model))
+    region = {name for a in applied for name in a.replaced}
+    reference = exact_reference(named, region)
+    if reference is not None:
+        onnx.save(reference, exact)
+    produced = {name for a in applied for name in a.produced} & nested_nodes(fixed)
+    replaced = region & nested_nodes(named)
+    if replaced:
+        onnx.save(named, named_path)
+    try:
+        return prove(
+            model_path,
+            path,
+            examples,
+            tolerance=tolerance,
+            reference=exact if reference is not None else None,
+            produced=produced,
+            replaced=replaced,
+            named=named_path if replaced else None,
+            scratch=scratch,
+        )
+    except ValueError as exc:  # an input the proof cannot feed (a string, a sequence)
+        raise FixError(f"{model_path}: {exc}") from exc
+
+
+def write_fix(fix: Fix, out: str | os.PathLike) -> Path | None:
     """`out/<stem>.fixed.onnx` and `out/fix.json`, written by the suite's folder rule (`folder_swap.building`:
     swapped in whole, only over a folder of the same kind, a user's files and the input model kept); returns
-    the fixed graph's path."""
-    name = f"{Path(fix.source).stem}.fixed.onnx"
+    the fixed graph's path, with the original's export check (`<stem>.parity.json`) beside it where there is one
+    (the graphs compute the same in onnxruntime, so it holds for both). A fix whose graph is not offered (`Fix.offered`: unproven, refuted, invalid) writes
+    `fix.json` alone, saying why, and returns None; a fix with no rewrite writes nothing and returns None."""
+    if not fix.rewrites:
+        return None
+    name = f"{Path(fix.source).stem}.fixed.onnx" if fix.offered else None
+    check = Path(fix.source).with_suffix(".parity.json")
     with building(Path(out), FolderKind.FIX, inputs=[fix.source]) as folder:
-        onnx.save(fix.fixed, folder / name)
+        if name is not None:
+            onnx.save(fix.fixed, folder / name)
+            if check.is_file():  # proven equal in onnxruntime: the original's export check holds for it too
+                shutil.copyfile(check, (folder / name).with_suffix(".parity.json"))
         (folder / "fix.json").write_text(json.dumps(fix.as_json(name), indent=2) + "\n")
-    return Path(out) / name
+    return Path(out) / name if name is not None else None
 
 
 __all__ = [
@@ -90,6 +152,7 @@ __all__ = [
     "Fix",
     "FixError",
     "Proof",
+    "ProofVerdict",
     "default_library",
     "fix_model",
     "prove",

@@ -1,10 +1,18 @@
 """The fix loop: gate the graph, apply the rewrites that answer its refused and unjudged findings, gate the
 result again, and repeat until no rewrite applies. Every application is recorded with the nodes it took
-out and the nodes it put in, so `fix.json` says what changed and why.
+out and the nodes it put in, so `fix.json` says what changed and why. The nodes are counted at every depth:
+onnxscript's rewriter also rewrites inside If branches and Loop bodies, and a rewrite there is recorded (and
+must be reached by the proof) as one in the main graph is.
+
+Each round's graph is gated as a file in a scratch folder, with the original's export check (`<stem>.parity.json`,
+`weftlib.onnx_core.export`) copied beside it under the same stem: a graph whose export failed its numeric check
+fails the gate whatever the rewrites make of its ops.
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -41,13 +49,28 @@ class Applied:
         }
 
 
-def gate_proto(model: onnx.ModelProto, ops: DeviceOps, name: str) -> GateResult:
-    """The device gate on an in-memory model (the gate reads files: it is written to a scratch folder)."""
-    with tempfile.TemporaryDirectory(prefix="weftlib-fix-") as scratch:
-        path = Path(scratch) / f"{name}.onnx"
+def gate_proto(
+    model: onnx.ModelProto,
+    ops: DeviceOps,
+    name: str,
+    *,
+    sidecar: str | os.PathLike | None = None,
+    scratch: str | os.PathLike | None = None,
+) -> GateResult:
+    """The device gate on an in-memory model (the gate reads files: it is written to a temporary folder, inside
+    `scratch` when given), with `sidecar` (the original's export check) beside it when it exists."""
+    with tempfile.TemporaryDirectory(prefix="weftlib-fix-", dir=scratch) as folder:
+        path = Path(folder) / f"{name}.onnx"
         onnx.save(model, path)
+        if sidecar is not None and Path(sidecar).is_file():
+            shutil.copyfile(sidecar, path.with_suffix(".parity.json"))
         result = device_gate(path, ops)
     return result
+
+
+def node_names(graph: ir.Graph) -> set[str]:
+    """The names of every node of `graph`, inside its subgraphs (If branches, Loop bodies) too."""
+    return {n.name or "" for n in ir.traversal.RecursiveGraphIterator(graph)}
 
 
 def to_ir(model: onnx.ModelProto) -> ir.Model:
@@ -70,10 +93,10 @@ def _apply(model: ir.Model, rewrite: ExactRewrite, findings: dict[str, set[str]]
         return None
     rewrite.aim(targets)
     rewrite.touched.clear()
-    before = {n.name or "" for n in model.graph}
+    before = node_names(model.graph)
     if rewrite.apply_to(model) == 0:
         return None
-    after = {n.name or "" for n in model.graph}
+    after = node_names(model.graph)
     replaced = tuple(sorted(before - after))
     hits = [n for n in (*replaced, *rewrite.touched) if n in targets]
     answers = tuple(sorted(set().union(*(targets[n] for n in hits))))
@@ -81,12 +104,18 @@ def _apply(model: ir.Model, rewrite: ExactRewrite, findings: dict[str, set[str]]
 
 
 def rewrite_until_settled(
-    model: onnx.ModelProto, ops: DeviceOps, library: Sequence[ExactRewrite], name: str
+    model: onnx.ModelProto,
+    ops: DeviceOps,
+    library: Sequence[ExactRewrite],
+    name: str,
+    *,
+    sidecar: str | os.PathLike | None = None,
+    scratch: str | os.PathLike | None = None,
 ) -> tuple[onnx.ModelProto, list[GateResult], list[Applied]]:
-    """The rewritten model, the gate's result on each round's graph (the first on the original), and
-    every rewrite applied, in order."""
+    """The rewritten model, the gate's result on each round's graph (the first on the original, its nodes
+    named), and every rewrite applied, in order. `sidecar`, `scratch`: as `gate_proto`."""
     current = to_proto(to_ir(model))
-    gates = [gate_proto(current, ops, name)]
+    gates = [gate_proto(current, ops, name, sidecar=sidecar, scratch=scratch)]
     applied: list[Applied] = []
     for round_ in range(1, MAX_ROUNDS + 1):
         findings: dict[str, set[str]] = {}
@@ -98,5 +127,5 @@ def rewrite_until_settled(
             return current, gates, applied
         applied += done
         current = to_proto(graph)
-        gates.append(gate_proto(current, ops, name))
+        gates.append(gate_proto(current, ops, name, sidecar=sidecar, scratch=scratch))
     raise RuntimeError(f"{name}: the rewrites still changed the graph after {MAX_ROUNDS} rounds")

@@ -1,5 +1,6 @@
 """What `gate fix` found and did, as `fix.json` holds it: the gate before and after, each rewrite, each
-refusal no rewrite answers (with its rule and why), and the proof."""
+refusal no rewrite answers (with its rule and why), and the proof. `fixed` names the fixed graph only where it
+is offered (rewritten, valid, proven); otherwise it is null and the proof says why."""
 
 from __future__ import annotations
 
@@ -9,9 +10,9 @@ from dataclasses import dataclass
 import onnx
 
 from ..predict.device import EXIT_CODES, GateResult
-from ..vocabulary import Prediction
+from ..vocabulary import GateVerdict, Prediction
 from .loop import Applied
-from .proof import Proof
+from .proof import Proof, ProofVerdict
 
 
 def gate_summary(result: GateResult) -> dict[str, object]:
@@ -64,11 +65,23 @@ class Fix:
     proof: Proof
 
     @property
-    def exit_code(self) -> int:
-        """As `gate device`: 0 predicted to parse, 1 refusals remain (or the proof failed), 3 only unjudged."""
-        return EXIT_CODES[self.after.verdict] if self.proof.proven else 1
+    def offered(self) -> bool:
+        """Whether the fixed graph is offered (written as `<stem>.fixed.onnx`): rewritten, valid and proven."""
+        return bool(self.rewrites) and self.proof.proven
 
-    def as_json(self, fixed_file: str) -> dict[str, object]:
+    @property
+    def exit_code(self) -> int:
+        """As `gate device` on what stands: the fixed graph's verdict where it is offered (0 predicted to parse,
+        1 refusals remain, 3 only unjudged), the original's where no rewrite applied; 1 where the proof found
+        the fixed graph different (or the checker refused it), 3 where it could not judge it."""
+        if not self.rewrites:
+            return EXIT_CODES[self.before.verdict]
+        if self.proof.verdict == ProofVerdict.UNJUDGED:
+            return EXIT_CODES[GateVerdict.UNJUDGED]
+        return EXIT_CODES[self.after.verdict] if self.proof.proven else EXIT_CODES[GateVerdict.FAIL]
+
+    def as_json(self, fixed_file: str | None) -> dict[str, object]:
+        """The record; `fixed_file` is None where no fixed graph is offered."""
         return {
             "model": self.source,
             "fixed": fixed_file,

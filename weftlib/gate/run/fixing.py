@@ -9,7 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from ..fix import Fix, fix_model, write_fix
+from ..fix import Fix, ProofVerdict, fix_model, write_fix
 from ..record.allowlist import DeviceOps
 from ..vocabulary import Prediction
 
@@ -44,8 +44,9 @@ def absent(models: Sequence[Path], stems: Sequence[str]) -> list[str]:
 def fix_all(
     models: Sequence[Path], stems: Sequence[str], ops: DeviceOps, folder: str | os.PathLike, *, strict: bool = True
 ) -> dict[str, Fix]:
-    """Each model whose stem is in `stems` fixed and written to `folder/<stem>/`. A stem not found raises when
-    `strict`, else is left out (the caller names it: `absent`)."""
+    """Each model whose stem is in `stems` fixed and written to `folder/<stem>/` (`write_fix`: the fixed graph
+    only where offered, `fix.json` alone where not, nothing where no rewrite applied). A stem not found raises
+    when `strict`, else is left out (the caller names it: `absent`)."""
     missing = absent(models, stems)
     if missing and strict:
         raise ValueError(f"graphs to fix not exported in this run: {missing}")
@@ -58,24 +59,30 @@ def fix_all(
 
 
 def offered(fixes: Mapping[str, Fix]) -> dict[str, Fix]:
-    """The fixes whose graph the proof found equal to the original: only those are offered beside the faithful
-    graph (gated, compared, cut); the others are named with `unproven`, as `gate fix` exits 1 on them."""
-    return {stem: fix for stem, fix in fixes.items() if fix.proof.proven}
+    """The fixes whose result stands: each fixed graph the proof found equal to the original (`Fix.offered`),
+    offered beside the faithful graph (gated, compared, cut), and each graph no rewrite changed, whose verdict
+    is the original's (gated and compared; nothing written, so 06 cuts it once, as the original). The others are
+    named with `unproven`, as `gate fix` exits 1 or 3 on them."""
+    return {stem: fix for stem, fix in fixes.items() if fix.offered or not fix.rewrites}
 
 
-def unproven(fixes: Mapping[str, Fix]) -> dict[str, dict[str, float]]:
-    """Stem -> the worst relative difference the proof found and its tolerance, for each fix it did not find
-    equal (no input set ran: the worst is infinite)."""
+def unproven(fixes: Mapping[str, Fix]) -> dict[str, dict[str, object]]:
+    """Stem -> the proof's verdict, the worst relative difference it found and its tolerance, for each fixed graph
+    it did not find equal (no input set ran: the worst is infinite; the proof names what no set proved)."""
     return {
-        stem: {"worst": max(fix.proof.worst, default=float("inf")), "tolerance": fix.proof.tolerance}
+        stem: {
+            "worst": max(fix.proof.worst, default=float("inf")),
+            "tolerance": fix.proof.tolerance,
+            **({} if fix.proof.verdict == ProofVerdict.NOT_EQUAL else {"proof": fix.proof.summary()}),
+        }
         for stem, fix in fixes.items()
-        if not fix.proof.proven
+        if fix.rewrites and not fix.proof.proven
     }
 
 
 def fixed_paths(fixes: Mapping[str, Fix], folder: str | os.PathLike) -> list[Path]:
-    """Where `fix_all` wrote each fixed graph."""
-    return [Path(folder) / stem / f"{stem}{FIXED}" for stem in fixes]
+    """Where `fix_all` wrote each offered fixed graph."""
+    return [Path(folder) / stem / f"{stem}{FIXED}" for stem, fix in fixes.items() if fix.offered]
 
 
 def proven_fixed(folder: str | os.PathLike) -> dict[str, Path]:
@@ -84,7 +91,7 @@ def proven_fixed(folder: str | os.PathLike) -> dict[str, Path]:
     out = {}
     for record in sorted(Path(folder).glob("*/fix.json")) if Path(folder).is_dir() else []:
         data = json.loads(record.read_text())
-        if data["proof"]["proven"]:
+        if data["proof"]["proven"] and data["fixed"]:
             out[record.parent.name] = record.parent / str(data["fixed"])
     return out
 
