@@ -173,7 +173,7 @@ def test_ctrl_c_or_sigterm_while_building_leaves_nothing_half_built(tmp_path, si
     out = tmp_path / "out"
     write(out, {"a.txt": "1"})
     proc = start_slow_write(out)
-    assert len(hidden(tmp_path)) == 1  # the build, beside the target
+    assert len(hidden(tmp_path)) == 2 and ".out.lock" in hidden(tmp_path)  # the build and the lock, beside it
     proc.send_signal(getattr(signal, signame))
     proc.communicate(timeout=60)
     assert proc.returncode != 0
@@ -186,7 +186,7 @@ def test_the_write_after_a_sigkill_removes_the_half_built_folder(tmp_path):
     proc = start_slow_write(out)
     proc.kill()
     proc.communicate(timeout=60)
-    assert len(hidden(tmp_path)) == 1  # SIGKILL cannot be caught
+    assert len(hidden(tmp_path)) == 2  # SIGKILL cannot be caught: the build and the lock file (unlocked) stay
     write(out, {"a.txt": "2"})
     assert tree(out) == {"a.txt": "2"} and hidden(tmp_path) == []
 
