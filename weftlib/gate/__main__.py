@@ -48,6 +48,7 @@ from .compiler.probes import write_probes
 from .cut.partition import WHOLE_FILE, PartitionError, write_partition
 from .cut.segments import TOLERANCE
 from .fix import FixError, fix_model, write_fix
+from .folder_swap import signals_as_ctrl_c
 from .vocabulary import DfcVerdict, PairVerdict, Side
 
 
@@ -282,11 +283,12 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        with signals_as_ctrl_c():  # SIGTERM and SIGHUP take Ctrl-C's way out: temporary folders removed, 130
+            return COMMANDS[args.command](args)
     except (DeviceOpsError, BadInput, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP while a folder is built (`folder_swap`)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP, anywhere in the command
         print(f"interrupted ({exc or 'SIGINT'})", file=sys.stderr)
         return 130
 

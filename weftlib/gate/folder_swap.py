@@ -269,6 +269,28 @@ def _glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
 
 
+@contextlib.contextmanager
+def signals_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt (named, e.g. "SIGTERM") as Ctrl-C does, for the block (main
+    thread only; a signal the process was told to ignore, as `nohup` does SIGHUP, stays ignored): a command
+    stopped by any of them unwinds as from Ctrl-C, its temporary folders removed and a folder being built
+    dropped, and can exit 130 with one line."""
+    saved: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                saved[sig] = signal.signal(sig, _raise_named)
+    try:
+        yield
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _raise_named(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 class _Signals:
     """Ctrl-C, SIGTERM and SIGHUP raise KeyboardInterrupt while the folder is built (so it is removed), and
     wait while it is swapped in (`deferred`), for the length of one `building` (main thread only)."""
