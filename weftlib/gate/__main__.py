@@ -5,7 +5,8 @@ dfc MODEL.onnx [--arch ARCH] --out R.json      exit 0 parsed, 1 rejected/unrecog
                                                2 no DFC here (prints the docker command) or an arch it refuses
 pair MODEL.onnx --dfc R.json|LOG [--matched-by-hand]
                                                exit 0 when the allowlist held, 1 otherwise, 2 when the
-                                               result is about another model (or names none) or a path is bad
+                                               result is of another graph (its sha256) or model (or names
+                                               none; a raw log is unbound: by name) or a path is bad
 probes --out DIR                               one small graph per unjudged op and rule, a manifest, the DFC script
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
@@ -15,7 +16,8 @@ fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate
                                                1 refusals remain (or the proof failed), 3 only unjudged remain
 
 Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
-pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted.
+pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted
+(Ctrl-C, SIGTERM, SIGHUP), its temporary folders removed.
 Every --out folder is written whole and keeps what the suite did not write there (weftlib.gate.folder_swap).
 """
 

@@ -275,7 +275,7 @@ def signals_as_ctrl_c() -> Iterator[None]:
     thread only; a signal the process was told to ignore, as `nohup` does SIGHUP, stays ignored): a command
     stopped by any of them unwinds as from Ctrl-C, its temporary folders removed and a folder being built
     dropped, and can exit 130 with one line."""
-    saved: dict[int, Any] = {}
+    saved: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGHUP):
             if signal.getsignal(sig) is not signal.SIG_IGN:
@@ -283,8 +283,8 @@ def signals_as_ctrl_c() -> Iterator[None]:
     try:
         yield
     finally:
-        for sig, handler in saved.items():
-            signal.signal(sig, handler)
+        for each, handler in saved.items():
+            signal.signal(each, handler)
 
 
 def _raise_named(signum: int, frame: Any) -> None:
