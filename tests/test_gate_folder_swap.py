@@ -9,7 +9,9 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -173,7 +175,7 @@ def test_ctrl_c_or_sigterm_while_building_leaves_nothing_half_built(tmp_path, si
     out = tmp_path / "out"
     write(out, {"a.txt": "1"})
     proc = start_slow_write(out)
-    assert len(hidden(tmp_path)) == 1  # the build, beside the target
+    assert len(hidden(tmp_path)) == 2 and ".out.lock" in hidden(tmp_path)  # the build and the lock, beside it
     proc.send_signal(getattr(signal, signame))
     proc.communicate(timeout=60)
     assert proc.returncode != 0
@@ -186,7 +188,7 @@ def test_the_write_after_a_sigkill_removes_the_half_built_folder(tmp_path):
     proc = start_slow_write(out)
     proc.kill()
     proc.communicate(timeout=60)
-    assert len(hidden(tmp_path)) == 1  # SIGKILL cannot be caught
+    assert len(hidden(tmp_path)) == 2  # SIGKILL cannot be caught: the build and the lock file (unlocked) stay
     write(out, {"a.txt": "2"})
     assert tree(out) == {"a.txt": "2"} and hidden(tmp_path) == []
 
@@ -220,3 +222,188 @@ def test_the_new_folder_has_the_mode_a_plain_folder_would(tmp_path):
     plain = tmp_path / "plain"
     plain.mkdir()
     assert out.stat().st_mode & 0o777 == plain.stat().st_mode & 0o777
+
+
+# ---- one writer at a time (issue 43): a lock on the target for the whole build and swap
+
+
+def test_a_second_writer_is_refused_while_the_first_is_paused_between_its_renames(tmp_path, monkeypatch):
+    """Writer A stops between the renames of its swap (it has carried the user's notes into its new folder); the
+    user drops another file into the target; writer B comes. B used to swap in its own folder (carrying the
+    late file) and A then deleted it as "the old folder": both reported success and the user's file was gone."""
+    out = tmp_path / "out"
+    write(out, {"a.txt": "0"})
+    (out / "notes.txt").write_text("mine")
+    paused, resume = threading.Event(), threading.Event()
+    rename, renames = os.rename, []
+
+    def renaming(src, dst):
+        if threading.current_thread().name == "A":
+            renames.append(src)
+            if len(renames) == 2:  # the notes are carried; the target is next
+                paused.set()
+                assert resume.wait(30)
+        return rename(src, dst)
+
+    monkeypatch.setattr(os, "rename", renaming)
+    outcome = {}
+
+    def writer_a():
+        try:
+            write(out, {"a.txt": "A"})
+            outcome["A"] = "written"
+        except BaseException as exc:
+            outcome["A"] = repr(exc)
+
+    a = threading.Thread(target=writer_a, name="A")
+    a.start()
+    try:
+        assert paused.wait(30)
+        (out / "late.txt").write_text("mine too")
+        with pytest.raises(FolderRefused, match=rf"being written by another process \(pid {os.getpid()}\)") as refused:
+            write(out, {"a.txt": "B"})
+        assert "\n" not in str(refused.value)
+    finally:
+        resume.set()
+        a.join(30)
+    assert outcome["A"] == "written"
+    assert tree(out) == {"a.txt": "A", "notes.txt": "mine", "late.txt": "mine too"} and hidden(tmp_path) == []
+
+
+def test_a_write_while_another_process_builds_is_refused_in_one_line_and_waits_for_nothing(tmp_path, capsys):
+    out = tmp_path / "out"
+    write(out, {"a.txt": "1"})
+    proc = start_slow_write(out)
+    try:
+        with pytest.raises(FolderRefused, match=rf"being written by another process \(pid {proc.pid}\)"):
+            write(out, {"a.txt": "2"})
+        from weftlib.gate.__main__ import main
+
+        assert main(["probes", "--out", str(out)]) == 2  # the CLI: one line, rc 2, before any work
+        err = capsys.readouterr().err
+        assert err.startswith("error: ") and "being written by another process" in err and err.count("\n") == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+    assert tree(out) == {"a.txt": "1"} and hidden(tmp_path) == []
+    write(out, {"a.txt": "3"})  # the lock went with its writer
+    assert tree(out) == {"a.txt": "3"} and hidden(tmp_path) == []
+
+
+# ---- SIGTERM and SIGHUP as Ctrl-C (issue 43): rc 130, one line, nothing left in the temporary folder
+
+_SLOW_FIX = """
+import sys, time
+sys.path.insert(0, {repo!r})
+import onnxruntime
+def slow_session(*args, **kwargs):  # the proof's first run, made slow
+    print("proving", flush=True)
+    time.sleep(60)
+onnxruntime.InferenceSession = slow_session
+from weftlib.gate.__main__ import main
+sys.exit(main(["fix", {model!r}, "--out", {out!r}]))
+"""
+
+
+def left_in(tmp: Path) -> list[str]:
+    """What is left in a temporary folder, but onnxruntime's own session file (`.ses`, written when it is
+    imported and read again by the next process: not a leftover of the suite's)."""
+    return sorted(p.name for p in tmp.iterdir() if p.name != ".ses")
+
+
+def stopped(script: str, tmp: Path, signame: str, ready: Callable[[subprocess.Popen], bool]) -> tuple[int, str]:
+    """Run `script` with `tmp` as its TMPDIR, wait until `ready`, send `signame`: (rc, stderr)."""
+    env = {**os.environ, "TMPDIR": str(tmp)}
+    proc = subprocess.Popen(
+        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+    )
+    try:
+        assert ready(proc)
+    finally:
+        proc.send_signal(getattr(signal, signame))
+        _, err = proc.communicate(timeout=120)
+    return proc.returncode, err
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_the_gate_stopped_mid_proof_exits_130_in_one_line_and_leaves_no_temporary_folder(tmp_path, signame):
+    from tests.test_gate_graphs import save, with_op
+
+    model = save(with_op("Sin", "/x/Sin"), tmp_path / "m.onnx")
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = _SLOW_FIX.format(repo=str(REPO), model=str(model), out=str(tmp_path / "fixed"))
+
+    def proving(proc: subprocess.Popen) -> bool:
+        return proc.stdout is not None and proc.stdout.readline().strip() == "proving"
+
+    rc, err = stopped(script, tmp, signame, proving)
+    assert rc == 130 and err.strip() == f"interrupted ({signame})", err
+    assert left_in(tmp) == [] and not (tmp_path / "fixed").exists() and hidden(tmp_path) == []
+
+
+_SLOW_START = """
+import sys, time
+sys.path.insert(0, {repo!r})
+from weftlib.suite import runner
+def slow_validate(plan):  # checking the plan, made slow
+    print("checking", flush=True)
+    time.sleep(60)
+runner.params_mod.validate = slow_validate
+from weftlib.__main__ import main
+sys.exit(main(["run", "--params", {params!r}, "--out", {out!r}, "--no-publish"]))
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_run_stopped_before_it_starts_exits_130_in_one_line(tmp_path, signame):
+    tmp = tmp_path / "tmp"
+    tmp.mkdir()
+    script = _SLOW_START.format(repo=str(REPO), params=str(REPO / "params" / "default.yaml"), out=str(tmp_path / "run"))
+
+    def checking(proc: subprocess.Popen) -> bool:
+        return proc.stdout is not None and proc.stdout.readline().strip() == "checking"
+
+    rc, err = stopped(script, tmp, signame, checking)
+    assert rc == 130 and err.strip() == f"interrupted ({signame}) before the run started; nothing ran", err
+    assert left_in(tmp) == []
+
+
+_SLOW_KERNEL = """
+import functools, sys
+from pathlib import Path
+sys.path.insert(0, {repo!r})
+import weftlib.__main__ as cli
+from weftlib.suite import params
+cli.load_plan = functools.partial(params.load_plan, notebook_dir=Path({nb_dir!r}))
+sys.exit(cli.main(["run", "--params", {params!r}, "--out", {out!r}, "--no-publish"]))
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM"])
+def test_a_run_stopped_mid_notebook_leaves_nothing_its_kernel_made_in_the_temporary_folder(tmp_path, signame):
+    """The kernel is killed with the run, before it can remove its scratch (a graph being proven): the run's
+    own temporary folder, removed by the runner, is where it was."""
+    from tests.conftest import write_notebook
+
+    nb_dir = tmp_path / "nbs"
+    nb_dir.mkdir()
+    body = "import tempfile, time\nscratch = tempfile.mkdtemp(prefix='weftlib-fix-')\ntime.sleep(60)"
+    write_notebook(nb_dir / "10_slow.ipynb", 'run_dir = ""', body)
+    (tmp_path / "p.yaml").write_text("notebooks: [10_slow]\n")
+    tmp, out = tmp_path / "tmp", tmp_path / "run"
+    tmp.mkdir()
+    script = _SLOW_KERNEL.format(repo=str(REPO), nb_dir=str(nb_dir), params=str(tmp_path / "p.yaml"), out=str(out))
+
+    def sleeping(proc: subprocess.Popen) -> bool:
+        deadline = time.time() + 90
+        while time.time() < deadline:
+            if any(tmp.rglob("weftlib-fix-*")):
+                return True
+            time.sleep(0.5)
+        return False
+
+    rc, err = stopped(script, tmp, signame, sleeping)
+    assert rc == 130 and err.strip().startswith("interrupted:") and signame in err, err
+    assert len(err.strip().splitlines()) == 1, err
+    assert left_in(tmp) == []

@@ -162,10 +162,10 @@ def test_evidence_turns_probe_results_into_the_yaml_diff(pack, monkeypatch, caps
         "probe_rule_head_split_sliced": "reject probe/pre/MatMul",
     }
     run_pack(pack.folder, [p.file for p in pack.probes], monkeypatch, verdicts)
-    # a result about another model in a probe's place is refused, not counted
-    (pack.folder / "probe_Flatten.dfc.json").write_text(
-        (pack.folder / "probe_Mod.dfc.json").read_text().replace('"probe_Mod"', '"full"')
-    )
+    # an unbound result (no graph hash) about another model in a probe's place is refused, not counted (a bound
+    # one refuses the whole folder: tests/test_gate_results_bound.py)
+    other = json.loads((pack.folder / "probe_Mod.dfc.json").read_text())
+    (pack.folder / "probe_Flatten.dfc.json").write_text(json.dumps({**other, "model": "full", "sha256": None}))
     diff, rows = evidence_diff(pack.folder)
     found = {r["subject"]: r["finding"] for r in rows}
     assert found["op Mod"] == "rejected" and found["lone_transpose_0213"] == "parsed"

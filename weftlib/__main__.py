@@ -2,14 +2,17 @@
 
 Exit codes: 0 every notebook passed (or the page was written), 1 a notebook failed (the appendix is left as it
 was), 2 the parameters, the command line or the publishing target are wrong (nothing ran, nothing written),
-130 the run was interrupted (Ctrl-C, SIGTERM); its folder says so in state.json.
+130 the run was interrupted (Ctrl-C, SIGTERM, SIGHUP), one line saying so; its folder says so in state.json,
+and nothing is left in the temporary folder.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from .suite.params import DEFAULT_PLAN, ParamsError, apply_settings, load_plan, validate
@@ -78,8 +81,29 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _as_ctrl_c(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    saved = {}  # SIGTERM and SIGHUP take Ctrl-C's way out for the whole command (unless ignored, as under nohup)
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                saved[sig] = signal.signal(sig, _as_ctrl_c)
+    try:
+        return _command(args)
+    except KeyboardInterrupt as exc:  # a run's own interruption is `RunInterrupted` (`_run`): this is before it
+        before = " before the run started; nothing ran" if args.command in ("run", "check") else ""
+        print(f"interrupted ({exc or 'Ctrl-C'}){before}", file=sys.stderr)
+        return 130
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _command(args: argparse.Namespace) -> int:
     try:
         if args.command == "check":
             plan = apply_settings(load_plan(args.params, args.only), args.settings)
@@ -99,9 +123,6 @@ def main(argv: list[str] | None = None) -> int:
             print(f"wrote {target}\n\nHeadline measurements (paste into DETAILS.md):\n\n{block}")
             return 0
         return _run(args)
-    except KeyboardInterrupt:
-        print("interrupted (Ctrl-C) before the run started; nothing ran", file=sys.stderr)
-        return 130
     except (ParamsError, FileExistsError, PublishError, SummaryError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -5,7 +5,8 @@ dfc MODEL.onnx [--arch ARCH] --out R.json      exit 0 parsed, 1 rejected/unrecog
                                                2 no DFC here (prints the docker command) or an arch it refuses
 pair MODEL.onnx --dfc R.json|LOG [--matched-by-hand]
                                                exit 0 when the allowlist held, 1 otherwise, 2 when the
-                                               result is about another model (or names none) or a path is bad
+                                               result is of another graph (its sha256) or model (or names
+                                               none; a raw log is unbound: by name) or a path is bad
 probes --out DIR                               one small graph per unjudged op and rule, a manifest, the DFC script
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
@@ -17,7 +18,8 @@ fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate
                                                unjudged remain (or the proof could not judge the fixed graph)
 
 Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
-pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted.
+pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted
+(Ctrl-C, SIGTERM, SIGHUP), its temporary folders removed.
 Every --out folder is written whole and keeps what the suite did not write there (weftlib.gate.folder_swap).
 """
 
@@ -50,6 +52,7 @@ from .compiler.probes import write_probes
 from .cut.partition import WHOLE_FILE, PartitionError, write_partition
 from .cut.segments import TOLERANCE
 from .fix import FixError, fix_model, write_fix
+from .folder_swap import signals_as_ctrl_c
 from .pages import command_lines as closing
 from .predict.summary_lines import finding_lines, static_nodes_of
 from .vocabulary import DfcVerdict, PairVerdict, Side
@@ -311,11 +314,12 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
-        return COMMANDS[args.command](args)
+        with signals_as_ctrl_c():  # SIGTERM and SIGHUP take Ctrl-C's way out: temporary folders removed, 130
+            return COMMANDS[args.command](args)
     except (DeviceOpsError, BadInput, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt as exc:  # Ctrl-C, or SIGTERM/SIGHUP while a folder is built (`folder_swap`)
+    except KeyboardInterrupt as exc:  # Ctrl-C, SIGTERM or SIGHUP, anywhere in the command
         print(f"interrupted ({exc or 'SIGINT'})", file=sys.stderr)
         return 130
 

@@ -9,6 +9,12 @@
   `<stem>.dfc.json` beside its graph, a user's notes, the input model itself) is carried into the new
   folder, never deleted. A file of theirs in the way of a new one is refused, by name.
 - A target given as a symlink is written through: the link stays and names the new folder.
+- One writer at a time: a write holds an exclusive lock (`fcntl.flock`) on `.<name>.lock` beside the target from
+  before it reads the target until its swap is done, and removes it then. A second write of the same target
+  (another process, or a thread) is refused at once with one line naming the holder's pid, never queued behind a
+  writer that may be paused: two writers interleaving their renames would each swap out the other's folder, and
+  a user's file carried into one of them would be deleted with it. A file the user drops into the target while
+  it is being swapped (after the files to keep were listed) is carried too, never deleted with the old folder.
 
 A SIGKILL cannot be caught: its sibling is named with the dead pid, and the next write of the same target
 finishes what it left (`_recover`): a half-built folder removed, a swap completed or undone.
@@ -17,6 +23,7 @@ finishes what it left (`_recover`): a half-built folder removed, a swap complete
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import re
@@ -52,23 +59,61 @@ def building(
     same file). `vet(old, new, kept)` may refuse the swap (a kept DFC result of a graph the new pack changes)."""
     target = resolve_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    _recover(target)
-    owned = _owned_files(target, kind)
-    with _Signals() as signals:
+    with _locked(target), _Signals() as signals:
+        _recover(target)
+        owned = _owned_files(target, kind)
         build = Path(tempfile.mkdtemp(prefix=f".{target.name}.build-{os.getpid()}-", dir=target.parent))
         try:
             build.chmod(0o777 & ~_UMASK)  # a pack is run in a container that writes its results into it
             yield build
             (build / MARKER).write_text(json.dumps({"kind": kind, "files": _files(build)}, indent=1))
+            listed = set(_files(target)) if target.is_dir() else set()
             kept = _kept(target, owned, build, {Path(p).resolve() for p in inputs})
             if vet is not None and target.is_dir():
                 vet(target, build, kept)
             with signals.deferred():
-                _swap(target, build, kept)
+                _swap(target, build, kept, listed)
         except BaseException:
             with signals.deferred(reraise=False):  # a second Ctrl-C does not stop the clean-up half way
                 shutil.rmtree(build, ignore_errors=True)
             raise
+
+
+@contextlib.contextmanager
+def _locked(target: Path) -> Iterator[None]:
+    """Hold the exclusive lock on `target` (module docstring) for the block; refuse at once when another write
+    holds it. The lock file is removed on the way out; a writer that opened it before then finds the file it
+    locked is no longer the one at the path and locks that one instead."""
+    path = target.with_name(f".{target.name}.lock")
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip()
+            os.close(fd)
+            by = f" (pid {holder})" if holder.isdigit() else ""
+            raise FolderRefused(
+                f"{target} is being written by another process{by}; wait for it to finish, or give another folder"
+            ) from None
+        except BaseException:
+            os.close(fd)
+            raise
+        try:
+            current = os.path.samestat(os.fstat(fd), os.stat(path))
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(fd)  # the holder before us removed it: lock the file now at the path
+    try:
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(path)
+        os.close(fd)
 
 
 def resolve_target(target: str | os.PathLike) -> Path:
@@ -141,8 +186,11 @@ def _kept(target: Path, owned: set[str], build: Path, inputs: set[Path]) -> list
     return kept
 
 
-def _swap(target: Path, build: Path, kept: list[str]) -> None:
-    """Move the kept files into `build`, then `build` into the place of `target`; undone on any error."""
+def _swap(target: Path, build: Path, kept: list[str], listed: set[str]) -> None:
+    """Move the kept files into `build`, then `build` into the place of `target`; undone on any error. The old
+    folder is then removed, after any file it gained since its files were `listed` (a user's, dropped in while
+    the folder was swapped) is moved into the new one; one in the way of a new file leaves the old folder in
+    place (the next write names it)."""
     moved: list[str] = []
     old = target.with_name(f".{target.name}.old-{os.getpid()}-{build.name.rsplit('-', 1)[-1]}")
     try:
@@ -162,7 +210,14 @@ def _swap(target: Path, build: Path, kept: list[str]) -> None:
         for rel in reversed(moved):
             os.rename(build / rel, target / rel)
         raise
-    shutil.rmtree(old, ignore_errors=True)
+    late = [rel for rel in _files(old) if rel not in listed] if old.is_dir() else []
+    for rel in late:
+        if not (target / rel).exists() and not (target / rel).is_symlink():
+            with contextlib.suppress(OSError):  # in the way of a new file: it stays in the old folder
+                (target / rel).parent.mkdir(parents=True, exist_ok=True)
+                os.rename(old / rel, target / rel)
+    if not (late and set(_files(old)) - listed):
+        shutil.rmtree(old, ignore_errors=True)
 
 
 _SIBLING = re.compile(r"\.(?P<name>.+)\.(?P<what>build|old)-(?P<pid>\d+)-[a-z0-9_]+")
@@ -212,6 +267,28 @@ def _listed(folder: Path) -> set[str] | None:
 
 def _glob_escape(name: str) -> str:
     return re.sub(r"([*?\[])", r"[\1]", name)
+
+
+@contextlib.contextmanager
+def signals_as_ctrl_c() -> Iterator[None]:
+    """SIGTERM and SIGHUP raise KeyboardInterrupt (named, e.g. "SIGTERM") as Ctrl-C does, for the block (main
+    thread only; a signal the process was told to ignore, as `nohup` does SIGHUP, stays ignored): a command
+    stopped by any of them unwinds as from Ctrl-C, its temporary folders removed and a folder being built
+    dropped, and can exit 130 with one line."""
+    saved: dict[signal.Signals, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            if signal.getsignal(sig) is not signal.SIG_IGN:
+                saved[sig] = signal.signal(sig, _raise_named)
+    try:
+        yield
+    finally:
+        for each, handler in saved.items():
+            signal.signal(each, handler)
+
+
+def _raise_named(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt(signal.Signals(signum).name)
 
 
 class _Signals:

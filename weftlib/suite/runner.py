@@ -152,14 +152,16 @@ def _raise_interrupt(signum: int, frame: Any) -> None:
 
 class _Signals:
     """SIGTERM and SIGHUP take Ctrl-C's way out (`_raise_interrupt`) in the main thread for the duration of a
-    run."""
+    run, its index and its publishing included (one the process was told to ignore, as `nohup` does SIGHUP,
+    stays ignored)."""
 
     def __enter__(self) -> _Signals:
         self.saved: dict[int, Any] = {}
         _RECEIVED.clear()
         if threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGHUP):
-                self.saved[sig] = signal.signal(sig, _raise_interrupt)
+                if signal.getsignal(sig) is not signal.SIG_IGN:
+                    self.saved[sig] = signal.signal(sig, _raise_interrupt)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -205,8 +207,8 @@ def run_suite(
     try:
         with _Signals():
             _execute_plan(plan, states, outcome.notebooks, _progress(plan, history, log), log)
-        _conclude(plan, states, outcome, partial)
-        _publish(outcome, appendix)
+            _conclude(plan, states, outcome, partial)
+            _publish(outcome, appendix)
         return outcome
     except (KeyboardInterrupt, RunInterrupted) as exc:
         raise _interrupted(plan, states, outcome, partial, exc) from None
@@ -247,14 +249,21 @@ def _execute_plan(
     log: Callable[[str], None],
 ) -> None:
     """Every notebook of the plan in order, each kernel headless and asking for huge pages; an interrupted
-    notebook is recorded before the interruption goes on up."""
+    notebook is recorded before the interruption goes on up.
+
+    The kernels' temporary folder is the run's own (`TMPDIR`, removed at the end whatever happened): a kernel
+    stopped with the run (Ctrl-C, SIGTERM) is killed before it can remove its own (a graph being proven, a
+    scratch export), and nothing may be left behind in the user's."""
     ensure_kernel()
     log(f"run {states.run_dir} ({plan.source.name}, {len(plan.notebooks)} notebooks)")
     for code in outside_code(plan):
         log(f"  executes code from outside this repository: {describe_code(code)}")
     # kernels inherit both: nobody is watching, and the allocators ask for huge pages (measure.ALLOCATOR_ENV)
     kernel_env = {HEADLESS_ENV: "1", **{k: os.environ.get(k, v) for k, v in ALLOCATOR_ENV.items()}}
-    with mock.patch.dict(os.environ, kernel_env):
+    with (
+        tempfile.TemporaryDirectory(prefix="weft-run-", ignore_cleanup_errors=True) as scratch,
+        mock.patch.dict(os.environ, {**kernel_env, "TMPDIR": scratch}),
+    ):
         for i, nb in enumerate(plan.notebooks, 1):
             states.write("running", notebook=nb.name)
             watcher.notebook_start(i, nb.name)
@@ -290,7 +299,8 @@ def _interrupted(
     if isinstance(exc, RunInterrupted):
         reason = str(exc)
     else:
-        reason = f"stopped by {_RECEIVED[0]}" if _RECEIVED else "stopped by Ctrl-C (SIGINT)"
+        named = _RECEIVED[0] if _RECEIVED else str(exc)  # a signal `weftlib.__main__` turned into Ctrl-C names itself
+        reason = f"stopped by {named}" if named else "stopped by Ctrl-C (SIGINT)"
     results = outcome.notebooks
     current = results[-1].name if results else None
     _not_run(plan, results)

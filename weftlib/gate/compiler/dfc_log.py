@@ -4,11 +4,18 @@ The DFC's verdict arrives as text: a CLI log, a Python traceback, a quote pasted
 works line by line in linear time (logs can be large and may carry binary junk), tolerates indentation,
 comment prefixes, wrapped and flattened lines and truncation, and never calls anything a pass unless a
 translation visibly completed before any parser error. What it cannot classify is `unrecognised`.
+
+A result is bound to the graph it is about by `sha256`, the hash of the ONNX file's bytes as the parser read them
+(`file_sha256`; weights in an external data file are not hashed: the parse judges the operators, which the file
+holds). The parse writes it (`dfc_runner`); a raw log carries none, so a result read from text is *unbound* and
+can be matched to a graph by the model name it prints, at best (`pairing`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 import re
 from dataclasses import asdict, dataclass, field, replace
 from functools import lru_cache
@@ -35,6 +42,17 @@ _OP_NAMED = (
     re.compile(r"\(([A-Za-z]\w{0,80})\)\s{0,20}\.?\s{0,20}$"),
 )
 _CONTROL = {c: " " for c in (*range(0, 9), 11, 12, *range(14, 32), 127)}
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+
+
+def file_sha256(path: str | os.PathLike) -> str:
+    """The sha256 of a file's bytes, hex: the graph a DFC result is bound to (module docstring). Read in blocks,
+    so a large graph costs no more memory than a small one."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 @dataclass(frozen=True)
@@ -63,6 +81,7 @@ class DfcResult:
     arch: str | None = None
     dfc_version: str | None = None
     source: str | None = None
+    sha256: str | None = None  # of the graph's file (`file_sha256`): what binds the result to it; None: unbound
 
     def to_json(self) -> str:
         return json.dumps({"kind": RESULT_KIND, **asdict(self)}, indent=2)
@@ -93,6 +112,9 @@ class DfcResult:
         for key in ("har", "model", "exception", "last_frame", "later_failure", "arch", "dfc_version", "source"):
             if data.get(key) is not None and not isinstance(data[key], str):
                 raise ValueError(f"{where}: `{key}` must be text or null, got {data[key]!r}")
+        digest = data.get("sha256")
+        if digest is not None and not (isinstance(digest, str) and _SHA256.fullmatch(digest)):
+            raise ValueError(f"{where}: `sha256` must be 64 lower-case hex digits or null, got {digest!r:.80}")
         if not isinstance(data.get("reason", ""), str):
             raise ValueError(f"{where}: `reason` must be text")
         return cls(**data)
@@ -107,7 +129,7 @@ class _Scan:
     completed_at: int | None = None
     model: str | None = None
     har: str | None = None
-    end_nodes: list[str] = field(default_factory=list)
+    end_nodes: dict[str, None] = field(default_factory=dict)  # in order, each once (a dict: no scan per name)
     exception: str | None = None
     last_frame: str | None = None
     later_failure: str | None = None
@@ -182,7 +204,7 @@ def _scan_recommendations(scan: _Scan, index: int, line: str) -> None:
     else:
         return
     _fail(scan, index)
-    scan.end_nodes.extend(n for n in names if n and n not in scan.end_nodes)
+    scan.end_nodes.update((n, None) for n in names if n)
 
 
 def _scan_errors(scan: _Scan, index: int, line: str, lines: list[str]) -> bool:
@@ -241,8 +263,12 @@ def _continuation(lines: list[str], index: int) -> str:
 def _clean(message: str) -> str:
     """Strip whitespace, literal `\\n` (a repr'd message) and the quote/comma left by a flattened list."""
     message = message.strip()
-    while message.endswith("\\n"):
-        message = message[:-2].rstrip()
+    end = len(message)
+    while message.endswith("\\n", 0, end):  # by index: one copy however many there are
+        end -= 2
+        while end and message[end - 1].isspace():
+            end -= 1
+    message = message[:end]
     for quote in ("'", '"'):
         if message.count(quote) % 2:  # an unbalanced quote closes a list item, not the message
             message = message.rstrip(",] ").rstrip(quote).rstrip()

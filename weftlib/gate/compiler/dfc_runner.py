@@ -4,6 +4,7 @@ are all the image carries.
 `hailo_sdk_client` only installs on Linux x86-64 (the DFC image). A parse that returns but writes no HAR is not a
 pass. Nothing here reads the allowlist (the image has no PyYAML or pydantic): the arch is always given, and
 `dfc_target` on the host says which DFC and arch the allowlist is a claim about and how to run this in its image.
+Every result carries the sha256 of the graph file it parsed (`dfc_log.file_sha256`), which binds it to that graph.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from pathlib import Path
 from types import ModuleType
 
 from ..vocabulary import DfcVerdict
-from .dfc_log import DfcError, DfcResult, read_dfc_log
+from .dfc_log import DfcError, DfcResult, file_sha256, read_dfc_log
 
 DFC5_ARCHS = ("hailo10h", "hailo15h", "hailo15m", "hailo15l")
 DFC3_ARCHS = ("hailo8", "hailo8l", "hailo8r")
@@ -69,7 +70,8 @@ def parse(
     net_input_shapes: dict | None = None,
 ) -> DfcResult:
     """Parse `onnx_path` with the DFC's Python API for `arch` and save the HAR; raises DfcUnavailable (without
-    a command: `dfc_target.run_dfc` adds it) where the client does not import."""
+    a command: `dfc_target.run_dfc` adds it) where the client does not import. The result carries the sha256
+    of the file's bytes, read before the parse: the graph it is about."""
     arch = check_arch(arch)
     model = Path(onnx_path)
     if not model.is_file():
@@ -77,6 +79,21 @@ def parse(
     client, why = dfc_client()
     if client is None:
         raise DfcUnavailable(why)
+    digest = file_sha256(model)
+    result = _parse(client, model, arch, har_path, start_node_names, end_node_names, net_input_shapes)
+    return replace(result, sha256=digest)
+
+
+def _parse(
+    client: ModuleType,
+    model: Path,
+    arch: str,
+    har_path: str | os.PathLike | None,
+    start_node_names: Sequence[str] | None,
+    end_node_names: Sequence[str] | None,
+    net_input_shapes: dict | None,
+) -> DfcResult:
+    """`parse`'s work once the client imports."""
     har = Path(har_path) if har_path else model.with_suffix(f".{arch}.har")
     har.unlink(missing_ok=True)  # a stale HAR must not read as this run's
     version = getattr(client, "__version__", None)
@@ -145,8 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--start-node-names", nargs="*", default=None)
     ap.add_argument("--end-node-names", nargs="*", default=None)
     ap.add_argument("--net-input-shapes", default=None, help="JSON: input name -> shape")
+    ap.add_argument("--sha256", default=None, help="the graph's hash as the pack wrote it: refused when MODEL differs")
     args = ap.parse_args(argv)
     try:
+        if args.sha256 is not None and Path(args.model).is_file() and file_sha256(args.model) != args.sha256:
+            raise ValueError(f"{args.model} is not the graph the pack wrote (its sha256 differs): no result written")
         shapes = json.loads(args.net_input_shapes) if args.net_input_shapes else None
         result = parse(
             args.model,

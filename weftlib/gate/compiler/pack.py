@@ -5,6 +5,10 @@ image (`dfc_target.image()`) and writes `<stem>.dfc.json` beside it, and `dfc_to
 (`dfc_runner`, `dfc_log` and the words they use, `gate.vocabulary`). Every path in the script is relative to the folder, so the folder can be copied to
 wherever Docker and the image are, run there, and copied back; `results_in` reads the results back. Written
 again into the same folder, a pack keeps the results of the graphs it leaves unchanged.
+
+The manifest's `sha256` holds each graph's hash (`dfc_log.file_sha256`, of the file's bytes), and the script gives
+it to every parse (`dfc_runner --sha256`): the parse refuses a graph changed since, and its result carries the
+hash, so the pairing and the evidence read it as the result of that graph and no other.
 """
 
 from __future__ import annotations
@@ -21,7 +25,7 @@ from typing import Any
 
 from ..folder_swap import FolderRefused, building
 from ..vocabulary import FolderKind
-from .dfc_log import DfcResult, load_dfc_result
+from .dfc_log import DfcResult, file_sha256, load_dfc_result
 from .dfc_runner import check_arch
 from .dfc_target import default_arch, image
 
@@ -104,7 +108,8 @@ def pack_into(
     unknown = sorted(wanted - set(names))
     if unknown:
         raise ValueError(f"cuts: graphs {unknown} are not in the pack")
-    script.write_text(script_text(names, arch, cuts))
+    hashes = {name: file_sha256(folder / name) for name in names}
+    script.write_text(script_text(names, arch, cuts, hashes))
     script.chmod(0o755)
     manifest = folder / MANIFEST
     manifest.write_text(
@@ -115,6 +120,7 @@ def pack_into(
                 "arch": arch,
                 "script": SCRIPT,
                 "graphs": names,
+                "sha256": hashes,
                 "cuts": cuts,
                 **(extra or {}),
             },
@@ -177,8 +183,14 @@ def _place(source: Path, target: Path) -> None:
         shutil.copyfile(source, target)
 
 
-def script_text(graphs: Sequence[str], arch: str, cuts: dict[str, dict[str, Any]] | None = None) -> str:
-    """The bash script: one `docker run` per graph and per cut, everything relative to the script's own folder."""
+def script_text(
+    graphs: Sequence[str],
+    arch: str,
+    cuts: dict[str, dict[str, Any]] | None = None,
+    hashes: dict[str, str] | None = None,
+) -> str:
+    """The bash script: one `docker run` per graph and per cut, everything relative to the script's own folder;
+    each parse is given its graph's hash (`hashes`: file name -> sha256) to check and to carry into its result."""
     dfc_image = image()
     lines = [
         "#!/usr/bin/env bash",
@@ -203,6 +215,7 @@ def script_text(graphs: Sequence[str], arch: str, cuts: dict[str, dict[str, Any]
             "--out",
             f"/pack/{stem}.dfc.json",
             *_translate_options(cut),
+            *(["--sha256", hashes[name]] if hashes and name in hashes else []),
         ]
         lines.append(
             f'docker run --rm -v "$HERE:/pack" -e PYTHONPATH=/pack/{TOOL} -w /pack {dfc_image} '

@@ -16,8 +16,14 @@ failure before any operator is read (input layers, "Inputs found: 0", `output_fo
 inconclusive (a harness artefact, or an error naming nothing). In (b) and (c) the gate's ops stay *unjudged*:
 never "both reject", never "allowlist held", and no op is moved out.
 
-A DFC result is paired only with the graph it is about: one naming another model is refused; one naming no
-model pairs only when the caller says which graph it is about (`by_hand=True`), and the pairing says so.
+A DFC result is paired only with the graph it is about. A result the parse wrote carries the sha256 of the graph
+file it parsed (`dfc_log.file_sha256`): it pairs with the graph of that hash, whatever either file is named, and is
+refused for any other (the fixed graph's "parsed" saved under the original's name is not the original's). A result
+without a hash is *unbound*: a raw DFC log (the DFC prints no hash) or a JSON written before results carried one.
+It pairs by the model name it prints, and the pairing says so ("by model name, unbound"); one naming another
+model is refused; one naming no model pairs only when the caller says which graph it is about (`by_hand=True`).
+Hashing the file is linear in its size, as is every step here in the result's size (a result may name
+hundreds of thousands of nodes).
 """
 
 from __future__ import annotations
@@ -38,7 +44,7 @@ from ..vocabulary import (
     PairVerdict,
     Prediction,
 )
-from .dfc_log import DfcResult, failure_cause
+from .dfc_log import DfcResult, failure_cause, file_sha256
 
 PAIR_VERDICTS = tuple(PairVerdict)  # every verdict, in the order tables list them
 
@@ -67,7 +73,7 @@ class Pairing:
     meaning: str
     edits: tuple[Edit, ...]
     cause: FailureCause | Literal[""] = ""  # why the DFC rejected it ("": not a DFC rejection)
-    matched: str = ""  # "by model name", "by hand", or why the result was not paired
+    matched: str = ""  # "by graph hash", "by model name, unbound", "by hand", or why the result was not paired
 
     @property
     def judged(self) -> bool:
@@ -95,7 +101,7 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
         gate.verdict, "FAIL (inputs)" if not gate.readable else "FAIL"
     )
     if dfc is not None:
-        matched, refusal = _match(gate.name, dfc, by_hand)
+        matched, refusal = _match(gate.name, dfc, by_hand, onnx_path)
         if refusal:
             return Pairing(
                 model=gate.name,
@@ -139,11 +145,14 @@ def pair(gate: GateResult, dfc: DfcResult | None, onnx_path: str | os.PathLike, 
     )
 
 
-def _match(graph: str, dfc: DfcResult, by_hand: bool) -> tuple[str, PairVerdict | None]:
+def _match(graph: str, dfc: DfcResult, by_hand: bool, onnx_path: str | os.PathLike) -> tuple[str, PairVerdict | None]:
     """(how the result was matched to the graph, or why not; the refusal verdict or None)."""
+    if dfc.sha256 is not None:
+        why = bound_elsewhere(dfc, onnx_path)
+        return (why, PairVerdict.FOREIGN_RESULT) if why else ("by graph hash (sha256)", None)
     if dfc.model is not None:
         if same_model(dfc.model, graph):
-            return "by model name", None
+            return UNBOUND, None
         return (
             f"the DFC result is about model {dfc.model!r}, not {graph!r}: refused, not counted "
             f"({dfc.source or 'no file'})",
@@ -158,14 +167,34 @@ def _match(graph: str, dfc: DfcResult, by_hand: bool) -> tuple[str, PairVerdict 
     )
 
 
+UNBOUND = "by model name, unbound (the result carries no graph hash)"
+
+
+def bound_elsewhere(dfc: DfcResult, onnx_path: str | os.PathLike) -> str:
+    """Why `dfc` is the result of another graph than the file at `onnx_path` (their hashes differ), or ""
+    when it is this graph's or carries no hash (unbound)."""
+    if dfc.sha256 is None:
+        return ""
+    here = file_sha256(onnx_path)
+    if dfc.sha256 == here:
+        return ""
+    return (
+        f"the DFC result ({dfc.source or 'no file'}) is of another graph: sha256 {dfc.sha256[:12]}..., "
+        f"not {here[:12]}... of {onnx_path}; refused, not counted"
+    )
+
+
 def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Op types of the nodes the DFC named, looked up in the graph (the DFC names nodes, not ops).
 
-    Falls back to the op the message names; nodes found neither way are returned as unresolved.
+    Falls back to the op the message names; nodes found neither way are returned as unresolved, each once, in
+    the order the DFC named them (kept in a dict: a result may name hundreds of thousands of nodes, so no step
+    may scan what came before).
     """
     graph, _ = read_graph(onnx_path)
     names = graph.node_ops() if graph is not None else {}
-    ops, unresolved = set(), []
+    ops: set[str] = set()
+    unresolved: dict[str, None] = {}
     for error in dfc.errors:
         if error.node is None:
             continue
@@ -173,8 +202,8 @@ def resolve_ops(dfc: DfcResult, onnx_path: str | os.PathLike) -> tuple[tuple[str
         op = op or error.op
         if op:
             ops.add(op)
-        elif error.node not in unresolved:
-            unresolved.append(error.node)
+        else:
+            unresolved.setdefault(error.node)
     return tuple(sorted(ops)), tuple(unresolved)
 
 

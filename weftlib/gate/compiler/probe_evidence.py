@@ -1,7 +1,9 @@
 """The DFC's results on the probes, turned into the edit to `params/device_ops.yaml` (a unified diff).
 
 Only an answer about a probe's own nodes becomes evidence; the YAML is edited round-trip by ruamel.yaml, so
-every comment and every other line of the file stays as it was.
+every comment and every other line of the file stays as it was. A result that carries the hash of another graph
+than its probe's file is refused outright (a ValueError: nothing is read from the folder); an unbound one (a raw
+log) counts by the model name it prints, as in `pairing`.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from ..record.allowlist import DEFAULT_PATH, load_device_ops
 from ..vocabulary import DfcVerdict, FailureCause, Listing, Seen, Subject
 from .dfc_log import DfcResult, failure_cause
 from .pack import MANIFEST, read_pack, results_in
-from .pairing import same_model
+from .pairing import bound_elsewhere, same_model
 from .probe_graphs import Probe
 
 
@@ -65,6 +67,10 @@ def evidence_diff(folder: str | os.PathLike, ops_path: str | os.PathLike | None 
     results = results_in(folder, [p.stem for p in probes])
     path = Path(ops_path) if ops_path else DEFAULT_PATH
     ops = load_device_ops(path)
+    for probe in probes:
+        result = results.get(probe.stem)
+        if result is not None and (why := bound_elsewhere(result, folder / probe.file)):
+            raise ValueError(f"probe {probe.label}: {why}")
     rows, additions = [], []
     for probe in probes:
         item, finding = probe_finding(probe, results.get(probe.stem), folder)

@@ -1,5 +1,6 @@
-"""The DFC's verdict on each graph of a run: read from a folder of result files (matched by file stem), else
-from the parser when it is installed here, else none, saying which.
+"""The DFC's verdict on each graph of a run: read from a folder of result files (found by file stem; the
+pairing then refuses one whose hash is another graph's), else from the parser when it is installed here, else
+none, saying which.
 """
 
 from __future__ import annotations

@@ -42,7 +42,8 @@ def gate_all(models: Sequence[Path], ops: DeviceOps) -> dict[Path, GateResult]:
 
 def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) -> tuple[DfcPack, list[Path]]:
     """Copy every graph (with its parity file) into one DFC pack folder; the copies are what gets gated and
-    paired, so the graph, its result file and the DFC's model name all share one stem."""
+    paired, so the graph, its result file and the DFC's model name all share one stem, and the hash the pack
+    gives each parse is the copy's."""
     root = Path(os.path.commonpath([Path(m).resolve().parent for m in models])).parent if models else Path(".")
     sources = {Path(m).name: graph_label(Path(m).resolve(), root) for m in models}  # relative: the pack stays copyable
     pack = write_dfc_pack(models, folder, arch, extra={"sources": sources})
@@ -50,7 +51,8 @@ def pack_models(models: Sequence[Path], folder: str | os.PathLike, arch: str) ->
 
 
 def pair_all(results: dict[Path, GateResult], dfc: dict[Path, DfcResult | None]) -> dict[Path, Pairing]:
-    """Each gated graph paired with its DFC result (None: not run), matched by model name."""
+    """Each gated graph paired with its DFC result (None: not run): bound by the graph's hash, which the pack gave
+    every parse (a result of another graph is refused), else, for a raw log, by model name (`pairing`)."""
     return {m: pair(r, dfc[m], m) for m, r in results.items()}
 
 
