@@ -301,8 +301,9 @@ def test_the_command_writes_the_fixed_graph_and_its_record(tmp_path, capsys):
     refused = _save(tmp_path, public_record.BUILDERS["harness-trig"](), "trig")
     capsys.readouterr()
     assert main(["fix", str(refused), "--out", str(tmp_path / "refused")]) == 1  # Sin and Cos of an input stay
-    (line,) = capsys.readouterr().out.splitlines()  # no rewrite: one line, nothing written
+    line, *closing = capsys.readouterr().out.splitlines()  # no rewrite: one line, nothing written, then the closing
     assert "op:Cos, op:Sin" in line and not (tmp_path / "refused").exists()
+    assert all(c.lstrip().startswith(("totals", "refused", "unjudged", "next:", "then:")) for c in closing), closing
 
 
 def test_a_malformed_model_is_a_clear_error_and_nothing_is_written(tmp_path, capsys, ops):

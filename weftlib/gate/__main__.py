@@ -282,6 +282,7 @@ def _fix(args: argparse.Namespace) -> int:
             f"{fixed.before.verdict}: no rewrite answers a finding of {args.model}; nothing written"
             + (f" ({len(fixed.unanswered)} refusal(s) left: {', '.join(left)})" if left else "")
         )
+        closing.print_lines(closing.fix_closing(fixed, None, args.model))
         return fixed.exit_code
     path = write_fix(fixed, args.out)
     if path is not None:

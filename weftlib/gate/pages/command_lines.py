@@ -62,13 +62,14 @@ def device_closing(result: GateResult, model: str, static: frozenset[str] | None
 
 
 def fix_closing(fix: Fix, written: Path | None, model: str) -> list[str]:
-    """`fix`'s totals (the fixed graph's prediction) and its next step: the DFC on a graph predicted to parse,
-    `probes` for what stays unjudged, `partition` to keep the refusals no rewrite answers on the host."""
+    """`fix`'s totals (the fixed graph's prediction, the original's when no rewrite applied) and its next step: the
+    DFC on a graph predicted to parse, `probes` for what stays unjudged, `partition` to keep the refusals no rewrite
+    answers on the host."""
     after = fix.after
     target = str(written) if written is not None and fix.rewrites else model
     static = static_nodes(index_model(fix.fixed))
     lines = gate_totals(after, static, "totals after the fix")
-    if not fix.proof.proven:
+    if fix.rewrites and not fix.proof.proven:
         return [
             *lines,
             f"next: keep the original (the proof failed): {command('partition', model, '--out', beside(model, '_cut'))}",
