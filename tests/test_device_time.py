@@ -166,3 +166,25 @@ def test_gate_partition_prints_the_estimate_with_its_sources(tmp_path, capsys):
     assert f"{len(zoo_rows())} networks" in out and "held out" in out and "source: overhead per transfer" in out
     assert main(["partition", str(path), "--out", str(tmp_path / "quiet"), "--no-estimate"]) == 0
     assert "time per inference" not in capsys.readouterr().out
+
+
+def test_every_figure_has_its_source_and_the_link_is_four_pcie3_lanes():
+    assert LINK_RATE.value == pytest.approx(4 * 8e9 * 128 / 130 / 8) and "PCIe" in LINK_RATE.source
+    assert TRANSFER_OVERHEAD.value is None and "unknown" in TRANSFER_OVERHEAD.text()
+    assert all(f.source for f in (LINK_RATE, TRANSFER_OVERHEAD))
+
+
+def test_the_segment_files_are_found_where_the_very_cut_was_written(ops, tmp_path):
+    from weftlib.gate.run import cutting
+
+    path = tmp_path / "found.onnx"
+    onnx.save(chain("found", ["conv", "relu", "sin", "conv"]), str(path))
+    parts = cutting.cut_all([path], ops, tmp_path / "segments")
+    assert cutting.segment_folders(parts, tmp_path / "after", tmp_path / "segments") == {
+        path: tmp_path / "segments" / "found"
+    }
+    other = cutting.cut_all([path], ops, tmp_path / "after")  # the same cut written elsewhere: the first wins
+    assert cutting.segment_folders(other, tmp_path / "after", tmp_path / "segments")[path].parent.name == "after"
+    forced = cutting.write_partition(path, ops, tmp_path / "forced" / "found", host={"/l0/Conv"})
+    with pytest.raises(ValueError, match="found: no folder"):
+        cutting.segment_folders({path: forced}, tmp_path / "segments")

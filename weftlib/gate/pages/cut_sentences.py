@@ -131,7 +131,7 @@ def merge_sentence(totals: Mapping[str, int], graphs: int) -> str:
 def calibration_sentence(calibration: Calibration) -> str:
     """The fit in one sentence (Markdown): rows, families, the chosen terms and coefficients, the held-out error."""
     m, e = calibration.model, calibration.error
-    slopes = ", ".join(f"{c:+.2f} x log {t}" for t, c in zip(m.terms, m.coefficients[1:]))
+    slopes = " ".join(f"{'-' if c < 0 else '+'} {abs(c):.2f} log {t}" for t, c in zip(m.terms, m.coefficients[1:]))
     return (
         f"**An estimate, not a measurement**: log FPS at batch 1 = {m.coefficients[0]:.2f} {slopes}, fitted by least "
         f"squares on **{len(calibration.rows)} hailo10h networks** of the vendor's zoo ({e.families} families). "

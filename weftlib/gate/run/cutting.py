@@ -231,7 +231,7 @@ def segment_folders(partitions: dict[Path, Partition], *folders: str | os.PathLi
     whose `<stem>/partition.json` records this very cut; a ValueError naming the graph when none does."""
     out = {}
     for model, part in partitions.items():
-        recorded = part.as_json()["segments"]
+        recorded = json.loads(json.dumps(part.as_json()["segments"]))  # as the file holds it: lists, not tuples
         for folder in folders:
             file = Path(folder) / model.stem / PARTITION_FILE
             if file.is_file() and json.loads(file.read_text())["segments"] == recorded:
