@@ -162,7 +162,7 @@ def test_gate_partition_prints_the_estimate_with_its_sources(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "time per inference: host alone" in out and "(measured here)" in out and "(an estimate" in out
     verdict = next(line for line in out.splitlines() if "device pays off:" in line)
-    assert verdict.rsplit(": ", 1)[1] in {str(v) for v in PaysOff}
+    assert verdict.split("device pays off: ", 1)[1] in {str(v) for v in PaysOff}  # "not judged: contended" too
     assert f"{len(zoo_rows())} networks" in out and "held out" in out and "source: overhead per transfer" in out
     assert main(["partition", str(path), "--out", str(tmp_path / "quiet"), "--no-estimate"]) == 0
     assert "time per inference" not in capsys.readouterr().out

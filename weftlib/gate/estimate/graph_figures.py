@@ -48,7 +48,8 @@ def _itemsizes(graph: Graph) -> dict[str, int]:
 
 def figures_of(graph: Graph, nodes: Iterable[str] | None = None) -> GraphFigures:
     """The counts of the named nodes of `graph` (every node when None): what they compute, hold, read and write."""
-    chosen = list(graph.nodes) if nodes is None else [n for n in graph.nodes if n.name in set(nodes)]
+    names = None if nodes is None else set(nodes)
+    chosen = [n for n in graph.nodes if names is None or n.name in names]
     written = {t for n in chosen for t in n.output if t}
     read = {t for n in chosen for t in n.input if t and t not in written and t not in graph.constants}
     sizes = _itemsizes(graph)

@@ -11,6 +11,7 @@ import statistics
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from ...measure.others import interleaved
 from ...onnx_core import runtime
@@ -37,7 +38,7 @@ class HostTimes:
         return sum(self.segments.values())
 
 
-def median_of(path: str | os.PathLike, repeats: int = REPEATS) -> tuple[float, int, dict]:
+def median_of(path: str | os.PathLike, repeats: int = REPEATS) -> tuple[float, int, dict[str, Any]]:
     """The median seconds of one graph run on random inputs, the repeats it took, and how quiet it ran."""
     session = runtime.session(path)
     feeds = runtime.random_feeds(session)
