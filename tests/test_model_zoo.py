@@ -21,6 +21,7 @@ import yaml
 
 from weftlib.gate.record import zoo
 from weftlib.gate.record.zoo import ZooArch
+from weftlib.gate.vocabulary import Exporter, ZooField
 
 MIRROR = Path(os.environ.get("WEFT_ZOO_MIRROR", "/work/.mirror/hailo-ai+hailo_model_zoo/repo"))
 HAS_MIRROR = shutil.which("git") is not None and (MIRROR / "HEAD").exists()
@@ -31,12 +32,17 @@ needs_mirror = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def raw() -> dict:
-    return yaml.safe_load(zoo.DEFAULT_PATH.read_text())
+    return yaml.load(zoo.DEFAULT_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
 
 
 @pytest.fixture(scope="module")
 def committed() -> zoo.Zoo:
     return zoo.load_zoo()
+
+
+def _small(raw: dict) -> dict:
+    """A copy of the file cut to a few rows and one observation (yolov8s), so each bad edit is checked quickly."""
+    return copy.deepcopy({**raw, "fps": raw["fps"][:3], "parse": [_obs_data(raw, "yolov8s")]})
 
 
 def _error(data: dict) -> str:
@@ -104,7 +110,8 @@ def test_families_follow_the_one_rule_and_span_the_known_architectures(committed
     ],
 )
 def test_a_malformed_file_is_refused_in_one_line_naming_the_place(raw: dict, edit, expected: str) -> None:
-    data = copy.deepcopy(raw)
+    data = _small(raw)
+    zoo.parse_zoo(data)  # the cut file is well-formed
     edit(data)
     assert expected in _error(data)
 
@@ -131,27 +138,61 @@ def _show(commit: str, path: str) -> str:
 
 
 @cache
-def _page_rows(commit: str, path: str) -> dict[str, dict[str, str]]:
-    """The page's list-table rows under a `Network Name` header, by the name as printed: header -> cell."""
-    tables: list[list[list[str]]] = []
+def _tables(commit: str, path: str) -> tuple[tuple[str | None, tuple[tuple[str, ...], ...]], ...]:
+    """The page's list-tables under a `Network Name` header: (the DFC version the page states last before the
+    table, or None; the rows, header first, each a tuple of its cells' text)."""
+    tables: list[tuple[str | None, list[list[str]]]] = []
     row: list[str] | None = None
+    stated: str | None = None
     for line in _show(commit, path).splitlines():
+        if said := re.search(r"compiled using Hailo Dataflow Compiler v?(\d+(?:\.\d+)+)", line):
+            stated = said.group(1)
         if line.startswith(".. list-table::"):
-            tables.append([])
+            tables.append((stated, []))
             row = None
         elif line and not line[0].isspace():  # text after the table ends it
             row = None
         elif tables and (start := re.fullmatch(r"\s*\* - ?(.*)", line)):
             row = [start.group(1).strip()]
-            tables[-1].append(row)
+            tables[-1][1].append(row)
         elif row is not None and (cell := re.fullmatch(r"\s+- ?(.*)", line)):
             row.append(cell.group(1).strip())
         elif row is not None and line.strip():
             row[-1] += "\n" + line.strip()  # a cell's second line
-    rows: dict[str, dict[str, str]] = {}
-    for header, *body in (table for table in tables if table and table[0][0] == "Network Name"):
-        rows.update({cells[0]: dict(zip(header, cells, strict=True)) for cells in body})
-    return rows
+    return tuple(
+        (version, tuple(tuple(cells) for cells in rows))
+        for version, rows in tables
+        if rows and rows[0][0] == "Network Name"
+    )
+
+
+@cache
+def _page_rows(commit: str, path: str) -> dict[str, dict[str, str]]:
+    """The rows of the page's tables by the network name as printed: header -> cell (a row must fill its header)."""
+    return {
+        cells[0]: dict(zip(header, cells, strict=True))
+        for _, (header, *body) in _tables(commit, path)
+        for cells in body
+    }
+
+
+def _clean(printed: str) -> str:
+    """A printed name without its marks (a star, `|star|`, `|rocket|`)."""
+    return re.sub(r"\|\w+\||⭐", "", printed).strip()
+
+
+@cache
+def _listing(commit: str, path: str) -> dict[str, tuple[str | None, tuple[str, ...]]]:
+    """Each network the page lists: the DFC version stated over its table, the arch folders its row links into."""
+    listed: dict[str, tuple[str | None, tuple[str, ...]]] = {}
+    for version, (_, *body) in _tables(commit, path):
+        for cells in body:
+            links = "\n".join(cells)
+            listed[_clean(cells[0])] = (
+                version,
+                tuple(sorted(set(re.findall(r"/Compiled/v[\d.]+/(hailo\w+)/", links)))),
+            )
+    return listed
 
 
 def _figure(cell: str) -> float | None:
@@ -191,3 +232,175 @@ def test_every_network_with_figures_on_the_cited_pages_has_a_row(committed: zoo.
     listed = {(commit, printed) for commit, page in cited for printed in _page_rows(commit, page)}
     held = {(row.commit, row.printed) for row in committed.data.fps}
     assert listed == held
+
+
+# ---- parse observations (issue 42) -----------------------------------------------------------------------------
+
+
+def test_every_network_with_figures_has_a_parse_observation_seen_on_its_arch(committed: zoo.Zoo) -> None:
+    observed = {obs.network: obs for obs in committed.parse_observations()}
+    assert committed.parse_observations() == zoo.parse_observations()
+    for arch in ZooArch:
+        missing = [row.network for row in committed.fps_rows(arch) if row.network not in observed]
+        assert not missing, f"{arch} networks with figures but no parse observation: {missing}"
+        for row in committed.fps_rows(arch):
+            assert any(seen.arch == arch and seen.dfc_version == row.dfc_version for seen in observed[row.network].seen)
+    for obs in committed.parse_observations():
+        assert all(seen.arch in ("hailo10", "hailo10h", "hailo15h") for seen in obs.seen), obs.network
+        assert (obs.config is None) == (obs.config_commit is None)
+        if obs.nodes is not None:
+            assert obs.nodes.start or obs.nodes.end, obs.network
+    on_5x = [obs for obs in committed.parse_observations() if obs.seen_on(ZooArch.HAILO10H)]
+    assert len(on_5x) >= 150, "most networks were listed on a hailo10h page under DFC 5.x, compiled for hailo10h"
+
+
+def test_an_exporter_is_recorded_only_where_its_source_url_names_it(committed: zoo.Zoo) -> None:
+    assert zoo.named_exporter("https://github.com/ultralytics/ultralytics") == Exporter.ULTRALYTICS
+    assert zoo.named_exporter("https://huggingface.co/timm/resnet50x4_clip.openai") == Exporter.TIMM
+    assert zoo.named_exporter("https://github.com/facebookresearch/deit") is None
+    assert zoo.named_exporter("https://huggingface.co/openai/clip-vit-base-patch32") is None, "the hub names no library"
+    named = {obs.network: obs.exporter for obs in committed.parse_observations() if obs.exporter}
+    assert committed.parse_observation("yolov8s").exporter == Exporter.ULTRALYTICS
+    with pytest.raises(zoo.ZooError, match="'resnet_v9': no parse observation"):
+        committed.parse_observation("resnet_v9")
+    assert named["yolov8s"] == Exporter.ULTRALYTICS and named["vit_base"] == Exporter.TIMM
+    assert "deit_small" not in named
+    for obs in committed.parse_observations():
+        assert obs.exporter_reason, obs.network
+        assert obs.inferred_exporter is None or obs.exporter is None, obs.network
+
+
+def _obs_data(raw: dict, network: str) -> dict:
+    return next(item for item in raw["parse"] if item["network"] == network)
+
+
+@pytest.mark.parametrize(
+    ("edit", "expected"),
+    [
+        (lambda o: o.update(onnx="x.onnx"), "unknown key"),
+        (lambda o: o.update(exporter="timm"), "exporter: timm but the source URL names ultralytics"),
+        (lambda o: o.update(inferred_exporter="timm", inferred_reason="a guess"), "inferred_exporter: only where"),
+        (lambda o: o.update(nodes=None, nodes_note=""), "nodes: none; say why in `nodes_note`"),
+        (lambda o: o.update(config_commit=None), "config and config_commit: give both or neither"),
+        (lambda o: o.update(seen=[]), "seen: empty"),
+        (lambda o: o["seen"][0].update(commit="HEAD"), "seen[0].commit: expected a 40-hex commit, got 'HEAD'"),
+        (lambda o: o["nodes"].update(end="a"), "nodes.end: Input should be a valid tuple"),
+    ],
+)
+def test_a_malformed_parse_observation_is_refused_in_one_line(raw: dict, edit, expected: str) -> None:
+    data = _small(raw)
+    edit(data["parse"][0])
+    message = _error(data)
+    assert expected in message and "parse[0]" in message
+
+
+def _exists(commit: str, path: str) -> bool:
+    """Whether the file is in the commit's tree (a commit that deleted it has none)."""
+    done = subprocess.run(["git", "-C", str(MIRROR), "cat-file", "-e", f"{commit}:{path}"], check=False)
+    return done.returncode == 0
+
+
+@cache
+def _config(commit: str, rel: str) -> dict:
+    return yaml.safe_load(_show(commit, f"hailo_model_zoo/cfg/{rel}")) or {}
+
+
+def _chain(commit: str, rel: str) -> list[str]:
+    """The config and its `base:` includes, nearest first (a later base overrides an earlier one)."""
+    return [rel] + [
+        found for base in reversed(_config(commit, rel).get("base") or []) for found in _chain(commit, base)
+    ]
+
+
+def _lookup(commit: str, rel: str, *keys: str) -> tuple[object, str | None]:
+    """A key's value in the merged config and the file that sets it (the nearest that names the key)."""
+    for found in _chain(commit, rel):
+        node: object = _config(commit, found)
+        for key in keys:
+            if not isinstance(node, dict) or key not in node:
+                break
+            node = node[key]
+        else:
+            return node, found
+    return None, None
+
+
+def _as_list(value: object) -> list[object]:
+    return [] if value is None else [value] if isinstance(value, str) else [item for item in value if item is not None]
+
+
+def _nodes(value: object) -> tuple[list[object], list[object]]:
+    start, end = value if isinstance(value, list) and len(value) == 2 else (None, None)
+    return _as_list(start), _as_list(end)
+
+
+def _git_lines(*args: str) -> list[str]:
+    return subprocess.run(["git", "-C", str(MIRROR), *args], capture_output=True, text=True, check=True).stdout.split()
+
+
+def _names_nodes(commit: str, config: str) -> bool:
+    rel = config.removeprefix("hailo_model_zoo/cfg/")
+    return _exists(commit, config) and any(_nodes(_lookup(commit, rel, "parser", "nodes")[0]))
+
+
+def _config_problems(obs: zoo.ParseObservation, commit: str, rel: str) -> list[str]:
+    """The observation's config facts against the merged config at its commit."""
+    wrong = []
+    if _chain(commit, rel)[1:] != list(obs.bases):
+        wrong.append(f"bases {list(obs.bases)}, the config {_chain(commit, rel)[1:]}")
+    if _as_list(_lookup(commit, rel, "paths", "network_path")[0]) != list(obs.network_path):
+        wrong.append("network_path differs from the config's")
+    shape = str(_lookup(commit, rel, "info", "input_shape")[0])
+    if [part.strip().lower() for part in shape.split(",")] != list(obs.inputs):
+        wrong.append(f"inputs {list(obs.inputs)}, the config {shape!r}")
+    if _as_list(_lookup(commit, rel, "info", "supported_hw_arch")[0]) != list(obs.config_archs):
+        wrong.append("config_archs differ from the config's info.supported_hw_arch")
+    if obs.source_field == ZooField.INFO_SOURCE and _lookup(commit, rel, "info", "source")[0] != obs.source_url:
+        wrong.append("source_url is not the config's info.source")
+    return wrong
+
+
+def _nodes_problems(obs: zoo.ParseObservation, config: str, commit: str) -> list[str]:
+    """The nodes against the config: at the nodes' commit as recorded, and none named by any newer commit."""
+    rel = config.removeprefix("hailo_model_zoo/cfg/")
+    if obs.nodes is None:
+        named = [old for old in [commit, *_git_lines("rev-list", commit, "--", config)] if _names_nodes(old, config)]
+        return [f"no nodes recorded, but the config names them at {named[0][:10]}"] if named else []
+    wrong = []
+    value, where = _lookup(obs.nodes.commit, rel, "parser", "nodes")
+    if _nodes(value) != (list(obs.nodes.start), list(obs.nodes.end)):
+        wrong.append(f"nodes {obs.nodes.start} -> {obs.nodes.end}, the config {value}")
+    if f"hailo_model_zoo/cfg/{where}" != obs.nodes.config:
+        wrong.append(f"nodes set by {where}, not {obs.nodes.config}")
+    if obs.nodes.commit != commit:
+        newer = [commit, *_git_lines("rev-list", f"{obs.nodes.commit}..{commit}", "--", config)]
+        if any(_names_nodes(old, config) for old in newer):
+            wrong.append("nodes read at an older commit though a newer one of the config names them")
+    return wrong
+
+
+@needs_mirror
+def test_every_parse_observation_matches_its_config_at_its_commit(committed: zoo.Zoo) -> None:
+    wrong = []
+    for obs in committed.parse_observations():
+        if obs.config is None or obs.config_commit is None:
+            if _git_lines("rev-list", "-1", "HEAD", "--", f"hailo_model_zoo/cfg/networks/{obs.network}.yaml"):
+                wrong.append(f"{obs.network}: no config recorded, but the history has one")
+            continue
+        rel = obs.config.removeprefix("hailo_model_zoo/cfg/")
+        problems = _config_problems(obs, obs.config_commit, rel) + _nodes_problems(obs, obs.config, obs.config_commit)
+        wrong += [f"{obs.network}: {problem}" for problem in problems]
+    assert not wrong, "\n".join(wrong)
+
+
+@needs_mirror
+def test_every_seen_listing_matches_its_page_at_both_commits(committed: zoo.Zoo) -> None:
+    wrong = []
+    for obs in committed.parse_observations():
+        for seen in obs.seen:
+            for commit in (seen.commit, seen.last_commit):
+                listed = _listing(commit, seen.page).get(obs.network)
+                expected = (seen.dfc_version, tuple(seen.compiled_for))
+                if listed != expected:
+                    wrong.append(f"{obs.network} on {seen.page} at {commit[:10]}: {expected}, the page {listed}")
+    assert not wrong, "\n".join(wrong[:20]) + f"\n({len(wrong)} in all)"

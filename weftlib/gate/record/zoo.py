@@ -60,10 +60,13 @@ def _positive(value: object) -> float:
     return float(value)
 
 
+PageArch = Annotated[str, _matching(r"hailo\d+[a-z]*", "an arch such as hailo10h")]
+Shape = Annotated[str, _matching(r"[1-9]\d*(x[1-9]\d*)+", "a shape such as 640x640x3")]
+ConfigRel = Annotated[str, _matching(r"\S+\.yaml", "a config path under hailo_model_zoo/cfg/")]
 Commit = Annotated[str, _matching(r"[0-9a-f]{40}", "a 40-hex commit")]
 Version = Annotated[str, _matching(r"\d+(\.\d+)+", "a version such as 5.2.0")]
 Resolution = Annotated[str, _matching(r"[1-9]\d*x[1-9]\d*x[1-9]\d*", "a resolution HxWxC such as 640x640x3")]
-PagePath = Annotated[str, _matching(r"docs/\S+\.rst", "a page path docs/....rst")]
+PagePath = Annotated[str, _matching(r"docs/[^\n]+\.rst", "a page path docs/....rst")]
 ConfigPath = Annotated[str, _matching(r"hailo_model_zoo/cfg/\S+\.yaml", "a config path hailo_model_zoo/cfg/....yaml")]
 Name = Annotated[str, _matching(r"[A-Za-z0-9][A-Za-z0-9_.\-]*", "a network name")]
 Text = Annotated[str, _matching(r"\S.*", "a non-empty string")]
@@ -99,6 +102,21 @@ FAMILY_RULES: tuple[tuple[str, str], ...] = (
     (r"regnetx", "regnet"),
     (r"repvgg", "repvgg"),
 )
+
+
+# The exporter a source URL names: only the exporter's own repository (or timm's hub organisation) names it.
+EXPORTER_SOURCES: tuple[tuple[str, Exporter], ...] = (
+    (r"https?://github\.com/ultralytics/", Exporter.ULTRALYTICS),
+    (r"https?://github\.com/(?:rwightman|huggingface)/pytorch-image-models", Exporter.TIMM),
+    (r"https?://huggingface\.co/timm/", Exporter.TIMM),
+    (r"https?://(?:pytorch\.org/vision|github\.com/pytorch/vision)", Exporter.TORCHVISION),
+    (r"https?://github\.com/huggingface/transformers", Exporter.TRANSFORMERS),
+)
+
+
+def named_exporter(url: str | None) -> Exporter | None:
+    """The exporter `url` names by `EXPORTER_SOURCES`, or None."""
+    return next((exporter for pattern, exporter in EXPORTER_SOURCES if url and re.match(pattern, url)), None)
 
 
 def family(network: str) -> str:
@@ -147,56 +165,79 @@ class Nodes(_Record):
 
     start: tuple[Text, ...]  # empty: the graph's own inputs
     end: tuple[Text, ...]  # empty: the graph's own outputs
-    config: ConfigPath  # the file of the merged config that names them
+    config: ConfigPath  # the file of the merged config that names them (the network's own or a base)
     commit: Commit
-    note: str = ""
+    note: str = ""  # where they were read at another commit than the observation's config
 
 
 class Seen(_Record):
-    """A page that listed the network: its arch, the DFC version it states, first and last commit of that."""
+    """A page that listed the network, as it stood from `commit` to `last_commit` (by commit date)."""
 
-    arch: ZooArch
-    dfc_version: Version | None  # None: the page states no version at those commits
+    arch: PageArch  # the arch the page's file name names (HAILO10_ pages were hailo10)
+    compiled_for: tuple[PageArch, ...]  # the arch folders the row's compiled-model links point into
+    dfc_version: Version | None  # the DFC version the page states over the row's table; None: it states none
     page: PagePath
     commit: Commit  # the first commit at which the page lists it so
-    last_commit: Commit  # the last commit (HEAD of the mirror where it still does)
+    last_commit: Commit  # the last
+
+    @property
+    def dfc_major(self) -> int | None:
+        return None if self.dfc_version is None else int(self.dfc_version.split(".")[0])
 
 
 class ParseObservation(_Record):
     """A network the vendor parsed and compiled: its config's facts, its exporter where its source names one."""
 
     network: Name
-    input: Resolution
-    config: ConfigPath
-    config_commit: Commit
-    bases: tuple[Text, ...] = ()  # the `base:` includes followed, nearest first
+    inputs: tuple[Shape, ...]  # the config's `info.input_shape` (the page's resolution where there is no config)
+    config: ConfigPath | None  # None: no config of this name at any commit
+    config_commit: Commit | None
+    bases: tuple[ConfigRel, ...] = ()  # the `base:` includes followed, nearest first
     network_path: tuple[Text, ...]
-    nodes: Nodes | None  # None: no config of this network at any commit read names nodes
+    config_archs: tuple[PageArch, ...] = ()  # the config's `info: supported_hw_arch` (a page may list others)
+    nodes: Nodes | None  # None: no commit of the config names nodes
     nodes_note: str = ""
     source_url: Url | None
     source_field: ZooField | None
-    exporter: Exporter | None
+    exporter: Exporter | None  # only where the source URL is the exporter's own repository
     exporter_reason: Text  # why this exporter, or why none
+    inferred_exporter: Exporter | None = None  # where the source does not name it but another fact points to it
+    inferred_reason: str = ""
     seen: tuple[Seen, ...]
 
     @model_validator(mode="after")
     def _consistent(self) -> ParseObservation:
+        if not self.inputs:
+            raise _problem("inputs: empty")
         if not self.seen:
             raise _problem("seen: empty; a parse observation is a page that listed it")
+        if (self.config is None) != (self.config_commit is None):
+            raise _problem("config and config_commit: give both or neither")
         if (self.source_url is None) != (self.source_field is None):
             raise _problem("source_url and source_field: give both or neither")
         if self.nodes is None and not self.nodes_note:
             raise _problem("nodes: none; say why in `nodes_note`")
+        if self.exporter != named_exporter(self.source_url):
+            raise _problem(
+                f"exporter: {self.exporter} but the source URL names {named_exporter(self.source_url)} (EXPORTER_SOURCES)"
+            )
+        if self.inferred_exporter is not None and (self.exporter is not None or not self.inferred_reason):
+            raise _problem("inferred_exporter: only where no exporter is named, and with its `inferred_reason`")
         return self
 
     @property
     def family(self) -> str:
         return family(self.network)
 
-    @property
-    def dfc_versions(self) -> tuple[str, ...]:
-        """The DFC versions the listing pages stated, oldest first as seen."""
-        return tuple(dict.fromkeys(seen.dfc_version for seen in self.seen if seen.dfc_version))
+    def seen_on(self, arch: ZooArch | str, dfc_major: int = 5) -> tuple[Seen, ...]:
+        """The listings of a page of `arch` whose rows link models compiled for `arch` (or link none) under a
+        stated DFC of `dfc_major`: the observations a parse on that arch and DFC rests on."""
+        wanted = ZooArch(arch)
+        return tuple(
+            seen
+            for seen in self.seen
+            if seen.arch == wanted and seen.dfc_major == dfc_major and wanted in (seen.compiled_for or (wanted,))
+        )
 
 
 class ZooFile(_Record):
@@ -237,6 +278,13 @@ class Zoo:
     def parse_observations(self) -> tuple[ParseObservation, ...]:
         return self.data.parse
 
+    def parse_observation(self, network: str) -> ParseObservation:
+        """One network's observation; a `ZooError` naming the network where the file has none."""
+        found = next((obs for obs in self.data.parse if obs.network == network), None)
+        if found is None:
+            raise ZooError(f"network {network!r}: no parse observation in the zoo file")
+        return found
+
     def families(self, arch: ZooArch | str = ZooArch.HAILO10H) -> dict[str, tuple[str, ...]]:
         """Family -> its networks with FPS rows on `arch`, both sorted."""
         grouped: dict[str, list[str]] = {}
@@ -268,7 +316,7 @@ def load_zoo(path: str | Path | None = None) -> Zoo:
 
     source = Path(path) if path is not None else DEFAULT_PATH
     try:
-        data = yaml.safe_load(source.read_text())
+        data = yaml.load(source.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # 14k lines: libyaml
     except OSError as exc:
         raise ZooError(f"{source}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
