@@ -22,10 +22,12 @@ from tests.conftest import write_notebook
 from weftlib import dit, trace
 from weftlib.attention import conclusion as attention_conclusion
 from weftlib.gate import device_gate, load_device_ops, write_probes
+from weftlib.gate.estimate.calibration import zoo_calibration
 from weftlib.gate.graphs import Builder
 from weftlib.gate.pages import cut_sentences, cut_tables, gate_sentences, plots
 from weftlib.gate.predict import explain
 from weftlib.gate.run import cutting, gating
+from weftlib.gate.vocabulary import PaysOff
 from weftlib.sparse import summary as sparse_summary
 from weftlib.suite import index_page, params, publish, record, verdicts
 from weftlib.suite.runfolder import NotebookResult, read_summary
@@ -109,6 +111,13 @@ def record_06(run, models, ops):
     named = cutting.answer_models(models, ANSWER_GRAPHS)
     plots.node_data_files(partitions, cutting.predictions(models, ops, partitions), rec.path("node_data"))
     rec.record("device_share", cutting.device_share(partitions, named), headline=True)
+    estimates = cutting.estimate_cuts(
+        {m: partitions[m] for m in named.values()},
+        {m: rec.path("segments") / m.stem for m in named.values()},
+        zoo_calibration(),
+        repeats=1,
+    )
+    rec.record(verdicts.PAYOFF_KEY, cutting.payoff_verdicts(estimates, named))
     sentence, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, rec.path("run_dfc.sh"), run)
     rec.conclude(
         sentence,
@@ -304,7 +313,8 @@ def expected_cells(row: dict) -> list[str]:
 
     settle = f"{row['settle']['kind']}: {row['settle']['text'].replace('`', '')}"
     share = f"{row['faithful']['share_text']} → {row['variant']['share_text']}"
-    return [row["graph"], side(row["faithful"]), side(row["variant"]), settle, share]
+    payoff = f"{row['faithful']['payoff']} → {row['variant']['payoff']}"
+    return [row["graph"], side(row["faithful"]), side(row["variant"]), settle, share, payoff]
 
 
 def test_the_verdict_table_is_summary_jsons_in_the_index_and_on_the_page(run):
@@ -324,11 +334,13 @@ def test_each_row_is_read_from_05_and_06s_records_and_says_what_settles_the_rest
     folder, summary, _ = run
     standing = record.load_metrics(folder, "05_gate_pairing")["metrics"]["graph_standing"]
     shares = record.load_metrics(folder, "06_device_cut")["metrics"]["device_share"]
+    payoffs = record.load_metrics(folder, "06_device_cut")["metrics"][verdicts.PAYOFF_KEY]
     rows = {r["graph"]: r for r in summary.verdicts}
     for row in rows.values():
         for side in (row["faithful"], row["variant"]):
             assert side["verdict"] == standing[side["stem"]]["verdict"]
             assert side["share"] == shares[side["stem"]]
+            assert side["payoff"] == payoffs[side["stem"]] and side["payoff"] in {str(v) for v in PaysOff}
     attention, sparse, block = rows["attention layer (02)"], rows["sparse convolution (03)"], rows["DiT block (04)"]
     assert (attention["faithful"]["verdict"], attention["faithful"]["by"]) == ("refused", "op Sin ×1")
     assert attention["variant"]["verdict"] == "pass" and attention["settle"] == {
@@ -370,4 +382,4 @@ def test_gate_fixs_verdicts_add_a_column_and_a_bar_when_05_records_them(graphs, 
     counts = verdicts.stage_counts(summary.verdicts)
     assert counts["after gate fix"] == {"pass": 1, "unjudged": 1, "not run": 1}
     html = (copy / "index.html").read_text()
-    assert "after <code>gate fix</code>" in html and len(verdict_table(html)[0]) == 6
+    assert "after <code>gate fix</code>" in html and len(verdict_table(html)[0]) == 7

@@ -10,7 +10,8 @@ pair MODEL.onnx --dfc R.json|LOG [--matched-by-hand]
 probes --out DIR                               one small graph per unjudged op and rule, a manifest, the DFC script
 evidence DIR                                   the device_ops.yaml edit the probes' DFC results imply (a diff)
 partition MODEL.onnx --out DIR                 the device and host segments, proven equal: exit 0 when the chain
-                                               computes the graph, 1 when it does not
+                                               computes the graph, 1 when it does not; then the time per inference
+                                               (host measured here, device estimated from the vendor's zoo)
 fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate's findings, proven equal in
                                                onnxruntime: DIR/<stem>.fixed.onnx (only when proven) and
                                                DIR/fix.json, nothing when no rewrite applies; exit 0 pass,
@@ -51,10 +52,13 @@ from .compiler.probe_evidence import evidence_diff
 from .compiler.probes import write_probes
 from .cut.partition import WHOLE_FILE, PartitionError, write_partition
 from .cut.segments import TOLERANCE
+from .estimate.calibration import zoo_calibration
 from .fix import FixError, fix_model, write_fix
 from .folder_swap import signals_as_ctrl_c
 from .pages import command_lines as closing
+from .pages.cut_sentences import estimate_lines
 from .predict.summary_lines import finding_lines, static_nodes_of
+from .run.cutting import estimate_cuts
 from .vocabulary import DfcVerdict, PairVerdict, Side
 
 
@@ -99,6 +103,9 @@ def _parser() -> argparse.ArgumentParser:
     cut.add_argument("--ops", default=None)
     cut.add_argument(
         "--tolerance", type=float, default=None, help=f"max |chain - graph| allowed (default {TOLERANCE:g})"
+    )
+    cut.add_argument(
+        "--no-estimate", action="store_true", help="skip the time per inference (host timed, device estimated)"
     )
     fix = sub.add_parser("fix", help="rewrite a graph toward what the DFC parses, each rewrite exact and proven")
     fix.add_argument("model")
@@ -258,6 +265,12 @@ def _partition(args: argparse.Namespace) -> int:
     print(
         f"chain vs graph: max |diff| {part.max_abs_diff:.3g} (tolerance {part.tolerance:g}): {'proven' if part.proven else 'NOT equal'}"
     )
+    if part.proven and not args.no_estimate:
+        model, calibration = Path(args.model), zoo_calibration()
+        for line in estimate_lines(
+            estimate_cuts({model: part}, {model: Path(args.out)}, calibration)[model], calibration
+        ):
+            print(line)
     closing.print_lines(closing.partition_closing(part, args.model, args.out))
     return 0 if part.proven else 1
 

@@ -210,3 +210,14 @@ class ZooField(StrEnum):
 
     INFO_SOURCE = "config info.source"
     PAGE_LINK = "page S link"
+
+
+class PaysOff(StrEnum):
+    """Whether a cut's device estimate plus transfers plus host segments beats the host alone
+    (`gate.estimate.payoff`): judged on the estimate's band, never on its middle alone."""
+
+    YES = "yes"  # the slow end of the band is still faster than the host alone
+    NO = "no"  # the fast end of the band is still slower
+    WITHIN_ERROR = "within the error"  # the host alone lies inside the band
+    CONTENDED = "not judged: contended"  # the host's times were taken while other work held the cores
+    NO_DEVICE = "nothing on the device"  # the cut has no device segment

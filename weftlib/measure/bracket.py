@@ -4,34 +4,14 @@ block, and the CPU other work took meanwhile (`Bracket`).
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from .limits import MachineLimits, machine_limits
+from .others import CONTENDED
+from .others import cpu_seconds as _cpu_seconds
 from .timing import sample_seconds
-
-CONTENDED = 0.25  # a timed block is contended when its rates before and after differ by more than this fraction,
-# or when other work took more than this share of a core while it ran
-_PROC_STAT = Path("/proc/stat")
-
-
-def _cpu_seconds() -> tuple[float | None, float]:
-    """(CPU seconds every core of the machine has been busy, hypervisor steal included, or None where
-    /proc/stat cannot be read; CPU seconds of this process and its reaped children)."""
-    own = os.times()
-    mine = own.user + own.system + own.children_user + own.children_system
-    try:
-        fields = _PROC_STAT.read_text().split("\n", 1)[0].split()
-    except OSError:
-        return None, mine
-    if not fields or fields[0] != "cpu":
-        return None, mine
-    ticks = [int(x) for x in fields[1:9]]  # user nice system idle iowait irq softirq steal
-    busy = sum(ticks) - ticks[3] - ticks[4]
-    return busy / os.sysconf("SC_CLK_TCK"), mine
 
 
 class Bracket:

@@ -24,6 +24,7 @@ from .record import load_metrics, save_figure
 GATE_NOTEBOOK, CUT_NOTEBOOK = "05_gate_pairing", "06_device_cut"
 STANDING_KEY = "graph_standing"  # 05: stem -> verdict, basis, refused_by, unjudged_by, probes
 FIX_KEY = "fix_verdicts"  # 05, once `gate fix` runs there: faithful stem -> verdict of its fixed graph
+PAYOFF_KEY = "device_payoff"  # 06: stem -> does the device pay off (`gate.vocabulary.PaysOff`), an estimate
 VERDICTS = ("pass", "unjudged", "refused")
 CELL_COLOURS = {"pass": "#d7f5dd", "unjudged": "#fff1c2", "refused": "#fbd5d5", "not run": "#eeeeee"}
 FIGURE = "verdicts.png"
@@ -41,6 +42,7 @@ def verdict_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
         "run_dir": Path(run_dir),
         "files": {Path(row["graph"]).stem: row["graph"] for row in cut.get("coverage") or []},
         "share": cut.get("device_share") or {},
+        "payoff": cut.get(PAYOFF_KEY) or {},
         "dfc_script": _in_run(gate.get("dfc_script")),
         "probe_script": _in_run(gate.get("probe_script")),
     }
@@ -71,6 +73,7 @@ def _side(stem: str, standing: dict[str, Any], context: dict[str, Any]) -> dict[
         "stem": stem,
         "share": share,
         "share_text": format_value(round(100 * share, 2), "%", 4) if share is not None else "not cut",
+        "payoff": context["payoff"].get(stem, "not estimated"),
         "links": _links(stem, context),
     }
     if found is None:

@@ -5,6 +5,7 @@ figures `run.cutting` measured. Markdown where a notebook displays it.
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -14,6 +15,8 @@ from ..compiler.dfc_log import DfcResult
 from ..compiler.dfc_target import image
 from ..compiler.pack import DfcPack
 from ..cut.segments import Partition
+from ..estimate.device_model import Calibration
+from ..estimate.payoff import CutEstimate, sources
 from ..run.cutting import host_ops
 from ..vocabulary import DfcSource
 from .gate_sentences import run_command
@@ -123,3 +126,46 @@ def merge_sentence(totals: Mapping[str, int], graphs: int) -> str:
         f"{totals['device_segments_after']}** and the tensors in or out of the device per inference from "
         f"{totals['tensors_before']} to {totals['tensors_after']}."
     )
+
+
+def calibration_sentence(calibration: Calibration) -> str:
+    """The fit in one sentence (Markdown): rows, families, the chosen terms and coefficients, the held-out error."""
+    m, e = calibration.model, calibration.error
+    slopes = " ".join(f"{'-' if c < 0 else '+'} {abs(c):.2f} log {t}" for t, c in zip(m.terms, m.coefficients[1:]))
+    return (
+        f"**An estimate, not a measurement**: log FPS at batch 1 = {m.coefficients[0]:.2f} {slopes}, fitted by least "
+        f"squares on **{len(calibration.rows)} hailo10h networks** of the vendor's zoo ({e.families} families). "
+        f"Each family predicted from the others is off by a factor of {math.exp(e.median):.2f} "
+        f"at the median and {e.band:.2f} at the 90th percentile: the band every device estimate carries."
+    )
+
+
+def estimate_sentence(estimates: Mapping[str, CutEstimate], calibration: Calibration) -> str:
+    """Per named graph (stem -> estimate): host alone against the cut, the ratio and the verdict, then the
+    sources of every figure (Markdown)."""
+    lines = [
+        f"- `{stem}`: host alone {1e3 * e.host_only:.3g} ms (measured) against the cut's "
+        f"{1e3 * e.total:.3g} ms (estimate; {1e3 * e.total_low:.3g} to {1e3 * e.total_high:.3g}): host / cut "
+        f"{e.ratio:.3g}, device pays off: **{e.verdict}**"
+        for stem, e in estimates.items()
+    ]
+    return "\n".join([*lines, "", "Sources: " + "; ".join(sources(calibration)) + "."])
+
+
+def estimate_lines(estimate: CutEstimate, calibration: Calibration) -> list[str]:
+    """What `gate partition` prints of a cut's time per inference: the figures, each labelled measured or an
+    estimate, the verdict, then the sources."""
+    e = estimate
+
+    def ms(seconds: float) -> str:
+        return f"{1e3 * seconds:.3g} ms"
+
+    lines = [
+        f"time per inference: host alone {ms(e.host_only)} (measured here); the cut {ms(e.total)} (an estimate, "
+        f"{ms(e.total_low)} to {ms(e.total_high)}): host segments {ms(e.host_segments)} (measured), device "
+        f"{ms(e.device)} (estimate, x/÷ {calibration.error.band:.2f}), transfers {ms(e.transfer)} for "
+        f"{e.transfers} tensors, {e.bytes_crossing:,} bytes (estimate)",
+        f"host alone / cut {e.ratio:.3g}: device pays off: {e.verdict}",
+    ]
+    lines += [f"  outside the calibration: {o}" for o in e.outside]
+    return lines + [f"  source: {s}" for s in sources(calibration)]

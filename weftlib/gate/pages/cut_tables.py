@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING
 
 from ..cut.merge import LINK
 from ..cut.segments import Partition
+from ..estimate.device_model import Calibration
+from ..estimate.payoff import CutEstimate
 from ..record.allowlist import DeviceOps
 from ..run.cutting import CutVerdict
 from ..run_graphs import graph_label
@@ -158,3 +160,55 @@ def deployable_table(
                 }
             )
     return pd.DataFrame(rows)
+
+
+def _ms(seconds: float) -> float:
+    return round(1e3 * seconds, 4)
+
+
+def estimate_table(estimates: Mapping[Path, CutEstimate], root: str | os.PathLike, band: float):
+    """One row per graph, in ms per inference: the host alone (measured here), the cut's host segments
+    (measured), its device segments (estimated, with the band: x/÷ `band`), its transfers (estimated at the
+    link's rate), the cut in all with its band, host alone over the cut, and whether the device pays off."""
+    import pandas as pd
+
+    rows = []
+    for model, e in estimates.items():
+        rows.append(
+            {
+                "graph": graph_label(model, root),
+                "host alone, ms (measured)": _ms(e.host_only),
+                "host segments, ms (measured)": _ms(e.host_segments),
+                "device, ms (estimate)": _ms(e.device),
+                f"device band (x/÷ {band:.2f}), ms": f"{_ms(e.device_low):.3g} to {_ms(e.device_high):.3g}",
+                "transfers, ms (estimate)": _ms(e.transfer),
+                "tensors crossing": e.transfers,
+                "cut, ms (estimate)": _ms(e.total),
+                "cut band, ms": f"{_ms(e.total_low):.3g} to {_ms(e.total_high):.3g}",
+                "host alone / cut": round(e.ratio, 3),
+                "device pays off": str(e.verdict),
+                "outside the zoo's range": "; ".join(e.outside),
+            }
+        )
+    return pd.DataFrame(rows)
+
+
+def calibration_table(calibration: Calibration):
+    """One row per candidate fit: its terms, its held-out error (each family predicted by the others: median
+    and 90th percentile of |log(predicted / published)|), the band that gives, and which one was chosen."""
+    import pandas as pd
+
+    return pd.DataFrame(
+        [
+            {
+                "fit of log FPS on the logs of": name,
+                "held-out median |log error|": round(e.median, 3),
+                "held-out 90th percentile": round(e.p90, 3),
+                "band (x/÷)": round(e.band, 2),
+                "networks": len(e.errors),
+                "families": e.families,
+                "chosen": name == calibration.chosen,
+            }
+            for name, e in calibration.candidates.items()
+        ]
+    )

@@ -10,6 +10,7 @@ is `pages.cut_tables`, `pages.cut_sentences` and `pages.plots`.
 
 from __future__ import annotations
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -24,11 +25,14 @@ from ..compiler.dfc_log import DfcResult, failure_cause
 from ..compiler.pack import DfcPack, results_in, write_dfc_pack
 from ..cut.coverage import coverage
 from ..cut.merge import UNMERGED, crumbs, mergeable_pairs
-from ..cut.partition import cut, write_partition
+from ..cut.partition import PARTITION_FILE, cut, write_partition
 from ..cut.segments import TOLERANCE, Partition
+from ..estimate.device_model import Calibration
+from ..estimate.host_time import REPEATS, host_times
+from ..estimate.payoff import CutEstimate, estimate_cut
 from ..predict.nodes import GraphPrediction, predict
 from ..record.allowlist import DeviceOps
-from ..vocabulary import DfcVerdict, FailureCause, SegmentVerdict, Side
+from ..vocabulary import DfcVerdict, FailureCause, PaysOff, SegmentVerdict, Side
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
 
@@ -220,3 +224,39 @@ def merge_totals(partitions: dict[Path, Partition], before: dict[Path, Partition
         "tensors_before": sum(p.coverage.crossings for p in before.values()),
         "tensors_after": sum(p.coverage.crossings for p in partitions.values()),
     }
+
+
+def segment_folders(partitions: dict[Path, Partition], *folders: str | os.PathLike) -> dict[Path, Path]:
+    """Where each partition's segment files are: the first of `folders` (e.g. the DFC's re-cut, then `cut_all`'s)
+    whose `<stem>/partition.json` records this very cut; a ValueError naming the graph when none does."""
+    out = {}
+    for model, part in partitions.items():
+        recorded = json.loads(json.dumps(part.as_json()["segments"]))  # as the file holds it: lists, not tuples
+        for folder in folders:
+            file = Path(folder) / model.stem / PARTITION_FILE
+            if file.is_file() and json.loads(file.read_text())["segments"] == recorded:
+                out[model] = file.parent
+                break
+        else:
+            raise ValueError(f"{model.stem}: no folder of {[str(f) for f in folders]} holds its cut's segment files")
+    return out
+
+
+def estimate_cuts(
+    partitions: dict[Path, Partition],
+    folders: Mapping[Path, Path],
+    calibration: Calibration,
+    repeats: int = REPEATS,
+) -> dict[Path, CutEstimate]:
+    """Each graph's time per inference: the host alone and its host segments measured here (their files in
+    `folders`), its device segments estimated (`calibration`), its transfers at the link's rate, the verdict."""
+    out = {}
+    for model, part in tqdm(list(partitions.items()), desc="time", disable=headless() or len(partitions) < 4):
+        graph = index_model(onnx.shape_inference.infer_shapes(onnx.load(str(model)), data_prop=True))
+        out[model] = estimate_cut(part, graph, calibration, host_times(part, model, folders[model], repeats))
+    return out
+
+
+def payoff_verdicts(estimates: dict[Path, CutEstimate], named: Mapping[str, Path]) -> dict[str, PaysOff]:
+    """Stem -> whether the device pays off, for the `named` graphs estimated (the verdict table's column)."""
+    return {stem: estimates[model].verdict for stem, model in named.items() if model in estimates}

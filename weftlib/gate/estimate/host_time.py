@@ -1,0 +1,71 @@
+"""The host's side, measured here: the whole graph and each host segment of its cut run in onnxruntime (its
+default optimisations and threads, as a deployment would run them), each the median of repeats, one session at
+a time (at NAF's geometry a session holds gigabytes). The CPU other work took meanwhile is read for each, and a
+graph whose times met a busy machine is contended: shown, never judged (`measure.others`).
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ...measure.others import interleaved
+from ...onnx_core import runtime
+from ..cut.segments import Partition
+from ..vocabulary import Side
+
+REPEATS = 5
+LONG_CALL_S = 2.0  # a warm-up call this long takes `LONG_REPEATS` timed calls, not `REPEATS`
+LONG_REPEATS = 3
+
+
+@dataclass(frozen=True)
+class HostTimes:
+    """Medians in seconds: the graph whole, and each host segment by its file; how quiet the machine was."""
+
+    whole: float
+    segments: dict[str, float]
+    repeats: int
+    others_cores: float | None  # the most any one timing saw other work take, in cores
+    contended: bool
+
+    @property
+    def host_segments(self) -> float:
+        return sum(self.segments.values())
+
+
+def median_of(path: str | os.PathLike, repeats: int = REPEATS) -> tuple[float, int, dict[str, Any]]:
+    """The median seconds of one graph run on random inputs, the repeats it took, and how quiet it ran."""
+    session = runtime.session(path)
+    feeds = runtime.random_feeds(session)
+    start = time.perf_counter()
+    session.run(None, feeds)  # the warm-up: the arena allocated, the kernels chosen
+    if time.perf_counter() - start > LONG_CALL_S:
+        repeats = min(repeats, LONG_REPEATS)
+    samples, quiet = interleaved({"run": lambda: session.run(None, feeds)}, repeats=repeats, warmup=0)
+    return statistics.median(samples["run"]), repeats, quiet
+
+
+def host_times(
+    part: Partition, model: str | os.PathLike, folder: str | os.PathLike, repeats: int = REPEATS
+) -> HostTimes:
+    """The graph whole (`model`) and every host segment of `part` (its files under `folder`), timed."""
+    whole, taken, quiet = median_of(model, repeats)
+    seen = [quiet]
+    segments = {}
+    for s in part.segments:
+        if s.runs_on == Side.HOST:
+            segments[s.file], _, q = median_of(Path(folder) / s.file, repeats)
+            seen.append(q)
+    others = [q["others_cores"] for q in seen if q["others_cores"] is not None]
+    return HostTimes(
+        whole=whole,
+        segments=segments,
+        repeats=taken,
+        others_cores=max(others) if others else None,
+        contended=any(q["contended"] for q in seen),
+    )
