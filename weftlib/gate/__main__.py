@@ -16,6 +16,12 @@ fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate
 
 Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
 pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted.
+Every command that reads a model (device, pair, partition, fix) reads it by its path, its external data from
+beside it only, and refuses the same models the same way, with exit 2 and no verdict: a model the ONNX checker
+rejects, one with external data outside its folder (an absolute path, '..', a symbolic link), a sparse
+initializer, two nodes of one name, or a malformed graph. `dfc` gives any model to the DFC as it is: the
+DFC's own answer is the evidence. partition and fix also refuse (exit 2) what their proof cannot run: an
+input that is no float, integer or bool tensor, or tensors over this machine's memory.
 Every --out folder is written whole and keeps what the suite did not write there (weftlib.gate.folder_swap).
 """
 
@@ -173,6 +179,49 @@ def _pair(args: argparse.Namespace) -> int:
     return 0 if result.verdict == PairVerdict.HELD else 1
 
 
+FOLDER_COMMANDS = ("partition", "fix", "probes")  # their --out is a folder, built beside it and swapped in
+BUILD_NAME = 40  # what the build folder's name adds to the target's: `.<name>.build-<pid>-<random>`
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """The paths a command names, refused in one line before any work: a symbolic link loop, or a name the
+    files it writes from the model's (`<stem>.fixed.onnx`, `<stem>.00.device.onnx`) would make too long."""
+    for what in ("model", "out", "dfc", "folder", "inputs", "ops"):
+        path = getattr(args, what, None)
+        if path is None:
+            continue
+        flag = what.upper() if what in ("model", "folder") else f"--{what}"
+        try:
+            Path(path).resolve()
+        except (RuntimeError, OSError) as exc:  # RuntimeError: Python 3.11's word for a link loop
+            raise BadInput(f"{flag}: {path} cannot be resolved ({exc}); a symbolic link loop?") from None
+        name, limit = Path(path).name, _name_max(Path(path).parent)
+        if what == "out" and args.command in FOLDER_COMMANDS:
+            limit -= BUILD_NAME  # the folder is built beside it under a longer name (`folder_swap`)
+        if len(name.encode()) > limit:
+            raise BadInput(
+                f"{flag}: the name {name[:40]}... is {len(name.encode())} bytes; this file system takes {limit} here"
+            )
+    model, out = getattr(args, "model", None), getattr(args, "out", None)
+    if model and out and args.command in ("fix", "partition"):
+        longest = f"{Path(model).stem}.{'fixed' if args.command == 'fix' else '00.device'}.onnx"
+        limit = _name_max(Path(out).parent)
+        if len(longest.encode()) > limit:
+            raise BadInput(
+                f"MODEL: its name is too long for the files {args.command} writes from it ({longest[:40]}... is "
+                f"{len(longest.encode())} bytes, over this file system's {limit}); copy it under a shorter name"
+            )
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system holding `folder` (or its nearest existing parent) takes."""
+    above = next((p for p in (folder, *folder.parents) if p.is_dir()), Path("."))
+    try:
+        return int(os.pathconf(above, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
 def _existing_file(path: str, what: str) -> None:
     """A clear error for a path that is not a readable file (a folder, a typo), instead of a traceback."""
     p = Path(path)
@@ -282,6 +331,7 @@ COMMANDS = {
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
+        _check_paths(args)
         return COMMANDS[args.command](args)
     except (DeviceOpsError, BadInput, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
