@@ -137,8 +137,8 @@ def _parity(path: Path) -> tuple[dict | None, str | None]:
     try:
         parity = json.loads(sidecar.read_text())
         ok, diff, atol = bool(parity["parity_ok"]), float(parity["max_abs_diff"]), float(parity["atol"])
-    except (ValueError, KeyError, TypeError) as exc:
-        return None, f"unreadable numeric check {sidecar.name}: {exc}"
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        return None, f"unreadable numeric check {sidecar.name}: {type(exc).__name__}"
     return parity, None if ok else f"onnxruntime differs from torch by {diff:.3g} > {atol:.3g} (export check)"
 
 
