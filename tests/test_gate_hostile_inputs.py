@@ -278,3 +278,19 @@ def test_deeply_nested_json_and_yaml_are_one_line(tmp_path, capsys):
     (state / "state.json").write_text(DEEP)
     assert suite_main(["status", str(state)]) == 1
     assert "not a state this suite wrote" in capsys.readouterr().out
+
+
+def test_external_data_shorter_than_its_tensor_declares_is_refused_by_every_command(tmp_path, capsys):
+    """The same 4 GiB declared over 32 bytes, kept in a file beside the model (no length written)."""
+    path = tmp_path / "m.onnx"
+    model = short_initializer()
+    model.graph.initializer[0].dims[:] = [8]
+    onnx.save(model, str(path), save_as_external_data=True, location="m.bin", size_threshold=0)
+    model = onnx.load(str(path), load_external_data=False)
+    weight = model.graph.initializer[0]
+    weight.dims[:] = [1 << 30]
+    kept = [e for e in weight.external_data if e.key != "length"]
+    del weight.external_data[:]
+    weight.external_data.extend(kept)
+    onnx.save(model, str(path))
+    refused_by_all(path, tmp_path, capsys, "reads bytes up to 4294967296 of it, which holds 32")

@@ -52,13 +52,36 @@ def external_data_problem(model: onnx.ModelProto, folder: str | os.PathLike) -> 
         if not path.is_file():
             return f"{named}, which is not a file in {folder}"
         try:
-            end = int(where.get("offset") or 0) + int(where.get("length") or 0)
+            offset, length = int(where.get("offset") or 0), int(where.get("length") or 0)
         except ValueError:
             return f"{named} at offset {where.get('offset')!r}, length {where.get('length')!r}: not numbers"
-        size = path.stat().st_size
+        needed = declared_bytes(tensor)
+        if length and needed is not None and length != needed:
+            return f"{named}, {length} bytes of it, but its shape and type declare {needed}"
+        end, size = offset + (length or needed or 0), path.stat().st_size
         if end > size:
             return f"{named} and reads bytes up to {end} of it, which holds {size}"
     return None
+
+
+PACKED = frozenset(  # element types ONNX stores two to a byte
+    getattr(onnx.TensorProto, name) for name in ("INT4", "UINT4", "FLOAT4E2M1") if hasattr(onnx.TensorProto, name)
+)
+
+
+def declared_bytes(tensor: onnx.TensorProto) -> int | None:
+    """The bytes `tensor`'s shape and element type declare (None for strings and types numpy cannot size)."""
+    count = 1
+    for d in tensor.dims:
+        count *= int(d)
+    if tensor.data_type in PACKED:
+        return (count + 1) // 2
+    if tensor.data_type in (onnx.TensorProto.STRING, onnx.TensorProto.UNDEFINED):
+        return None
+    try:
+        return count * onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type).itemsize
+    except (KeyError, TypeError, ValueError):
+        return None
 
 
 def _outside(folder: Path, location: str) -> str | None:
