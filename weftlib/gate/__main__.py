@@ -54,7 +54,7 @@ from .compiler.probes import write_probes
 from .cut.partition import WHOLE_FILE, PartitionError, write_partition
 from .cut.segments import TOLERANCE
 from .fix import FixError, fix_model, write_fix
-from .vocabulary import DfcVerdict, PairVerdict, Side
+from .vocabulary import DfcVerdict, FolderKind, PairVerdict, Side
 
 
 class BadInput(ValueError):
@@ -179,7 +179,7 @@ def _pair(args: argparse.Namespace) -> int:
     return 0 if result.verdict == PairVerdict.HELD else 1
 
 
-FOLDER_COMMANDS = ("partition", "fix", "probes")  # their --out is a folder, built beside it and swapped in
+WRITTEN_FROM_MODEL = {FolderKind.FIX: ".fixed.onnx", FolderKind.PARTITION: ".00.device.onnx"}  # after its stem
 BUILD_NAME = 40  # what the build folder's name adds to the target's: `.<name>.build-<pid>-<random>`
 
 
@@ -196,15 +196,15 @@ def _check_paths(args: argparse.Namespace) -> None:
         except (RuntimeError, OSError) as exc:  # RuntimeError: Python 3.11's word for a link loop
             raise BadInput(f"{flag}: {path} cannot be resolved ({exc}); a symbolic link loop?") from None
         name, limit = Path(path).name, _name_max(Path(path).parent)
-        if what == "out" and args.command in FOLDER_COMMANDS:
+        if what == "out" and (args.command in WRITTEN_FROM_MODEL or not hasattr(args, "model")):  # a folder
             limit -= BUILD_NAME  # the folder is built beside it under a longer name (`folder_swap`)
         if len(name.encode()) > limit:
             raise BadInput(
                 f"{flag}: the name {name[:40]}... is {len(name.encode())} bytes; this file system takes {limit} here"
             )
     model, out = getattr(args, "model", None), getattr(args, "out", None)
-    if model and out and args.command in ("fix", "partition"):
-        longest = f"{Path(model).stem}.{'fixed' if args.command == 'fix' else '00.device'}.onnx"
+    if model and out and args.command in WRITTEN_FROM_MODEL:
+        longest = Path(model).stem + WRITTEN_FROM_MODEL[FolderKind(args.command)]
         limit = _name_max(Path(out).parent)
         if len(longest.encode()) > limit:
             raise BadInput(
