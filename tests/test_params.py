@@ -227,6 +227,17 @@ def refused_by_check(path, capsys, *words):
         ("04_export_dit_block", "host_root", "/no/such/checkout", "host_root", "no directory '/no/such/checkout'"),
         ("01_trace_natten", "feature_grid", "8", "feature_grid", "greater than or equal to 9"),
         ("01_trace_natten", "hub_kwargs", "[pretrained]", "hub_kwargs", "valid dictionary"),
+        # issue 43: ranges and existence, before anything runs
+        ("02_export_attention", "threads", str(10**23), "threads", "less than or equal to 1024"),
+        ("03_sparse_conv_memory", "measure_threads", "4096", "measure_threads", "less than or equal to 1024"),
+        ("01_trace_natten", "image_size", str(2**40), "image_size", "less than or equal to 2147483647"),
+        ("05_gate_pairing", "graph_notebooks", "[../../..]", "graph_notebooks[0]", "got str '../../..'"),
+        ("06_device_cut", "graph_notebooks", "[02_export_attention, 99_x]", "graph_notebooks[1]", "got str '99_x'"),
+        ("05_gate_pairing", "device_ops_file", "no/such.yaml", "device_ops_file", "no file 'no/such.yaml'"),
+        ("05_gate_pairing", "dfc_results_dir", "no/such/dir", "dfc_results_dir", "no directory 'no/such/dir'"),
+        ("06_device_cut", "dfc_results_dir", "no/such/dir", "dfc_results_dir", "no directory 'no/such/dir'"),
+        ("05_gate_pairing", "probe_results_dir", "no/such/dir", "probe_results_dir", "no directory"),
+        ("05_gate_pairing", "arch", "hailo8", "arch", "'hailo10h'"),
     ],
 )
 def test_a_value_that_would_fail_late_or_pass_vacuously_is_refused(tmp_path, capsys, notebook, key, value, where, why):
@@ -374,6 +385,12 @@ def test_set_gives_the_value_to_every_notebook_with_that_parameter():
         ("hub_dir", ["expected KEY=VALUE"]),
         ("hub_dir=/no/such/checkout", ["01_trace_natten.parameters.hub_dir", "no directory '/no/such/checkout'"]),
         ("threads=two", ["02_export_attention.parameters.threads", "valid integer"]),
+        (f"threads={10**23}", ["02_export_attention.parameters.threads", "less than or equal to 1024"]),
+        ("graph_notebooks=[../../..]", ["05_gate_pairing.parameters.graph_notebooks[0]", "'../../..'"]),
+        ("device_ops_file=missing.yaml", ["05_gate_pairing.parameters.device_ops_file", "no file 'missing.yaml'"]),
+        ("fix_variants=&a {k: *a}", ["--set fix_variants: a value holds itself"]),
+        ("graph_notebooks=&a [*a]", ["--set graph_notebooks: a value holds itself"]),
+        ("fix_variants=" + "[" * 5000 + "]" * 5000, ["nested deeper than YAML can be read"]),
     ],
 )
 def test_set_refuses_what_no_notebook_may_take_and_runs_nothing(tmp_path, capsys, setting, words):
@@ -429,3 +446,22 @@ def test_sources_name_each_checkout_with_its_commit(tmp_path):
     assert provenance.sources("04_export_dit_block", host_root=str(plain)).endswith(
         "(not a git checkout), " + str(plain)
     )
+
+
+@pytest.mark.parametrize(
+    "text, why",
+    [
+        ("notebooks: " + "[" * 20000 + "]" * 20000 + "\n", "nested deeper than YAML can be read"),
+        (
+            "notebooks:\n  - name: 05_gate_pairing\n    parameters:\n      fix_variants: &a {k: *a}\n",
+            "a value holds itself",
+        ),
+        (
+            "notebooks:\n  - name: 05_gate_pairing\n    parameters:\n      fix_variants: " + "[" * 40 + "]" * 40 + "\n",
+            "nested more than 32 levels deep",
+        ),
+    ],
+    ids=["nested past YAML's reach", "an alias inside its own anchor", "nested 40 deep"],
+)
+def test_a_plan_nested_too_deep_or_holding_itself_is_one_line(tmp_path, capsys, text, why):
+    refused_by_check(real_plan(tmp_path, text), capsys, why)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import signal
 import sys
 import threading
@@ -54,9 +55,41 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+class BadPath(ValueError):
+    """A folder the command line names that no run can be written to; the message says why (exit 2)."""
+
+
+def _writable_folder(path: Path | None, flag: str) -> None:
+    """Refuse, before anything runs, a folder to be made at `path` that cannot be: a symbolic link loop, a
+    file on the way (`file.txt/sub`), a name too long for its file system."""
+    if path is None:
+        return
+    try:
+        Path(path).resolve()
+    except (RuntimeError, OSError) as exc:  # RuntimeError: Python 3.11's word for a link loop
+        raise BadPath(f"{flag} {path}: cannot be resolved ({exc}); a symbolic link loop?") from None
+    absolute = Path(os.path.abspath(path))
+    existing = next(p for p in (absolute, *absolute.parents) if os.path.lexists(p))
+    if existing != absolute and not existing.is_dir():
+        raise BadPath(f"{flag} {path}: {existing} is a file, so no folder can be made inside it")
+    for part in absolute.relative_to(existing).parts:
+        limit = _name_max(existing)
+        if len(part.encode()) > limit:
+            raise BadPath(f"{flag} {path}: the name {part[:40]}... is {len(part.encode())} bytes, over {limit}")
+
+
+def _name_max(folder: Path) -> int:
+    try:
+        return int(os.pathconf(folder, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
+
+
 def _run(args: argparse.Namespace) -> int:
     from .suite.runner import RunInterrupted, default_publish_dir, run_suite
 
+    _writable_folder(args.out, "--out")
+    _writable_folder(args.appendix, "--appendix")
     plan = apply_settings(load_plan(args.params, args.only), args.settings)
     publish_to = None if (args.no_publish or args.only) else (args.appendix or default_publish_dir(plan))
     try:
@@ -123,7 +156,7 @@ def _command(args: argparse.Namespace) -> int:
             print(f"wrote {target}\n\nHeadline measurements (paste into DETAILS.md):\n\n{block}")
             return 0
         return _run(args)
-    except (ParamsError, FileExistsError, PublishError, SummaryError) as exc:
+    except (ParamsError, FileExistsError, PublishError, SummaryError, BadPath) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

@@ -21,6 +21,12 @@ fix MODEL.onnx --out DIR [--inputs X.npz]      exact rewrites answering the gate
 Every command exits 2 with one line on bad input (a missing or unreadable file, a malformed graph, result or
 pack, an unwritable --out or one holding files the suite did not write), never a traceback; 130 when interrupted
 (Ctrl-C, SIGTERM, SIGHUP), its temporary folders removed.
+Every command that reads a model (device, pair, partition, fix) reads it by its path, its external data from
+beside it only, and refuses the same models the same way, with exit 2 and no verdict: a model the ONNX checker
+rejects, one with external data outside its folder (an absolute path, '..', a symbolic link), a sparse
+initializer, two nodes of one name, or a malformed graph. `dfc` gives any model to the DFC as it is: the
+DFC's own answer is the evidence. partition and fix also refuse (exit 2) what their proof cannot run: an
+input that is no float, integer or bool tensor, or tensors over this machine's memory.
 Every --out folder is written whole and keeps what the suite did not write there (weftlib.gate.folder_swap).
 """
 
@@ -59,7 +65,7 @@ from .pages import command_lines as closing
 from .pages.cut_sentences import estimate_lines
 from .predict.summary_lines import finding_lines, static_nodes_of
 from .run.cutting import estimate_cuts
-from .vocabulary import DfcVerdict, PairVerdict, Side
+from .vocabulary import DfcVerdict, FolderKind, PairVerdict, Side
 
 
 class BadInput(ValueError):
@@ -193,6 +199,49 @@ def _pair(args: argparse.Namespace) -> int:
         print(f"  {edit.action} {edit.op}: {edit.reason}")
     closing.print_lines(closing.pair_closing(result, gate, args.model))
     return 0 if result.verdict == PairVerdict.HELD else 1
+
+
+WRITTEN_FROM_MODEL = {FolderKind.FIX: ".fixed.onnx", FolderKind.PARTITION: ".00.device.onnx"}  # after its stem
+BUILD_NAME = 40  # what the build folder's name adds to the target's: `.<name>.build-<pid>-<random>`
+
+
+def _check_paths(args: argparse.Namespace) -> None:
+    """The paths a command names, refused in one line before any work: a symbolic link loop, or a name the
+    files it writes from the model's (`<stem>.fixed.onnx`, `<stem>.00.device.onnx`) would make too long."""
+    for what in ("model", "out", "dfc", "folder", "inputs", "ops"):
+        path = getattr(args, what, None)
+        if path is None:
+            continue
+        flag = what.upper() if what in ("model", "folder") else f"--{what}"
+        try:
+            Path(path).resolve()
+        except (RuntimeError, OSError) as exc:  # RuntimeError: Python 3.11's word for a link loop
+            raise BadInput(f"{flag}: {path} cannot be resolved ({exc}); a symbolic link loop?") from None
+        name, limit = Path(path).name, _name_max(Path(path).parent)
+        if what == "out" and (args.command in WRITTEN_FROM_MODEL or not hasattr(args, "model")):  # a folder
+            limit -= BUILD_NAME  # the folder is built beside it under a longer name (`folder_swap`)
+        if len(name.encode()) > limit:
+            raise BadInput(
+                f"{flag}: the name {name[:40]}... is {len(name.encode())} bytes; this file system takes {limit} here"
+            )
+    model, out = getattr(args, "model", None), getattr(args, "out", None)
+    if model and out and args.command in WRITTEN_FROM_MODEL:
+        longest = Path(model).stem + WRITTEN_FROM_MODEL[FolderKind(args.command)]
+        limit = _name_max(Path(out).parent)
+        if len(longest.encode()) > limit:
+            raise BadInput(
+                f"MODEL: its name is too long for the files {args.command} writes from it ({longest[:40]}... is "
+                f"{len(longest.encode())} bytes, over this file system's {limit}); copy it under a shorter name"
+            )
+
+
+def _name_max(folder: Path) -> int:
+    """The longest file name (bytes) the file system holding `folder` (or its nearest existing parent) takes."""
+    above = next((p for p in (folder, *folder.parents) if p.is_dir()), Path("."))
+    try:
+        return int(os.pathconf(above, "PC_NAME_MAX"))
+    except (OSError, ValueError):
+        return 255
 
 
 def _existing_file(path: str, what: str) -> None:
@@ -329,6 +378,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
         with signals_as_ctrl_c():  # SIGTERM and SIGHUP take Ctrl-C's way out: temporary folders removed, 130
+            _check_paths(args)
             return COMMANDS[args.command](args)
     except (DeviceOpsError, BadInput, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)

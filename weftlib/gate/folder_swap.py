@@ -145,7 +145,7 @@ def _owned_files(target: Path, kind: FolderKind) -> set[str]:
     try:
         marker = json.loads((target / MARKER).read_text())
         other, files = marker["kind"], set(marker["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         raise FolderRefused(
             f"{target} is not empty and not a {kind} of this suite (no readable {MARKER}); give an empty or new "
             "folder, or move its files out"
@@ -261,7 +261,7 @@ def _listed(folder: Path) -> set[str] | None:
     """The files a folder's marker lists; None without a readable marker."""
     try:
         return set(json.loads((folder / MARKER).read_text())["files"])
-    except (OSError, ValueError, KeyError, TypeError):
+    except (OSError, ValueError, KeyError, TypeError, RecursionError):
         return None
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 import onnx
 from onnx import AttributeProto
 
+from .external_data import external_data_problem
+
 STANDARD_DOMAINS = ("", "ai.onnx")  # the default ONNX domain, as written in node.domain and opset_import
 # What every graph the suite writes carries (exports and probes alike): the DFC's bundled checker refuses
 # IR above 10, and opset 17 is the one the DFC parsed in practice (`params/device_ops.yaml` `compiler`).
@@ -54,9 +56,13 @@ class Graph:
 
 
 def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
-    """Load `path` without external data: (graph, checker complaint or None), or (None, why it is unreadable).
+    """Load `path` without its external data: (graph, the ONNX checker's complaint or None), or (None, why it
+    is unreadable).
 
-    A model the ONNX checker rejects is still indexed, so the gate can report its ops next to the complaint.
+    Every command reads a model this way, by its path: external data is looked for beside the file and
+    nowhere else (`external_data`: a location outside its folder makes the file unreadable), and the checker
+    runs on the file, where it finds that data. The graph of a model the checker rejects is still indexed, so
+    that a caller can name what is malformed in words of its own first (the device gate then refuses it).
     """
     path = Path(path)
     if not path.is_file():
@@ -69,16 +75,20 @@ def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
         return None, f"{path}: not a readable ONNX model ({type(exc).__name__}: {str(exc)[:200]})"
     if model.ir_version == 0 or not model.HasField("graph"):
         return None, f"{path}: not an ONNX model (no IR version or no graph)"
-    return index_model(model), checker_complaint(model)
+    outside = external_data_problem(model, path.parent)
+    if outside:
+        return None, f"{path}: {outside}"
+    return index_model(model), checker_complaint(path)
 
 
 def checker_complaint(model: onnx.ModelProto | str | os.PathLike) -> str | None:
-    """What the ONNX checker holds against `model` (or the file at that path: read there, any size), in one
-    line; None when it is clean."""
+    """What the ONNX checker holds against `model` (or the file at that path: read there, any size, its
+    external data found beside it), in one line; None when it is clean."""
     try:
-        onnx.checker.check_model(model)
+        onnx.checker.check_model(os.fspath(model) if isinstance(model, (str, os.PathLike)) else model)
     except Exception as exc:
-        return f"the ONNX checker rejects it ({type(exc).__name__}: {' '.join(str(exc).split())[:300]})"
+        text = " ".join(str(exc).split())[:300]
+        return f"the ONNX checker rejects it ({type(exc).__name__}: {text}); no command judges an invalid graph"
     return None
 
 

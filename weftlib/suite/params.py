@@ -120,7 +120,33 @@ def _read_yaml(source: Path) -> Any:
         raise ParamsError(f"{source}: cannot be read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
         raise ParamsError(f"{source}: not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ParamsError(f"{source}: nested deeper than YAML can be read; {_NESTING}") from None
+    problem = nesting_problem(data)
+    if problem:
+        raise ParamsError(f"{source}: {problem}")
     return data
+
+
+MAX_NESTING = 32  # no plan value is nested deeper; one that is would only reach a notebook as a runaway
+_NESTING = f"a plan's values are nested at most {MAX_NESTING} deep"
+
+
+def nesting_problem(value: Any, depth: int = 0, within: frozenset[int] = frozenset()) -> str | None:
+    """Why a value read from YAML cannot be a plan's: a list or mapping inside itself (an alias in its own
+    anchor, `&a [*a]`, which no JSON, hash or notebook can hold), or one nested over MAX_NESTING deep."""
+    if not isinstance(value, (list, dict)):
+        return None
+    if id(value) in within:
+        return "a value holds itself (a YAML alias inside its own anchor, e.g. &a [*a]); write it out"
+    if depth >= MAX_NESTING:
+        return f"a value is nested more than {MAX_NESTING} levels deep; {_NESTING}"
+    items = [*value.keys(), *value.values()] if isinstance(value, dict) else value
+    for item in items:
+        problem = nesting_problem(item, depth + 1, within | {id(value)})
+        if problem:
+            return problem
+    return None
 
 
 class _Shape(BaseModel):
@@ -249,9 +275,15 @@ def _setting(raw: str) -> tuple[str, Any]:
     if not text:
         return key, ""
     try:
-        return key, yaml.load(text, Loader=_UniqueKeyLoader)
+        value = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
         raise ParamsError(f"--set {key}: the value {text!r} is not valid YAML: {exc}") from None
+    except RecursionError:
+        raise ParamsError(f"--set {key}: the value is nested deeper than YAML can be read; {_NESTING}") from None
+    problem = nesting_problem(value)
+    if problem:
+        raise ParamsError(f"--set {key}: {problem}")
+    return key, value
 
 
 def apply_settings(plan: SuitePlan, settings: list[str] | None) -> SuitePlan:

@@ -172,7 +172,7 @@ def read_summary(where: str | os.PathLike) -> RunSummary:
         raise SummaryError(f"{path.parent}: no {SUMMARY_FILE}")
     try:
         data = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         raise SummaryError(f"{path}: unreadable or not JSON ({exc})") from exc
     if not isinstance(data, dict):
         raise SummaryError(f"{path}: not a summary this suite wrote (not a JSON object)")
@@ -206,7 +206,7 @@ def read_state(run_dir: str | os.PathLike) -> RunState:
         return {"state": "unknown", "reason": f"no {STATE_FILE} in {run_dir}: not a run folder of this suite"}
     try:
         state: RunState = json.loads(path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError) as exc:
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as exc:
         return {"state": "unknown", "reason": f"{path} is unreadable or not JSON ({exc}): not a state this suite wrote"}
     if not isinstance(state, dict) or not isinstance(state.get("state"), str):
         return {"state": "unknown", "reason": f"{path} holds no run state this suite wrote"}

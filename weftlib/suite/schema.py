@@ -2,7 +2,9 @@
 
 A value that passes here cannot fail late, or pass vacuously, for a reason the plan could have shown: a
 tolerance is finite and positive (an infinite one would make every equality assert pass), a thread count is
-at least 1, a choice is one of its allowed values, and list items have the type the default's items have.
+between 1 and MAX_THREADS, a size or count fits the 32 bits torch and ONNX index with, a choice is one of its
+allowed values (a notebook a graph comes from among the notebooks, an arch among those DFC 5.x targets), a
+file or folder to read exists, and list items have the type the default's items have.
 Values are checked strictly (pydantic, strict mode): no string stands for a number, no bool for an int; an
 int may stand for a float. Parameters that name a directory of code the notebook executes (`hub_dir`,
 `host_root`) are marked, so the run can say which outside code it ran, and each must be a checkout of the
@@ -26,7 +28,10 @@ from ..paths import REPO_ROOT
 
 Tolerance = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # finite and positive
 Positive = Annotated[float, Field(gt=0, allow_inf_nan=False)]  # a limit: memory, a ratio
-Count = Annotated[int, Field(ge=1)]  # sizes, repeats, threads
+INT32 = 2**31 - 1  # the largest size or count torch and ONNX index with
+MAX_THREADS = 1024  # more threads than any machine the suite runs on has cores: a typo, never a plan
+Count = Annotated[int, Field(ge=1, le=INT32)]  # sizes, repeats
+Threads = Annotated[int, Field(ge=1, le=MAX_THREADS)]
 Pair = Annotated[list[Count], Field(min_length=2, max_length=2)]
 
 
@@ -46,6 +51,15 @@ def _directory(value: str) -> str:
 
 
 Directory = Annotated[str, AfterValidator(_directory)]  # "" for the stand-in, else an existing directory
+
+
+def _file(value: str) -> str:
+    if value and not (REPO_ROOT / value).is_file():
+        raise ValueError(f"no file {value!r} (a relative path is read from the repository root)")
+    return value
+
+
+File = Annotated[str, AfterValidator(_file)]  # "" for the default, else an existing file
 
 
 def _defines(path: Path, name: str) -> bool:
@@ -123,6 +137,16 @@ def _shapes() -> tuple[str, ...]:
     return tuple(SHAPES)
 
 
+def _notebooks() -> tuple[str, ...]:
+    return tuple(sorted(p.stem for p in (REPO_ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb")))
+
+
+def _archs() -> tuple[str, ...]:
+    from ..gate.compiler.dfc_runner import DFC5_ARCHS
+
+    return ("", *DFC5_ARCHS)  # "": the target arch of params/device_ops.yaml
+
+
 def _dtypes() -> tuple[str, ...]:
     from ..sparse.footprint import DTYPES
 
@@ -146,7 +170,7 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
     "02_export_attention": {
         "hub_dir": NAF_HUB,
         "hub_kwargs": dict[str, Any],
-        "threads": Count,
+        "threads": Threads,
         **dict.fromkeys(("eq_size", "eq_low"), Pair),
         **dict.fromkeys(
             (
@@ -194,7 +218,6 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
                 "equality_channels",
                 "dense_max_res",
                 "measure_channels",
-                "measure_threads",
                 "chunk_rows",
                 "headline_res",
                 "headline_channels",
@@ -207,6 +230,7 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
             ),
             Count,
         ),
+        "measure_threads": Threads,
         "ratio_limit": Positive,
         "device_memory_gib": Positive,
     },
@@ -220,7 +244,19 @@ CONSTRAINTS: dict[str, dict[str, Any]] = {
         "atol": Tolerance,
         "exact_tol": Tolerance,
     },
-    "06_device_cut": {"tolerance": Annotated[float, Field(ge=0, allow_inf_nan=False)]},  # 0: bit-identical
+    "05_gate_pairing": {
+        "dfc_results_dir": Directory,
+        "probe_results_dir": Directory,
+        "device_ops_file": File,
+        "arch": OneOf(_archs),
+        "graph_notebooks": OneOf(_notebooks, many=True),
+    },
+    "06_device_cut": {
+        "tolerance": Annotated[float, Field(ge=0, allow_inf_nan=False)],  # 0: bit-identical
+        "dfc_results_dir": Directory,
+        "arch": OneOf(_archs),
+        "graph_notebooks": OneOf(_notebooks, many=True),
+    },
 }
 
 

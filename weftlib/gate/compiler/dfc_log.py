@@ -91,8 +91,8 @@ class DfcResult:
         """Read what `to_json` wrote (the `dfc` CLI's --out); anything else is a ValueError naming `where`."""
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise ValueError(f"{where}: not JSON: {exc}") from exc
+        except (json.JSONDecodeError, RecursionError) as exc:  # RecursionError: nested past Python's reach
+            raise ValueError(f"{where}: not JSON a DFC result holds ({type(exc).__name__}: {exc})") from None
         if not isinstance(data, dict) or data.pop("kind", None) != RESULT_KIND:
             raise ValueError(f"{where}: not a DFC result written by `python -m weftlib.gate dfc`")
         unknown = sorted(set(data) - set(cls.__dataclass_fields__))

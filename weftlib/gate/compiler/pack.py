@@ -258,7 +258,7 @@ def read_pack(folder: str | os.PathLike) -> dict[str, Any]:
     path = folder / MANIFEST
     try:
         data = json.loads(path.read_text())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:  # RecursionError: JSON nested past Python's reach
         raise ValueError(
             f"{folder}: no readable {MANIFEST} ({exc}); write the pack with `python -m weftlib.gate probes --out DIR`"
         ) from exc

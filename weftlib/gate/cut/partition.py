@@ -195,9 +195,9 @@ def partition(
     (`host`: nodes kept on the host whatever their prediction). `prove` then runs it.
 
     A malformed graph, or one no cut can run, is refused before any work (`graph_checks`). A file the gate
-    fails as a whole (`device.file_problems`: IR version, opset, domains, the checker, the export check) is
+    fails as a whole (`device.file_problems`: IR version, opset, domains, the export check) is
     cut with every node on the host, the reason recorded for each: no device segment is a graph the gate fails."""
-    model, complaint = _checked_model(Path(path))
+    model = _checked_model(Path(path))
     try:
         inferred = onnx.shape_inference.infer_shapes(model, data_prop=True)
     except (onnx.shape_inference.InferenceError, ValueError) as exc:
@@ -208,7 +208,7 @@ def partition(
     graph = index_model(inferred)
     extractor = onnx.utils.Extractor(inferred)
     prediction = predict(graph, ops)
-    whole = file_problems(graph, ops, path, complaint)
+    whole = file_problems(graph, ops, path)
     segments, moved = cut(
         inferred, ops, prediction, host=_all_nodes(inferred) if whole else host, extractor=extractor, rule=rule
     )
@@ -245,10 +245,10 @@ def partition(
     )
 
 
-def _checked_model(path: Path) -> tuple[onnx.ModelProto, str | None]:
-    """The model at `path` and the ONNX checker's complaint about it (taken before its external data is
-    loaded, as the gate takes it); refused with the problem named when `graph_checks` finds it malformed or
-    finds what keeps a cut from running, before its weights are read."""
+def _checked_model(path: Path) -> onnx.ModelProto:
+    """The model at `path`, its external data loaded from beside it; refused with the problem named, before
+    its weights are read, when `graph_checks` finds it malformed or finds what keeps a cut from running, or
+    when the ONNX checker rejects the file (read by its path, as the device gate reads it)."""
     try:
         model = onnx.load(str(path), load_external_data=False)
     except Exception as exc:  # DecodeError, OSError ...: not a model
@@ -258,9 +258,11 @@ def _checked_model(path: Path) -> tuple[onnx.ModelProto, str | None]:
     problem = graph_checks.structure_problem(model, path.parent) or graph_checks.cut_problem(model)
     if problem:
         raise PartitionError(f"{path}: {problem}")
-    complaint = checker_complaint(model)
+    complaint = checker_complaint(path)
+    if complaint:
+        raise PartitionError(f"{path}: {complaint}")
     onnx.external_data_helper.load_external_data_for_model(model, str(path.parent))
-    return model, complaint
+    return model
 
 
 def _all_nodes(model: onnx.ModelProto) -> frozenset[str]:

@@ -25,6 +25,7 @@ import onnx
 
 from ..folder_swap import building
 from ..predict.device import device_gate
+from ..predict.graph_checks import proof_problem
 from ..record.allowlist import DeviceOps, load_device_ops
 from ..vocabulary import FolderKind
 from .base import ExactRewrite
@@ -57,9 +58,12 @@ def fix_model(
     ops = ops or load_device_ops()
     library = list(default_library() if library is None else library)
     before = device_gate(model_path, ops)
-    if not before.read:
-        raise FixError(f"{model_path}: {'; '.join(before.problems)}")
-    model = onnx.load(os.fspath(model_path))
+    if not before.read:  # unreadable, malformed, rejected by the ONNX checker: each problem names the file
+        raise FixError("; ".join(before.problems))
+    model = onnx.load(os.fspath(model_path))  # its external data from beside it, as the gate found it
+    unproven = proof_problem(model)
+    if unproven:
+        raise FixError(f"{model_path}: {unproven}")
     if examples and (why := mismatch(examples, model)):
         raise FixError(f"{model_path}: {why}")
     sidecar = Path(model_path).with_suffix(".parity.json")

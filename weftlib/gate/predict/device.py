@@ -118,10 +118,10 @@ def device_gate(onnx_path: str | os.PathLike, allow: DeviceOps | Iterable[str]) 
     graph, complaint = read_graph(onnx_path)
     if graph is None:
         return GateResult(path=str(onnx_path), verdict=GateVerdict.FAIL, problems=(complaint or "unreadable",))
-    malformed = structure_problem(graph.model, Path(onnx_path).parent)
-    if malformed:  # not a graph at all: refused, as an unreadable file is, and nothing is claimed
+    malformed = structure_problem(graph.model, Path(onnx_path).parent) or complaint
+    if malformed:  # not a graph at all (or one ONNX rejects): refused, as an unreadable file is; nothing claimed
         return GateResult(path=str(onnx_path), verdict=GateVerdict.FAIL, problems=(f"{onnx_path}: {malformed}",))
-    return _gate(graph, ops, str(onnx_path), complaint)
+    return _gate(graph, ops, str(onnx_path))
 
 
 def _parity(path: Path) -> tuple[dict | None, str | None]:
@@ -129,22 +129,25 @@ def _parity(path: Path) -> tuple[dict | None, str | None]:
     the objection it raises: a graph whose onnxruntime output left torch's tolerance fails the gate whatever
     its ops."""
     sidecar = path.with_suffix(".parity.json")
-    if not sidecar.exists():
+    try:
+        if not sidecar.exists():
+            return None, None
+    except OSError:  # a name too long for a sidecar beside it (a 250-character model name): none was written
         return None, None
     try:
         parity = json.loads(sidecar.read_text())
         ok, diff, atol = bool(parity["parity_ok"]), float(parity["max_abs_diff"]), float(parity["atol"])
-    except (ValueError, KeyError, TypeError) as exc:
-        return None, f"unreadable numeric check {sidecar.name}: {exc}"
+    except (ValueError, KeyError, TypeError, RecursionError) as exc:
+        return None, f"unreadable numeric check {sidecar.name}: {type(exc).__name__}"
     return parity, None if ok else f"onnxruntime differs from torch by {diff:.3g} > {atol:.3g} (export check)"
 
 
-def file_problems(graph: Graph, ops: DeviceOps, path: str | os.PathLike, complaint: str | None) -> list[str]:
-    """Everything the gate holds against the file as a whole, whatever its nodes, each one failing it: the ONNX
-    checker's `complaint`, the compiler's graph-level limits (`graph_limits`), a failed export check beside it.
-    A cut keeps such a file off the device entirely (`partition`)."""
+def file_problems(graph: Graph, ops: DeviceOps, path: str | os.PathLike) -> list[str]:
+    """Everything the gate holds against the file as a whole, whatever its nodes, each one failing it: the
+    compiler's graph-level limits (`graph_limits`), a failed export check beside it. A cut keeps such a file
+    off the device entirely (`partition`). (A file the ONNX checker rejects is never read: `read_graph`.)"""
     parity_problem = _parity(Path(path))[1]
-    return [p for p in (complaint, *graph_limits(graph, ops), parity_problem) if p]
+    return [p for p in (*graph_limits(graph, ops), parity_problem) if p]
 
 
 def _check_args(onnx_path: object, allow: object) -> DeviceOps:
@@ -162,7 +165,7 @@ def _check_args(onnx_path: object, allow: object) -> DeviceOps:
         raise TypeError(f"allow: expected DeviceOps or an iterable of op names ({exc})") from exc
 
 
-def _gate(graph: Graph, ops: DeviceOps, path: str, complaint: str | None) -> GateResult:
+def _gate(graph: Graph, ops: DeviceOps, path: str) -> GateResult:
     counts = Counter(graph.op_key(n) for n in graph.nodes)
     where: dict[str, list[str]] = {}
     for node in graph.nodes:
@@ -174,7 +177,7 @@ def _gate(graph: Graph, ops: DeviceOps, path: str, complaint: str | None) -> Gat
         for op, names in sorted(where.items())
     }
     prediction = predict(graph, ops)
-    problems = file_problems(graph, ops, path, complaint)
+    problems = file_problems(graph, ops, path)
     verdict = GateVerdict.FAIL if problems else prediction.verdict
     return GateResult(
         path=path,

@@ -1,10 +1,13 @@
 """A malformed graph refused before any work, in one line naming the problem (the command's exit 2).
 
-`structure_problem` is what `device` and `partition` both refuse: a tensor made twice (a node output named
-like a graph input, an initializer or another node's output), a read of a tensor nothing makes, a cycle,
-nodes out of topological order (the ONNX spec requires it: nothing here sorts a graph silently), and
-external data that is missing. `cut_problem` is what a cut must also be able to do, since it runs the graph
-in onnxruntime: have nodes and inputs, static input shapes, ops onnxruntime has kernels for, no subgraph
+`structure_problem` is what every command that reads a model refuses: a tensor made twice (a node output
+named like a graph input, an initializer or another node's output), a read of a tensor nothing makes, a
+cycle, nodes out of topological order (the ONNX spec requires it: nothing here sorts a graph silently), two
+nodes of one graph with one name (onnxruntime refuses to load it, and the DFC's start and end nodes are
+names), a sparse initializer (the suite reads, rewrites and cuts dense weights only), and external data
+that is missing or outside the model's folder. `cut_problem` is what a cut must also be able to do, and
+`proof_problem` what a fix must, since both run the graph in onnxruntime on random inputs: have inputs of
+types those can be made of, nodes, static input shapes, ops onnxruntime has kernels for, no subgraph
 reading its enclosing graph (a segment boundary cannot carry that read), and tensors that fit in memory.
 """
 
@@ -12,23 +15,28 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Iterator
 from pathlib import Path
 
 import onnx
 from onnx import AttributeProto, helper
 
+from ...onnx_core.external_data import external_data_problem
 from ...onnx_core.walk import STANDARD_DOMAINS, walk_nodes
 
 RUNTIME_DOMAINS = (*STANDARD_DOMAINS, "ai.onnx.ml", "com.microsoft")  # the domains onnxruntime has kernels for
 GiB = 1 << 30
+T = onnx.TensorProto
+FED = frozenset(  # the element types `random_feeds` makes and onnxruntime's CPU kernels take
+    (T.FLOAT, T.DOUBLE, T.FLOAT16, T.BOOL, T.INT8, T.INT16, T.INT32, T.INT64, T.UINT8, T.UINT16, T.UINT32, T.UINT64)
+)
 
 
 def structure_problem(model: onnx.ModelProto, folder: str | os.PathLike | None) -> str | None:
     """What makes `model` (its weights not loaded) no graph at all; None when nothing does. `folder`: where
     its external data must be (the model file's folder); None skips that check."""
     graph = model.graph
-    return (folder is not None and _missing_data(model, Path(folder))) or _made_twice(graph) or _order(graph)
+    missing = external_data_problem(model, Path(folder)) if folder is not None else None
+    return missing or _sparse(graph) or _named_twice(graph) or _made_twice(graph) or _order(graph)
 
 
 def cut_problem(model: onnx.ModelProto, budget: int | None = None) -> str | None:
@@ -41,6 +49,9 @@ def cut_problem(model: onnx.ModelProto, budget: int | None = None) -> str | None
     inputs = [i for i in graph.input if i.name not in weights]
     if not inputs:
         return "the graph has no input"
+    unfed = unfed_input(model)
+    if unfed:
+        return unfed
     for info in inputs:
         if _dims(info) is None:
             return f"input {info.name!r} has a shape that is not static ({_shape_text(info)}), so no cut can be checked"
@@ -55,31 +66,68 @@ def memory() -> int:
     return int(psutil.virtual_memory().total)
 
 
-def _missing_data(model: onnx.ModelProto, folder: Path) -> str | None:
-    for tensor in _tensors(model.graph):
-        if tensor.data_location != onnx.TensorProto.EXTERNAL:
+def proof_problem(model: onnx.ModelProto, budget: int | None = None) -> str | None:
+    """What keeps `gate fix` from proving a rewrite of `model` on random inputs: an input of a type they cannot
+    be made of, or tensors over the memory budget; None when nothing does."""
+    return unfed_input(model) or too_large(model, budget)
+
+
+def unfed_input(model: onnx.ModelProto) -> str | None:
+    """A graph input the proofs cannot feed random values (`onnx_core.runtime.random_feeds`): one that is no
+    tensor (a sequence, a map, an optional) or a tensor of an element type numpy and onnxruntime's CPU kernels
+    do not both take (string, bfloat16, float8, 4-bit, complex); None when every input is fed."""
+    weights = {t.name for t in model.graph.initializer} | {t.values.name for t in model.graph.sparse_initializer}
+    for info in model.graph.input:
+        if info.name in weights:
             continue
-        where = {e.key: e.value for e in tensor.external_data}
-        location = where.get("location", "")
-        path = folder / location
-        if not location or not path.is_file():
-            return f"initializer {tensor.name!r} keeps its data in {location!r}, which is not a file in {folder}"
-        end = int(where.get("offset") or 0) + int(where.get("length") or 0)
-        if end > path.stat().st_size:
-            return f"initializer {tensor.name!r} reads bytes up to {end} of {path}, which holds {path.stat().st_size}"
+        kind = info.type.WhichOneof("value")
+        if kind != "tensor_type":
+            what = {"sequence_type": "a sequence", "map_type": "a map", "optional_type": "an optional"}
+            return (
+                f"input {info.name!r} is {what.get(kind or '', 'no tensor')}: the proof feeds tensors of random "
+                "values only, so no rewrite or cut of it can be proven"
+            )
+        elem = info.type.tensor_type.elem_type
+        if elem not in FED:
+            return (
+                f"input {info.name!r} is a tensor of {_type_name(elem)}: the proof feeds random float, integer and "
+                "bool tensors only, so no rewrite or cut of it can be proven"
+            )
     return None
 
 
-def _tensors(graph: onnx.GraphProto) -> Iterator[onnx.TensorProto]:
-    """Every initializer and constant tensor, subgraphs included."""
-    yield from graph.initializer
-    yield from (t.values for t in graph.sparse_initializer)
+def _type_name(elem: int) -> str:
+    try:
+        return onnx.TensorProto.DataType.Name(elem).lower()
+    except ValueError:
+        return f"element type {elem}"
+
+
+def _sparse(graph: onnx.GraphProto) -> str | None:
+    if graph.sparse_initializer:
+        name = graph.sparse_initializer[0].values.name
+        return (
+            f"initializer {name!r} is sparse: the suite reads, rewrites and cuts dense weights only (save it "
+            "dense, e.g. numpy_helper.from_array of its values)"
+        )
+    return None
+
+
+def _named_twice(graph: onnx.GraphProto) -> str | None:
+    """Two nodes of one graph (a subgraph is a graph of its own) with one non-empty name."""
+    seen: set[str] = set()
     for node in graph.node:
-        for attr in node.attribute:
-            if attr.type == AttributeProto.TENSOR:
-                yield attr.t
-            for sub in _subgraphs(attr):
-                yield from _tensors(sub)
+        if node.name and node.name in seen:
+            return (
+                f"two nodes are named {node.name!r}: onnxruntime refuses to load such a graph, and the DFC names "
+                "its start and end nodes by name (name each node once)"
+            )
+        seen.add(node.name)
+        for sub in (g for attr in node.attribute for g in _subgraphs(attr)):
+            twice = _named_twice(sub)
+            if twice:
+                return twice
+    return None
 
 
 def _subgraphs(attr: onnx.AttributeProto) -> list[onnx.GraphProto]:

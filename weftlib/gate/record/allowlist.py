@@ -194,6 +194,8 @@ def load_device_ops(path: str | Path | None = None) -> DeviceOps:
         raise DeviceOpsError(f"{source}: cannot read the allowlist: {exc}") from exc
     except yaml.YAMLError as exc:
         raise DeviceOpsError(f"{source}: not valid YAML: {exc}") from exc
+    except RecursionError:
+        raise DeviceOpsError(f"{source}: nested deeper than YAML can be read; not an allowlist") from None
     return parse_device_ops(data, str(source))
 
 
