@@ -469,3 +469,78 @@ def test_the_record_graph_with_a_rank1_timestep_keeps_it_named_and_an_input_resh
     assert {f.node for f in fix.after.findings if f.prediction == "refused"} == set(named)
     readers = [n.name for n in fix.fixed.graph.node if "x" in n.input]
     assert readers == ["/x/Reshape"]
+
+
+def _layer_norm_heads(bias: bool = True, read_mean: bool = False) -> onnx.ModelProto:
+    """Tokens [1, 6, 32] projected, split into 4 heads of 8 (Reshape to [1, 6, 4, 8]), a LayerNormalization
+    over each head's 8 channels (scale and, with `bias`, bias of size 8), then the head Transpose to
+    [1, 4, 6, 8]; with `read_mean`, its mean is a second output."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = {
+        "w": rng.standard_normal((32, 32)).astype(np.float32) / 4,
+        "heads": np.array([1, 6, 4, 8], np.int64),
+        "scale": np.linspace(0.5, 2.0, 8).astype(np.float32),
+    }
+    ln_inputs = ["split", "scale"]
+    if bias:
+        inits["bias"] = np.linspace(-1.0, 1.0, 8).astype(np.float32)
+        ln_inputs.append("bias")
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["tokens"], name="q/MatMul"),
+        helper.make_node("Reshape", ["tokens", "heads"], ["split"], name="q/Reshape"),
+        helper.make_node(
+            "LayerNormalization",
+            ln_inputs,
+            ["normed", "mean"] if read_mean else ["normed"],
+            name="q/LayerNormalization",
+            axis=-1,
+            epsilon=1e-6,
+        ),
+        helper.make_node("Transpose", ["normed"], ["y"], name="q/Transpose", perm=[0, 2, 1, 3]),
+    ]
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 8])]
+    if read_mean:
+        outputs.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, [1, 6, 4, 1]))
+    graph = helper.make_graph(
+        nodes,
+        "layer_norm_heads",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 32])],
+        outputs,
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_per_head_layer_norm_is_moved_across_the_split_and_is_exact_in_onnxruntime(tmp_path, ops, bias):
+    import onnxruntime as ort
+
+    original = _layer_norm_heads(bias=bias)
+    fix = fix_model(_save(tmp_path, original, "ln_heads"), ops)
+    assert "head_split_interrupted" in {f.key for f in fix.before.findings}
+    (applied,) = [a for a in fix.rewrites if a.rewrite == "LayerHeadNormAcrossSplit"]
+    assert applied.answers == ("head_split_interrupted",) and "q/LayerNormalization" in applied.replaced
+    assert "head_split_interrupted" not in {f.key for f in fix.after.findings}
+    kinds = [n.op_type for n in fix.fixed.graph.node]
+    assert "LayerNormalization" not in kinds and kinds[-2:] == ["Reshape", "Transpose"], kinds  # glued again
+    assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
+    # and directly: both graphs in onnxruntime on inputs of several scales and offsets
+    runs = [ort.InferenceSession(m.SerializeToString()) for m in (original, fix.fixed)]
+    rng = np.random.default_rng(7)
+    for scale, offset in [(1.0, 0.0), (100.0, 3.0), (1e-3, -5.0)]:
+        x = (rng.standard_normal((1, 6, 32)) * scale + offset).astype(np.float32)
+        want, got = (r.run(None, {"x": x})[0] for r in runs)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+
+
+def test_a_per_head_layer_norm_whose_mean_is_read_stays_and_its_refusal_is_named(tmp_path, ops):
+    """The mean is read past the norm: onnxscript's matcher leaves a match whose inner values are read outside."""
+    fix = fix_model(_save(tmp_path, _layer_norm_heads(read_mean=True), "ln_mean"), ops)
+    assert "LayerHeadNormAcrossSplit" not in {a.rewrite for a in fix.rewrites}
+    assert "LayerNormalization" in {n.op_type for n in fix.fixed.graph.node}
+    reasons = [str(u["why"]) for u in fix.unanswered if u["rule"] == "head_split_interrupted"]
+    assert reasons and "LayerHeadNormAcrossSplit" in reasons[0], fix.unanswered

@@ -1,6 +1,9 @@
-"""A head split interrupted by its per-head norm (QK norm: Reshape [B, L, C] -> [B, L, H, d], an L2 norm over
-d, the gain, then the Transpose): the norm moved across the Reshape onto the tokens, so the split is glued to
-its Transpose again (`dit.rewrites.glued_heads` in torch; here on any ONNX graph).
+"""A head split interrupted by its per-head norm (QK norm: Reshape [B, L, C] -> [B, L, H, d], a norm over d (L2,
+RMS or LayerNormalization), the gain, then the Transpose): the norm moved across the Reshape onto the tokens, so
+the split is glued to its Transpose again (`dit.rewrites.glued_heads` in torch; here on any ONNX graph).
+
+On the tokens a statistic of each head is a product by the [C, H] head indicator E (a sum of the head's d
+channels, a product by 1 plus zeros each), and spreading it back over the head's channels a product by E^T.
 """
 
 from __future__ import annotations
@@ -24,6 +27,11 @@ def _reduces_last(norm: ir.Value, rank: int) -> bool:
         and (keep is None or keep.as_int() == 1)
         and len(node.inputs) == 1
     )
+
+
+def _indicator(h: int, d: int, dtype: np.dtype) -> np.ndarray:
+    """E: [C, H], 1 where channel c belongs to head h (c // d == h)."""
+    return np.kron(np.eye(h), np.ones((d, 1))).astype(dtype)
 
 
 def _split(x: ir.Value, shape: ir.Value) -> tuple[int, int] | None:
@@ -82,7 +90,7 @@ class HeadNormAcrossSplit(ExactRewrite):
         g = const(gain)
         assert heads is not None and g is not None
         h, d = heads
-        indicator = np.kron(np.eye(h), np.ones((d, 1))).astype(g.dtype)  # [C, H]
+        indicator = _indicator(h, d, g.dtype)
         sums = op.MatMul(op.Mul(x, x), self.constant(op, indicator))
         spread = op.MatMul(op.Clip(op.Sqrt(sums), eps), self.constant(op, indicator.T.copy()))
         flat_gain = self.constant(op, np.broadcast_to(g, heads).reshape(h * d).copy())
@@ -143,8 +151,71 @@ class RmsHeadNormAcrossSplit(ExactRewrite):
         heads, g = _split(x, shape), const(gain)
         assert heads is not None and g is not None
         h, d = heads
-        indicator = np.kron(np.eye(h), np.ones((d, 1))).astype(g.dtype)  # [C, H]
+        indicator = _indicator(h, d, g.dtype)
         mean = op.MatMul(op.Mul(x, x), self.constant(op, indicator / d))
         spread = op.MatMul(op.Sqrt(op.Add(mean, eps)), self.constant(op, indicator.T.copy()))
         flat_gain = self.constant(op, np.broadcast_to(g, heads).reshape(h * d).copy())
         return op.Transpose(op.Reshape(op.Mul(op.Div(x, spread), flat_gain), shape), perm=[0, 2, 1, 3])
+
+
+def _per_channel(array: np.ndarray | None, d: int) -> bool:
+    """A LayerNormalization's scale or bias over one head's d channels ([d], [1] or a scalar, as it broadcasts)."""
+    return array is not None and array.ndim <= 1 and np.broadcast_shapes(array.shape, (d,)) == (d,)
+
+
+def _bias(norm: ir.Value) -> ir.Value | None:
+    """The LayerNormalization's bias input, None when it has none."""
+    node = norm.producer()
+    return node.inputs[2] if node is not None and len(node.inputs) > 2 else None
+
+
+class LayerHeadNormAcrossSplit(ExactRewrite):
+    """Fires on Reshape(x [B, S, C] -> [B, S, H, d]), LayerNormalization over the last axis (scale and bias, if
+    any, constants over d; its mean and inverse deviation outputs unread), then Transpose [0, 2, 1, 3] (a QK
+    LayerNorm as exported). On the tokens: each head's mean is x @ (E / d), E the [C, H] head indicator, spread
+    back by @ E^T and taken from x; the variance the same of the centred square; then the centred x over
+    Sqrt(variance + epsilon) spread back, times the scale and plus the bias laid out as [C]; the head split and
+    its Transpose follow, glued. The same biased statistics of the same d elements of each head, summed in
+    another order (and by 1/d products where d is not a power of two): the proof's float32 tolerance covers
+    that rounding, nothing else."""
+
+    answers = ("head_split_interrupted",)
+
+    def pattern(self, op: Any, x: ir.Value, shape: ir.Value, scale: ir.Value, perm: Any) -> Any:
+        split = op.Reshape(x, shape)
+        norm = op.LayerNormalization(split, scale, _allow_other_inputs=True, _outputs=["norm"])  # bias or none
+        return op.Transpose(norm, perm=perm)
+
+    def holds(self, x: ir.Value, shape: ir.Value, scale: ir.Value, perm: Any, norm: ir.Value) -> str | None:
+        heads = _split(x, shape)
+        if heads is None or len(static_shape(x) or ()) != 3:
+            return "the Reshape does not split the tokens' channels into heads"
+        node = norm.producer()
+        axis = node.attributes.get("axis") if node is not None else None
+        if node is None or list(perm.as_ints()) != [0, 2, 1, 3] or (axis is not None and axis.as_int() % 4 != 3):
+            return "not a norm over each head's channels followed by the head Transpose"
+        if any(v.uses() or v.is_graph_output() for v in node.outputs[1:]):
+            return "the LayerNormalization's mean or inverse deviation is read"
+        d, bias = heads[1], _bias(norm)
+        if not _per_channel(const(scale), d) or (bias is not None and not _per_channel(const(bias), d)):
+            return "the scale or bias is not a constant over each head's channels ([d])"
+        return None
+
+    def rewrite(self, op: Any, x: ir.Value, shape: ir.Value, scale: ir.Value, perm: Any, norm: ir.Value) -> Any:
+        heads, gamma = _split(x, shape), const(scale)
+        node = norm.producer()
+        assert heads is not None and gamma is not None and node is not None
+        h, d = heads
+        eps = node.attributes.get("epsilon")
+        indicator = _indicator(h, d, gamma.dtype)
+        average, spread = self.constant(op, indicator / d), self.constant(op, indicator.T.copy())
+        centred = op.Sub(x, op.MatMul(op.MatMul(x, average), spread))
+        variance = op.MatMul(op.Mul(centred, centred), average)
+        floor = self.constant(op, np.array(eps.as_float() if eps is not None else 1e-5, dtype=gamma.dtype))
+        deviation = op.MatMul(op.Sqrt(op.Add(variance, floor)), spread)
+        flat = self.constant(op, np.tile(np.broadcast_to(gamma, (d,)), h))
+        y = op.Mul(op.Div(centred, deviation), flat)
+        beta = const(_bias(norm))
+        if beta is not None:
+            y = op.Add(y, self.constant(op, np.tile(np.broadcast_to(beta, (d,)), h).astype(gamma.dtype)))
+        return op.Transpose(op.Reshape(y, shape), perm=[0, 2, 1, 3])

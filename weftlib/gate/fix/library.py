@@ -12,7 +12,7 @@ from .constants import CastLikeOfConstant, RangeOfConstants, TrigOfConstant
 from .expand import expand_rewrites
 from .gathers import NearestGatherByResize, PixelMapByOneHot
 from .groupnorm import GroupNormByReductions
-from .heads import HeadNormAcrossSplit, RmsHeadNormAcrossSplit
+from .heads import HeadNormAcrossSplit, LayerHeadNormAcrossSplit, RmsHeadNormAcrossSplit
 from .inputs import InputReshapedAtStart
 from .rope import InterleavedRopeByTables, RotateHalfBySignedPermutation
 from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
@@ -31,6 +31,7 @@ def default_library() -> list[ExactRewrite]:
         BatchFoldAroundTranspose(),
         HeadNormAcrossSplit(),
         RmsHeadNormAcrossSplit(),
+        LayerHeadNormAcrossSplit(),
         ReshapeChain(),
         *(ReshapeChainThroughScalar(op) for op in ("Add", "Sub", "Mul", "Div")),
         GroupNormByReductions(),
