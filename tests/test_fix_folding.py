@@ -67,12 +67,12 @@ def test_a_graph_no_rewrite_changes_is_not_folded(tmp_path, ops):
     assert not fix.rewrites and [n.op_type for n in fix.fixed.graph.node] == ["Concat", "Mul"]
 
 
-def _graph(nodes, inits, shape=(2, 3)) -> ir.Model:
+def _graph(nodes, inits, shape=(2, 3), outputs=("y",)) -> ir.Model:
     graph = helper.make_graph(
         nodes,
         "g",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, list(shape))],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+        [helper.make_tensor_value_info(name, TensorProto.FLOAT, None) for name in outputs],
         initializer=[numpy_helper.from_array(np.asarray(v), k) for k, v in inits.items()],
     )
     return ir.serde.deserialize_model(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]))
@@ -80,7 +80,7 @@ def _graph(nodes, inits, shape=(2, 3)) -> ir.Model:
 
 def test_only_nodes_that_read_constants_are_folded_and_nothing_reads_the_input_less():
     """A Reshape of the input to its own shape (onnxscript's partial evaluation would drop it), an unread node
-    of the original, and a quantizer are left; the Add of two constants is folded."""
+    of the original, a quantizer and a graph output's node are left; the Add of two constants is folded."""
     model = _graph(
         [
             helper.make_node("Add", ["a", "b"], ["ab"], name="c/Add"),
@@ -89,12 +89,14 @@ def test_only_nodes_that_read_constants_are_folded_and_nothing_reads_the_input_l
             helper.make_node("Neg", ["a"], ["unread"], name="dead/Neg"),
             helper.make_node("QuantizeLinear", ["a", "s"], ["q"], name="q/Quantize"),
             helper.make_node("DequantizeLinear", ["q", "s"], ["dq"], name="q/Dequantize"),
+            helper.make_node("Sub", ["a", "b"], ["z"], name="out/Sub"),
         ],
         {"a": np.ones(3, np.float32), "b": np.arange(3, dtype=np.float32), "same": np.array([2, 3]), "s": 0.5},
+        outputs=("y", "z"),
     )
     fold_constants(model)
     names = [n.name for n in model.graph]
-    assert names == ["x/Reshape", "out/Mul", "dead/Neg", "q/Quantize", "q/Dequantize"], names
+    assert names == ["x/Reshape", "out/Mul", "dead/Neg", "q/Quantize", "q/Dequantize", "out/Sub"], names
     (value,) = [v for v in model.graph.node("out/Mul").inputs if v is not None and v.name != "xr"]
     np.testing.assert_array_equal(value.const_value.numpy(), np.arange(1, 4, dtype=np.float32))
 

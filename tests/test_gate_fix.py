@@ -544,3 +544,53 @@ def test_a_per_head_layer_norm_whose_mean_is_read_stays_and_its_refusal_is_named
     assert "LayerNormalization" in {n.op_type for n in fix.fixed.graph.node}
     reasons = [str(u["why"]) for u in fix.unanswered if u["rule"] == "head_split_interrupted"]
     assert reasons and "LayerHeadNormAcrossSplit" in reasons[0], fix.unanswered
+
+
+def _rms_heads(opset: int) -> onnx.ModelProto:
+    """Qwen3's QK norm as exported at `opset`: Reshape [1, 6, 32] -> [1, 6, 4, 8], x / Sqrt(ReduceMean(x^2) + eps)
+    * gain, Transpose; from opset 18 the ReduceMean reads its axes as a second input."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {
+        "w": np.random.default_rng(5).standard_normal((32, 32)).astype(np.float32) / 4,
+        "heads": np.array([1, 6, 4, 8], np.int64),
+        "two": np.array(2.0, np.float32),
+        "eps": np.array(1e-6, np.float32),
+        "gain": np.linspace(0.5, 2.0, 8).astype(np.float32),
+    }
+    reduce = helper.make_node("ReduceMean", ["sq"], ["ms"], name="q/ReduceMean", axes=[-1], keepdims=1)
+    if opset >= 18:
+        inits["last"] = np.array([-1], np.int64)
+        reduce = helper.make_node("ReduceMean", ["sq", "last"], ["ms"], name="q/ReduceMean", keepdims=1)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["tokens"], name="q/MatMul"),
+        helper.make_node("Reshape", ["tokens", "heads"], ["split"], name="q/Reshape"),
+        helper.make_node("Pow", ["split", "two"], ["sq"], name="q/Pow"),
+        reduce,
+        helper.make_node("Add", ["ms", "eps"], ["ms_eps"], name="q/Add"),
+        helper.make_node("Sqrt", ["ms_eps"], ["rms"], name="q/Sqrt"),
+        helper.make_node("Div", ["split", "rms"], ["normed"], name="q/Div"),
+        helper.make_node("Mul", ["normed", "gain"], ["scaled"], name="q/Mul"),
+        helper.make_node("Transpose", ["scaled"], ["y"], name="q/Transpose", perm=[0, 2, 1, 3]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "rms_heads",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 8])],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_a_per_head_rms_norm_is_moved_across_the_split_whether_its_axes_are_an_attribute_or_an_input(
+    tmp_path, ops, opset
+):
+    fix = fix_model(_save(tmp_path, _rms_heads(opset), f"rms_{opset}"), ops)
+    assert [a.rewrite for a in fix.rewrites] == ["RmsHeadNormAcrossSplit"], fix.rewrites
+    assert "head_split_interrupted" not in {f.key for f in fix.after.findings}
+    assert "ReduceMean" not in {n.op_type for n in fix.fixed.graph.node}
+    assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof

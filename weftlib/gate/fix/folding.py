@@ -7,7 +7,7 @@ The folding is onnxscript's (`onnxscript.optimizer`'s `FoldConstantsPass`, which
 onnx's reference evaluator), held to nodes whose every input is a constant: its partial evaluation of the rest
 of the graph (a Shape of a static tensor, a Reshape to the same shape) is not run, nor is any control-flow
 node (an If on a constant condition would inline a branch that reads the graph's inputs), nor a node nothing
-reads. Nodes inside If branches and Loop bodies are left: a constant there would be an initializer of the
+reads, nor one that computes a graph output (an initializer as an output is not a graph IR 3 can write). Nodes inside If branches and Loop bodies are left: a constant there would be an initializer of the
 branch, which a graph below IR 4 cannot hold apart from the branch's inputs. The folded graph is proven like
 any rewrite's (the loop records the folding as an `Applied` named `FOLD`).
 """
@@ -62,7 +62,8 @@ class _ConstantsOnly(constant_folding.FoldConstantsPass):
             or node.domain not in ("", "ai.onnx")
             or _control_flow(node)
             or not _reads_only_constants(node)
-            or not any(v.uses() or v.is_graph_output() for v in node.outputs)  # unread: left as the original has it
+            or not any(v.uses() for v in node.outputs)  # unread: left as the original has it
+            or any(v.is_graph_output() for v in node.outputs)  # an output stays computed, not an initializer
         ):
             return None
         return super().process_node(node, is_function)

@@ -17,16 +17,18 @@ from .base import ExactRewrite, const, ints, reshaped, static_shape
 
 
 def _reduces_last(norm: ir.Value, rank: int) -> bool:
+    """The reduction reduces the last axis alone, keeping it: its axes an attribute (before opset 18) or a
+    constant second input (from opset 18)."""
     node = norm.producer()
     if node is None:
         return False
-    axes, keep = node.attributes.get("axes"), node.attributes.get("keepdims")
-    return (
-        axes is not None
-        and [int(a) % rank for a in axes.as_ints()] == [rank - 1]
-        and (keep is None or keep.as_int() == 1)
-        and len(node.inputs) == 1
-    )
+    keep = node.attributes.get("keepdims")
+    if len(node.inputs) == 1:
+        attr = node.attributes.get("axes")
+        axes = None if attr is None else [int(a) for a in attr.as_ints()]
+    else:
+        axes = ints(node.inputs[1]) if len(node.inputs) == 2 and node.attributes.get("axes") is None else None
+    return axes is not None and [a % rank for a in axes] == [rank - 1] and (keep is None or keep.as_int() == 1)
 
 
 def _indicator(h: int, d: int, dtype: np.dtype) -> np.ndarray:
@@ -57,7 +59,7 @@ class HeadNormAcrossSplit(ExactRewrite):
         self, op: Any, x: ir.Value, shape: ir.Value, eps: ir.Value, gain: ir.Value, k: ir.Value, perm: Any
     ) -> Any:
         split = op.Reshape(x, shape)
-        norm = op.Clip(op.ReduceL2(split, _outputs=["norm"]), eps)
+        norm = op.Clip(op.ReduceL2(split, _allow_other_inputs=True, _outputs=["norm"]), eps)  # axes: opset 18
         return op.Transpose(op.Mul(op.Mul(op.Div(split, norm), gain), k), perm=perm)
 
     def holds(
@@ -112,7 +114,7 @@ class RmsHeadNormAcrossSplit(ExactRewrite):
         self, op: Any, x: ir.Value, shape: ir.Value, two: ir.Value, eps: ir.Value, gain: ir.Value, perm: Any
     ) -> Any:
         split = op.Reshape(x, shape)
-        mean = op.ReduceMean(op.Pow(split, two), _outputs=["norm"])
+        mean = op.ReduceMean(op.Pow(split, two), _allow_other_inputs=True, _outputs=["norm"])  # axes: opset 18
         return op.Transpose(op.Mul(op.Div(split, op.Sqrt(op.Add(mean, eps))), gain), perm=perm)
 
     def holds(
