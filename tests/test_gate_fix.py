@@ -471,10 +471,22 @@ def test_the_record_graph_with_a_rank1_timestep_keeps_it_named_and_an_input_resh
     assert readers == ["/x/Reshape"]
 
 
-def _layer_norm_heads(bias: bool = True, read_mean: bool = False) -> onnx.ModelProto:
+def _reduce_mean(src: str, dst: str, name: str, opset: int) -> onnx.NodeProto:
+    """ReduceMean over the last axis, keeping it: axes an attribute below opset 18, an input from it."""
+    from onnx import helper
+
+    if opset >= 18:
+        return helper.make_node("ReduceMean", [src, "last"], [dst], name=name, keepdims=1)
+    return helper.make_node("ReduceMean", [src], [dst], name=name, axes=[-1], keepdims=1)
+
+
+def _layer_norm_heads(
+    bias: bool = True, read_mean: bool = False, decomposed: bool = False, opset: int = 17
+) -> onnx.ModelProto:
     """Tokens [1, 6, 32] projected, split into 4 heads of 8 (Reshape to [1, 6, 4, 8]), a LayerNormalization
     over each head's 8 channels (scale and, with `bias`, bias of size 8), then the head Transpose to
-    [1, 4, 6, 8]; with `read_mean`, its mean is a second output."""
+    [1, 4, 6, 8]; with `read_mean`, its mean is a second output; `decomposed`: the norm written out as the
+    exporters write it below opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add)."""
     from onnx import TensorProto, helper, numpy_helper
 
     rng = np.random.default_rng(3)
@@ -482,51 +494,80 @@ def _layer_norm_heads(bias: bool = True, read_mean: bool = False) -> onnx.ModelP
         "w": rng.standard_normal((32, 32)).astype(np.float32) / 4,
         "heads": np.array([1, 6, 4, 8], np.int64),
         "scale": np.linspace(0.5, 2.0, 8).astype(np.float32),
+        "bias": np.linspace(-1.0, 1.0, 8).astype(np.float32),
+        "two": np.array(2.0, np.float32),
+        "eps": np.array(1e-6, np.float32),
+        "last": np.array([-1], np.int64),
     }
-    ln_inputs = ["split", "scale"]
-    if bias:
-        inits["bias"] = np.linspace(-1.0, 1.0, 8).astype(np.float32)
-        ln_inputs.append("bias")
     nodes = [
         helper.make_node("MatMul", ["x", "w"], ["tokens"], name="q/MatMul"),
         helper.make_node("Reshape", ["tokens", "heads"], ["split"], name="q/Reshape"),
-        helper.make_node(
-            "LayerNormalization",
-            ln_inputs,
-            ["normed", "mean"] if read_mean else ["normed"],
-            name="q/LayerNormalization",
-            axis=-1,
-            epsilon=1e-6,
-        ),
-        helper.make_node("Transpose", ["normed"], ["y"], name="q/Transpose", perm=[0, 2, 1, 3]),
     ]
+    if decomposed:
+        nodes += [
+            _reduce_mean("split", "mean", "q/ReduceMean", opset),
+            helper.make_node("Sub", ["split", "mean"], ["centred"], name="q/Sub"),
+            helper.make_node("Pow", ["centred", "two"], ["square"], name="q/Pow"),
+            _reduce_mean("square", "var", "q/ReduceMean_1", opset),
+            helper.make_node("Add", ["var", "eps"], ["var_eps"], name="q/Add"),
+            helper.make_node("Sqrt", ["var_eps"], ["std"], name="q/Sqrt"),
+            helper.make_node("Div", ["centred", "std"], ["standard"], name="q/Div"),
+            helper.make_node("Mul", ["standard", "scale"], ["scaled"], name="q/Mul"),
+            helper.make_node("Add", ["scaled", "bias"], ["normed"], name="q/Add_1"),
+        ]
+    else:
+        nodes.append(
+            helper.make_node(
+                "LayerNormalization",
+                ["split", "scale", "bias"] if bias else ["split", "scale"],
+                ["normed", "mean"] if read_mean else ["normed"],
+                name="q/LayerNormalization",
+                axis=-1,
+                epsilon=1e-6,
+            )
+        )
+    nodes.append(helper.make_node("Transpose", ["normed"], ["y"], name="q/Transpose", perm=[0, 2, 1, 3]))
     outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 8])]
     if read_mean:
         outputs.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, [1, 6, 4, 1]))
+    read = {i for n in nodes for i in n.input}
     graph = helper.make_graph(
         nodes,
         "layer_norm_heads",
         [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 32])],
         outputs,
-        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items() if k in read],
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
     onnx.checker.check_model(model, full_check=True)
     return model
 
 
-@pytest.mark.parametrize("bias", [True, False])
-def test_a_per_head_layer_norm_is_moved_across_the_split_and_is_exact_in_onnxruntime(tmp_path, ops, bias):
+LAYER_NORMS = {  # the graph, the rewrite that moves its norm, the op of the norm that goes
+    "op": (_layer_norm_heads, "LayerHeadNormAcrossSplit", "LayerNormalization"),
+    "op_no_bias": (lambda: _layer_norm_heads(bias=False), "LayerHeadNormAcrossSplit", "LayerNormalization"),
+    "decomposed": (lambda: _layer_norm_heads(decomposed=True), "DecomposedLayerHeadNormAcrossSplit", "ReduceMean"),
+    "decomposed_18": (
+        lambda: _layer_norm_heads(decomposed=True, opset=18),
+        "DecomposedLayerHeadNormAcrossSplit",
+        "ReduceMean",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYER_NORMS))
+def test_a_per_head_layer_norm_is_moved_across_the_split_and_is_exact_in_onnxruntime(tmp_path, ops, case):
     import onnxruntime as ort
 
-    original = _layer_norm_heads(bias=bias)
-    fix = fix_model(_save(tmp_path, original, "ln_heads"), ops)
+    build, rewrite, gone = LAYER_NORMS[case]
+    original = build()
+    fix = fix_model(_save(tmp_path, original, case), ops)
     assert "head_split_interrupted" in {f.key for f in fix.before.findings}
-    (applied,) = [a for a in fix.rewrites if a.rewrite == "LayerHeadNormAcrossSplit"]
-    assert applied.answers == ("head_split_interrupted",) and "q/LayerNormalization" in applied.replaced
+    assert [a.rewrite for a in fix.rewrites] == [rewrite], fix.rewrites
+    assert fix.rewrites[0].answers == ("head_split_interrupted",) and "q/Reshape" in fix.rewrites[0].replaced
     assert "head_split_interrupted" not in {f.key for f in fix.after.findings}
     kinds = [n.op_type for n in fix.fixed.graph.node]
-    assert "LayerNormalization" not in kinds and kinds[-2:] == ["Reshape", "Transpose"], kinds  # glued again
+    assert gone not in kinds and kinds[-2:] == ["Reshape", "Transpose"], kinds  # glued again
     assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
     # and directly: both graphs in onnxruntime on inputs of several scales and offsets
     runs = [ort.InferenceSession(m.SerializeToString()) for m in (original, fix.fixed)]

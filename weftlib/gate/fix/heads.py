@@ -204,20 +204,109 @@ class LayerHeadNormAcrossSplit(ExactRewrite):
         return None
 
     def rewrite(self, op: Any, x: ir.Value, shape: ir.Value, scale: ir.Value, perm: Any, norm: ir.Value) -> Any:
-        heads, gamma = _split(x, shape), const(scale)
-        node = norm.producer()
+        heads, gamma, node = _split(x, shape), const(scale), norm.producer()
         assert heads is not None and gamma is not None and node is not None
-        h, d = heads
         eps = node.attributes.get("epsilon")
-        indicator = _indicator(h, d, gamma.dtype)
-        average, spread = self.constant(op, indicator / d), self.constant(op, indicator.T.copy())
-        centred = op.Sub(x, op.MatMul(op.MatMul(x, average), spread))
-        variance = op.MatMul(op.Mul(centred, centred), average)
-        floor = self.constant(op, np.array(eps.as_float() if eps is not None else 1e-5, dtype=gamma.dtype))
-        deviation = op.MatMul(op.Sqrt(op.Add(variance, floor)), spread)
-        flat = self.constant(op, np.tile(np.broadcast_to(gamma, (d,)), h))
-        y = op.Mul(op.Div(centred, deviation), flat)
-        beta = const(_bias(norm))
-        if beta is not None:
-            y = op.Add(y, self.constant(op, np.tile(np.broadcast_to(beta, (d,)), h).astype(gamma.dtype)))
+        epsilon = np.array(eps.as_float() if eps is not None else 1e-5, dtype=gamma.dtype)
+        y = _standardized(self, op, x, heads, epsilon, gamma, const(_bias(norm)))
+        return op.Transpose(op.Reshape(y, shape), perm=[0, 2, 1, 3])
+
+
+def _standardized(
+    rule: ExactRewrite,
+    op: Any,
+    x: ir.Value,
+    heads: tuple[int, int],
+    epsilon: np.ndarray,
+    gamma: np.ndarray,
+    beta: np.ndarray | None,
+) -> Any:
+    """Each head of the tokens x standardized over its d channels, times gamma and plus beta (each broadcast to
+    [H, d], laid out as [C]): the mean x @ (E / d) spread back by @ E^T, the variance the same of the centred
+    square, the centred x over Sqrt(variance + epsilon) spread back."""
+    h, d = heads
+    indicator = _indicator(h, d, gamma.dtype)
+    average, spread = rule.constant(op, indicator / d), rule.constant(op, indicator.T.copy())
+    centred = op.Sub(x, op.MatMul(op.MatMul(x, average), spread))
+    variance = op.MatMul(op.Mul(centred, centred), average)
+    deviation = op.MatMul(op.Sqrt(op.Add(variance, rule.constant(op, epsilon))), spread)
+    y = op.Mul(op.Div(centred, deviation), rule.constant(op, np.broadcast_to(gamma, heads).reshape(h * d).copy()))
+    if beta is None:
+        return y
+    return op.Add(y, rule.constant(op, np.broadcast_to(beta, heads).reshape(h * d).astype(gamma.dtype)))
+
+
+def _per_head(array: np.ndarray | None, heads: tuple[int, int]) -> bool:
+    """A gain or bias over each head's channels: it broadcasts to [H, d] and has at most two axes."""
+    return array is not None and array.ndim <= 2 and np.broadcast_shapes(array.shape, heads) == heads
+
+
+class DecomposedLayerHeadNormAcrossSplit(ExactRewrite):
+    """Fires on Reshape(x [B, S, C] -> [B, S, H, d]), a LayerNorm written out over the last axis as exporters
+    write it below opset 17 (m = ReduceMean(split), c = split - m, c / Sqrt(ReduceMean(Pow(c, 2)) + eps)
+    * gain + bias, gain and bias constants per head channel, [d] or [H, d]), then Transpose [0, 2, 1, 3].
+    Replaced as `LayerHeadNormAcrossSplit` replaces the LayerNormalization op: the same statistics of the same
+    d elements of each head, summed in another order, and c * c for Pow(c, 2): the proof's float32 tolerance
+    covers that rounding, nothing else."""
+
+    answers = ("head_split_interrupted",)
+
+    def pattern(
+        self,
+        op: Any,
+        x: ir.Value,
+        shape: ir.Value,
+        two: ir.Value,
+        eps: ir.Value,
+        gain: ir.Value,
+        bias: ir.Value,
+        perm: Any,
+    ) -> Any:
+        split = op.Reshape(x, shape)
+        centred = op.Sub(split, op.ReduceMean(split, _allow_other_inputs=True, _outputs=["mean"]))
+        variance = op.ReduceMean(op.Pow(centred, two), _allow_other_inputs=True, _outputs=["variance"])
+        normed = op.Div(centred, op.Sqrt(op.Add(variance, eps)))
+        return op.Transpose(op.Add(op.Mul(normed, gain), bias), perm=perm)
+
+    def holds(
+        self,
+        x: ir.Value,
+        shape: ir.Value,
+        two: ir.Value,
+        eps: ir.Value,
+        gain: ir.Value,
+        bias: ir.Value,
+        perm: Any,
+        mean: ir.Value,
+        variance: ir.Value,
+    ) -> str | None:
+        heads = _split(x, shape)
+        if heads is None or len(static_shape(x) or ()) != 3:
+            return "the Reshape does not split the tokens' channels into heads"
+        if list(perm.as_ints()) != [0, 2, 1, 3] or not (_reduces_last(mean, 4) and _reduces_last(variance, 4)):
+            return "not a norm over each head's channels followed by the head Transpose"
+        power, floor = const(two), const(eps)
+        if power is None or floor is None or power.size != 1 or float(power.item()) != 2 or floor.size != 1:
+            return "eps is not a constant, or the power is not 2"
+        if not (_per_head(const(gain), heads) and _per_head(const(bias), heads)):
+            return "the gain or bias is not a constant per head channel ([H, d] or [d])"
+        return None
+
+    def rewrite(
+        self,
+        op: Any,
+        x: ir.Value,
+        shape: ir.Value,
+        two: ir.Value,
+        eps: ir.Value,
+        gain: ir.Value,
+        bias: ir.Value,
+        perm: Any,
+        mean: ir.Value,
+        variance: ir.Value,
+    ) -> Any:
+        heads, gamma, floor = _split(x, shape), const(gain), const(eps)
+        assert heads is not None and gamma is not None and floor is not None
+        epsilon = floor.reshape(()).astype(gamma.dtype)
+        y = _standardized(self, op, x, heads, epsilon, gamma, const(bias))
         return op.Transpose(op.Reshape(y, shape), perm=[0, 2, 1, 3])
