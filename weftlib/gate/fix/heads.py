@@ -1,6 +1,6 @@
 """A head split interrupted by its per-head norm (QK norm: Reshape [B, L, C] -> [B, L, H, d], a norm over d (L2,
-RMS or LayerNormalization), the gain, then the Transpose): the norm moved across the Reshape onto the tokens, so
-the split is glued to its Transpose again (`dit.rewrites.glued_heads` in torch; here on any ONNX graph).
+RMS, or LayerNorm as the op or written out), the gain, then the Transpose): the norm moved across the Reshape onto
+the tokens, so the split is glued to its Transpose again (`dit.rewrites.glued_heads` in torch; here on any ONNX graph).
 
 On the tokens a statistic of each head is a product by the [C, H] head indicator E (a sum of the head's d
 channels, a product by 1 plus zeros each), and spreading it back over the head's channels a product by E^T.
