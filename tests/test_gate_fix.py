@@ -470,3 +470,169 @@ def test_the_record_graph_with_a_rank1_timestep_keeps_it_named_and_an_input_resh
     assert {f.node for f in fix.after.findings if f.prediction == "refused"} == set(named)
     readers = [n.name for n in fix.fixed.graph.node if "x" in n.input]
     assert readers == ["/x/Reshape"]
+
+
+def _reduce_mean(src: str, dst: str, name: str, opset: int) -> onnx.NodeProto:
+    """ReduceMean over the last axis, keeping it: axes an attribute below opset 18, an input from it."""
+    from onnx import helper
+
+    if opset >= 18:
+        return helper.make_node("ReduceMean", [src, "last"], [dst], name=name, keepdims=1)
+    return helper.make_node("ReduceMean", [src], [dst], name=name, axes=[-1], keepdims=1)
+
+
+def _layer_norm_heads(
+    bias: bool = True, read_mean: bool = False, decomposed: bool = False, opset: int = 17
+) -> onnx.ModelProto:
+    """Tokens [1, 6, 32] projected, split into 4 heads of 8 (Reshape to [1, 6, 4, 8]), a LayerNormalization
+    over each head's 8 channels (scale and, with `bias`, bias of size 8), then the head Transpose to
+    [1, 4, 6, 8]; with `read_mean`, its mean is a second output; `decomposed`: the norm written out as the
+    exporters write it below opset 17 (ReduceMean, Sub, Pow, ReduceMean, Add, Sqrt, Div, Mul, Add)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    inits = {
+        "w": rng.standard_normal((32, 32)).astype(np.float32) / 4,
+        "heads": np.array([1, 6, 4, 8], np.int64),
+        "scale": np.linspace(0.5, 2.0, 8).astype(np.float32),
+        "bias": np.linspace(-1.0, 1.0, 8).astype(np.float32),
+        "two": np.array(2.0, np.float32),
+        "eps": np.array(1e-6, np.float32),
+        "last": np.array([-1], np.int64),
+    }
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["tokens"], name="q/MatMul"),
+        helper.make_node("Reshape", ["tokens", "heads"], ["split"], name="q/Reshape"),
+    ]
+    if decomposed:
+        nodes += [
+            _reduce_mean("split", "mean", "q/ReduceMean", opset),
+            helper.make_node("Sub", ["split", "mean"], ["centred"], name="q/Sub"),
+            helper.make_node("Pow", ["centred", "two"], ["square"], name="q/Pow"),
+            _reduce_mean("square", "var", "q/ReduceMean_1", opset),
+            helper.make_node("Add", ["var", "eps"], ["var_eps"], name="q/Add"),
+            helper.make_node("Sqrt", ["var_eps"], ["std"], name="q/Sqrt"),
+            helper.make_node("Div", ["centred", "std"], ["standard"], name="q/Div"),
+            helper.make_node("Mul", ["standard", "scale"], ["scaled"], name="q/Mul"),
+            helper.make_node("Add", ["scaled", "bias"], ["normed"], name="q/Add_1"),
+        ]
+    else:
+        nodes.append(
+            helper.make_node(
+                "LayerNormalization",
+                ["split", "scale", "bias"] if bias else ["split", "scale"],
+                ["normed", "mean"] if read_mean else ["normed"],
+                name="q/LayerNormalization",
+                axis=-1,
+                epsilon=1e-6,
+            )
+        )
+    nodes.append(helper.make_node("Transpose", ["normed"], ["y"], name="q/Transpose", perm=[0, 2, 1, 3]))
+    outputs = [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 8])]
+    if read_mean:
+        outputs.append(helper.make_tensor_value_info("mean", TensorProto.FLOAT, [1, 6, 4, 1]))
+    read = {i for n in nodes for i in n.input}
+    graph = helper.make_graph(
+        nodes,
+        "layer_norm_heads",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 32])],
+        outputs,
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items() if k in read],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+LAYER_NORMS = {  # the graph, the rewrite that moves its norm, the op of the norm that goes
+    "op": (_layer_norm_heads, "LayerHeadNormAcrossSplit", "LayerNormalization"),
+    "op_no_bias": (lambda: _layer_norm_heads(bias=False), "LayerHeadNormAcrossSplit", "LayerNormalization"),
+    "decomposed": (lambda: _layer_norm_heads(decomposed=True), "DecomposedLayerHeadNormAcrossSplit", "ReduceMean"),
+    "decomposed_18": (
+        lambda: _layer_norm_heads(decomposed=True, opset=18),
+        "DecomposedLayerHeadNormAcrossSplit",
+        "ReduceMean",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(LAYER_NORMS))
+def test_a_per_head_layer_norm_is_moved_across_the_split_and_is_exact_in_onnxruntime(tmp_path, ops, case):
+    import onnxruntime as ort
+
+    build, rewrite, gone = LAYER_NORMS[case]
+    original = build()
+    fix = fix_model(_save(tmp_path, original, case), ops)
+    assert "head_split_interrupted" in {f.key for f in fix.before.findings}
+    assert [a.rewrite for a in fix.rewrites] == [rewrite], fix.rewrites
+    assert fix.rewrites[0].answers == ("head_split_interrupted",) and "q/Reshape" in fix.rewrites[0].replaced
+    assert "head_split_interrupted" not in {f.key for f in fix.after.findings}
+    kinds = [n.op_type for n in fix.fixed.graph.node]
+    assert gone not in kinds and kinds[-2:] == ["Reshape", "Transpose"], kinds  # glued again
+    assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof
+    # and directly: both graphs in onnxruntime on inputs of several scales and offsets
+    runs = [ort.InferenceSession(m.SerializeToString()) for m in (original, fix.fixed)]
+    rng = np.random.default_rng(7)
+    for scale, offset in [(1.0, 0.0), (100.0, 3.0), (1e-3, -5.0)]:
+        x = (rng.standard_normal((1, 6, 32)) * scale + offset).astype(np.float32)
+        want, got = (r.run(None, {"x": x})[0] for r in runs)
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5 * float(np.abs(want).max()))
+
+
+def test_a_per_head_layer_norm_whose_mean_is_read_stays_and_its_refusal_is_named(tmp_path, ops):
+    """The mean is read past the norm: onnxscript's matcher leaves a match whose inner values are read outside."""
+    fix = fix_model(_save(tmp_path, _layer_norm_heads(read_mean=True), "ln_mean"), ops)
+    assert "LayerHeadNormAcrossSplit" not in {a.rewrite for a in fix.rewrites}
+    assert "LayerNormalization" in {n.op_type for n in fix.fixed.graph.node}
+    reasons = [str(u["why"]) for u in fix.unanswered if u["rule"] == "head_split_interrupted"]
+    assert reasons and "LayerHeadNormAcrossSplit" in reasons[0], fix.unanswered
+
+
+def _rms_heads(opset: int) -> onnx.ModelProto:
+    """Qwen3's QK norm as exported at `opset`: Reshape [1, 6, 32] -> [1, 6, 4, 8], x / Sqrt(ReduceMean(x^2) + eps)
+    * gain, Transpose; from opset 18 the ReduceMean reads its axes as a second input."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    inits = {
+        "w": np.random.default_rng(5).standard_normal((32, 32)).astype(np.float32) / 4,
+        "heads": np.array([1, 6, 4, 8], np.int64),
+        "two": np.array(2.0, np.float32),
+        "eps": np.array(1e-6, np.float32),
+        "gain": np.linspace(0.5, 2.0, 8).astype(np.float32),
+    }
+    reduce = helper.make_node("ReduceMean", ["sq"], ["ms"], name="q/ReduceMean", axes=[-1], keepdims=1)
+    if opset >= 18:
+        inits["last"] = np.array([-1], np.int64)
+        reduce = helper.make_node("ReduceMean", ["sq", "last"], ["ms"], name="q/ReduceMean", keepdims=1)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w"], ["tokens"], name="q/MatMul"),
+        helper.make_node("Reshape", ["tokens", "heads"], ["split"], name="q/Reshape"),
+        helper.make_node("Pow", ["split", "two"], ["sq"], name="q/Pow"),
+        reduce,
+        helper.make_node("Add", ["ms", "eps"], ["ms_eps"], name="q/Add"),
+        helper.make_node("Sqrt", ["ms_eps"], ["rms"], name="q/Sqrt"),
+        helper.make_node("Div", ["split", "rms"], ["normed"], name="q/Div"),
+        helper.make_node("Mul", ["normed", "gain"], ["scaled"], name="q/Mul"),
+        helper.make_node("Transpose", ["scaled"], ["y"], name="q/Transpose", perm=[0, 2, 1, 3]),
+    ]
+    graph = helper.make_graph(
+        nodes,
+        "rms_heads",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 6, 32])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4, 6, 8])],
+        initializer=[numpy_helper.from_array(v, k) for k, v in inits.items()],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_a_per_head_rms_norm_is_moved_across_the_split_whether_its_axes_are_an_attribute_or_an_input(
+    tmp_path, ops, opset
+):
+    fix = fix_model(_save(tmp_path, _rms_heads(opset), f"rms_{opset}"), ops)
+    assert [a.rewrite for a in fix.rewrites] == ["RmsHeadNormAcrossSplit"], fix.rewrites
+    assert "head_split_interrupted" not in {f.key for f in fix.after.findings}
+    assert "ReduceMean" not in {n.op_type for n in fix.fixed.graph.node}
+    assert fix.proof.proven and len(fix.proof.sets) == 3, fix.proof

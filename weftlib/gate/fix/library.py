@@ -12,7 +12,12 @@ from .constants import CastLikeOfConstant, RangeOfConstants, TrigOfConstant
 from .expand import expand_rewrites
 from .gathers import NearestGatherByResize, PixelMapByOneHot
 from .groupnorm import GroupNormByReductions
-from .heads import HeadNormAcrossSplit, RmsHeadNormAcrossSplit
+from .heads import (
+    DecomposedLayerHeadNormAcrossSplit,
+    HeadNormAcrossSplit,
+    LayerHeadNormAcrossSplit,
+    RmsHeadNormAcrossSplit,
+)
 from .inputs import InputReshapedAtStart
 from .rope import InterleavedRopeByTables, RotateHalfBySignedPermutation
 from .shuffles import BatchFoldAroundTranspose, ReshapeChain, ReshapeChainThroughScalar
@@ -31,6 +36,8 @@ def default_library() -> list[ExactRewrite]:
         BatchFoldAroundTranspose(),
         HeadNormAcrossSplit(),
         RmsHeadNormAcrossSplit(),
+        LayerHeadNormAcrossSplit(),
+        DecomposedLayerHeadNormAcrossSplit(),
         ReshapeChain(),
         *(ReshapeChainThroughScalar(op) for op in ("Add", "Sub", "Mul", "Div")),
         GroupNormByReductions(),

@@ -1,6 +1,9 @@
 """The fix loop: gate the graph, apply the rewrites that answer its refused and unjudged findings, gate the
-result again, and repeat until no rewrite applies. Every application is recorded with the nodes it took
-out and the nodes it put in, so `fix.json` says what changed and why. The nodes are counted at every depth:
+result again, and repeat until no rewrite applies. Once the rewrites have settled, every node that reads only
+constants is folded (`folding`) and the graph gated again, so no arithmetic on the constants they made is left
+for the gate (a table folded can answer another rewrite's precondition: the loop goes on). Every application
+is recorded with the nodes it took out and the nodes it put in, so `fix.json` says what changed
+and why. The nodes are counted at every depth:
 onnxscript's rewriter also rewrites inside If branches and Loop bodies, and a rewrite there is recorded (and
 must be reached by the proof) as one in the main graph is.
 
@@ -25,6 +28,7 @@ from onnxscript import ir
 from ..predict.device import GateResult, device_gate
 from ..record.allowlist import DeviceOps
 from .base import ExactRewrite
+from .folding import FOLD, fold_constants
 
 MAX_ROUNDS = 8  # each round answers what the last one uncovered; a graph still changing after 8 is a bug
 
@@ -103,6 +107,19 @@ def _apply(model: ir.Model, rewrite: ExactRewrite, findings: dict[str, set[str]]
     return Applied(rewrite.name, answers, replaced, tuple(sorted(after - before)), round_)
 
 
+def _fold(model: ir.Model, findings: dict[str, set[str]], round_: int) -> Applied | None:
+    """The rewrites settled: every node that reads only constants folded (`folding`), recorded with
+    the findings on the nodes it took out; None when nothing folded."""
+    before = node_names(model.graph)
+    fold_constants(model)
+    after = node_names(model.graph)
+    if before == after:
+        return None
+    replaced = tuple(sorted(before - after))
+    answers = tuple(sorted(set().union(*(findings.get(n, set()) for n in replaced))))
+    return Applied(FOLD, answers, replaced, tuple(sorted(after - before)), round_)
+
+
 def rewrite_until_settled(
     model: onnx.ModelProto,
     ops: DeviceOps,
@@ -123,6 +140,8 @@ def rewrite_until_settled(
             findings.setdefault(f.node, set()).add(f.key)
         graph = to_ir(current)
         done = [a for rw in library if (a := _apply(graph, rw, findings, round_)) is not None]
+        if not done and applied:  # the rewrites have settled: fold what reads only constants, then gate again
+            done = [folded] if (folded := _fold(graph, findings, round_)) is not None else []
         if not done:
             return current, gates, applied
         applied += done
