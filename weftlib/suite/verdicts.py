@@ -40,6 +40,7 @@ def verdict_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     context = {
         "run_dir": Path(run_dir),
         "files": {Path(row["graph"]).stem: row["graph"] for row in cut.get("coverage") or []},
+        "coverage": {Path(row["graph"]).stem: row for row in cut.get("coverage") or []},
         "share": cut.get("device_share") or {},
         "dfc_script": _in_run(gate.get("dfc_script")),
         "probe_script": _in_run(gate.get("probe_script")),
@@ -63,6 +64,20 @@ def _row(
     return row
 
 
+def share_text(share: float | None, coverage: dict[str, Any] | None = None) -> str:
+    """A device share as the table prints it: the MACs' percentage to four digits (from 06's unrounded coverage
+    row when it has one: never "100 %" for a share short of the whole, which reads "> 99.99 %"), then the nodes
+    on the device, so a refused graph whose refused nodes do no arithmetic reads as what it is; "not cut" for
+    a graph 06 did not cut."""
+    if share is None:
+        return "not cut"
+    exact = (coverage or {}).get("MACs on device")
+    share = float(exact) if isinstance(exact, (int, float)) else share
+    text = "> 99.99 %" if 0.9999 <= share < 1 else format_value(round(100 * share, 2), "%", 4)
+    nodes = (coverage or {}).get("nodes on device")
+    return f"{text} ({nodes} nodes)" if nodes else text
+
+
 def _side(stem: str, standing: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
     """One graph of a row: its verdict and basis, the rules behind it counted, its share, its links."""
     found = standing.get(stem)
@@ -70,7 +85,7 @@ def _side(stem: str, standing: dict[str, Any], context: dict[str, Any]) -> dict[
     side = {
         "stem": stem,
         "share": share,
-        "share_text": format_value(round(100 * share, 2), "%", 4) if share is not None else "not cut",
+        "share_text": share_text(share, context["coverage"].get(stem)),
         "links": _links(stem, context),
     }
     if found is None:
@@ -104,6 +119,12 @@ def _settle(side: dict[str, Any], context: dict[str, Any]) -> dict[str, str]:
     return {"kind": "probe", "text": text + (f"; no probe asks about {', '.join(unprobed)}" if unprobed else "")}
 
 
+def dfc_script(run_dir: str | os.PathLike) -> str:
+    """05's DFC pack script, its path inside the run folder ("" when 05 recorded none)."""
+    script = load_metrics(run_dir, GATE_NOTEBOOK)["metrics"].get("dfc_script")
+    return _in_run(script) if script else ""
+
+
 def _in_run(script: str | None) -> str:
     """A recorded script path from 05's folder on (the run folder is copied whole to the appendix)."""
     if not script:
@@ -113,22 +134,14 @@ def _in_run(script: str | None) -> str:
 
 
 def _links(stem: str, context: dict[str, Any]) -> list[dict[str, str]]:
-    """The graph in netron (its ONNX file, which netron opens), its Model Explorer overlay (06's node data, the
-    command on the link) and 06's picture of its cut; those the run holds, paths inside the run folder."""
-    from ..gate.pages.plots import node_data_file  # late: the index imports no ONNX code until it has graphs to link
-    from ..onnx_core.view import explorer_command
-
+    """The graph's ONNX file (the table's caption says how to open it in netron, which the project installs)
+    and 06's picture of its cut; those the run holds, paths inside the run folder. 06's Model Explorer overlay
+    is not linked: a browser shows it as raw JSON, and the project does not install Model Explorer."""
     run_dir, onnx_file = context["run_dir"], context["files"].get(stem)
     if onnx_file is None:
         return []
-    data = node_data_file(Path(CUT_NOTEBOOK) / "node_data", Path(onnx_file))
     links = [
-        {"label": "netron", "href": onnx_file, "title": f"open in netron: netron {onnx_file}"},
-        {
-            "label": "Model Explorer",
-            "href": data.as_posix(),
-            "title": f"from {Path(onnx_file).parent}/: {explorer_command(run_dir / onnx_file, run_dir / data)}",
-        },
+        {"label": "ONNX", "href": onnx_file, "title": f"the graph file; open it with: .venv/bin/netron {onnx_file}"},
         {"label": "cut", "href": f"{CUT_NOTEBOOK}/pictures/{stem}.png", "title": "06's picture of the cut"},
     ]
     return [link for link in links if (run_dir / link["href"]).is_file()]
