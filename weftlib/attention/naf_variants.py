@@ -256,7 +256,7 @@ def export_variants(
     )
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
     heavy_first = sorted(todo, key=lambda job: job[4] not in ("device", "image"))
-    bar = console.progress(None, total=len(todo), desc="NAF graphs", disable=console.headless())
+    bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, _ in todo}

@@ -113,6 +113,8 @@ def _papermill(
             execution_timeout=cell_timeout,
             progress_bar=False,
             log_output=False,
+            stderr_file=watcher.relay if watcher is not None else None,  # its progress bars reach the run's log
+            coalesce_streams=True,  # a bar's redraws kept as its last state, not one line per redraw
             request_save_on_cell_execute=True,
             kernel_manager_class=ipc_kernel_manager(Path(sockets)),
             shutdown_kernel="immediate",

@@ -17,7 +17,6 @@ from pathlib import Path
 
 import onnx
 
-from ...console import headless
 from ...console import progress as tqdm
 from ...onnx_core.walk import index_model
 from ..compiler.dfc_log import DfcResult, failure_cause
@@ -50,7 +49,7 @@ def cut_all(
     """Cut every model (its segments and partition.json under `folder/<stem>/`, each written by the folder
     rule: `partition.write_partition`) and prove each chain within `tolerance`."""
     out = {}
-    for model in tqdm(list(models), desc="cut", disable=headless() or len(models) < 4):
+    for model in tqdm(list(models), desc="cut", disable=len(models) < 4):
         out[model] = write_partition(model, ops, Path(folder) / model.stem, tolerance=tolerance)
     return out
 
