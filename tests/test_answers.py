@@ -239,7 +239,7 @@ def test_05_and_06_say_their_answers_in_short(run):
     short = m06["conclusion"]["short"]
     assert [m06["device_share"][stems[0]] for stems in ANSWER_GRAPHS.values()] == [1.0, 0.0, 1.0]
     assert short == (
-        "Every cut is proven equal to its graph within 1e-06; the faithful graphs put 0 % to 100 % of their MACs "
+        "Every cut is proven equal to its graph within 1 × 10⁻⁶; the faithful graphs put 0 % to 100 % of their MACs "
         "on the device, the best exact variants 100 %."
     )
     assert all(words(m["conclusion"]["short"]) <= LIMIT for m in (m05, m06))

@@ -79,7 +79,7 @@ def test_without_dfc_results_the_cuts_stand_and_the_answer_names_the_script(ops,
     assert set(shares) == {"a", "b"} and shares["b"] == 0.0 and 0 < shares["a"] <= 1
     script = tmp_path / "06_device_cut" / "cut_pack" / "run_dfc.sh"
     answer, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path)
-    assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): a: ")
+    assert answer.startswith("Every graph cut and proven (chain vs graph within 1 × 10⁻⁶): a: ")
     assert "b: nothing is predicted to run on the device (the host computes all 2 nodes)" in answer
     assert answer.endswith(".")
     assert rests_on == {"dfc": "not run", "sources": "unknown"}

@@ -140,7 +140,10 @@ def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_pa
     result = run(tiny_suite, tmp_path, ["10_ok"], None)
     assert runfolder.read_state(result.run_dir)["state"] == "passed"
     summary = json.loads((result.run_dir / "summary.json").read_text())
-    assert list(summary)[:2] == ["answers", "scope"]  # the summary opens with the answer table
+    assert list(summary)[:3] == ["bottom_line", "answers", "scope"]  # the bottom line, then the answer table
+    assert summary["bottom_line"] == (
+        "No verdict table in this run; 0 of 1 questions answered. Next: 10_ok unanswered: recorded no conclusion."
+    )
     assert summary["answers"][0]["status"] == "unanswered: recorded no conclusion"
     assert "NOT the full-size appendix" in summary["scope"]
     assert summary["answers"][0]["rests_on"]["run"] == "small plan (params.yaml), not the appendix"
@@ -349,3 +352,16 @@ def test_a_cell_running_past_a_minute_says_so_on_a_first_run_and_relays_its_bars
     watcher.beat()
     watcher.cell_finished(7, cell)
     assert "still running after 2 min; took 14 min 26 s last time; about" in lines[-2]
+
+
+def test_each_notebook_page_names_the_plan_it_ran_in(tiny_suite, tmp_path):
+    nb_dir, write = tiny_suite
+    plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
+    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, log=lambda s: None)
+    page = (result.run_dir / "10_ok.html").read_text()
+    assert f"Ran in the plan {plan.source.name}, which gives this notebook no parameters" in page
+    assert "default parameters." not in page
+    assert runner.plan_note({"size": 4, "tol": 1e-6}, "params/appendix.yaml") == (
+        "Ran in the plan appendix.yaml, which gave it size = 4; tol = 1 × 10⁻⁶; the other parameters are the "
+        "notebook's defaults."
+    )

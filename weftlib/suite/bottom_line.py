@@ -73,11 +73,11 @@ def answers_sentence(answers: list[dict[str, Any]]) -> str:
     stand_in = sum(a["kind"] == "stand-in" for a in answers)
     unmet = next((u for a in answers for u in a.get("unmet") or []), "")
     failed = next((a["notebook"] for a in answers if "failed" in a.get("status", "")), "")
-    step = (
-        f"fix {failed}, whose failure the notebooks table names"
-        if failed
-        else unmet or "none: every question of this plan is answered"
-    )
+    silent = next((f"{a['notebook']} {a['status']}" for a in answers if a["kind"] == "unanswered"), "")
+    if failed:
+        step = f"fix {failed}, whose failure the notebooks table names"
+    else:
+        step = unmet or silent or "none: every question of this plan is answered"
     return (
         f"No verdict table in this run; {answered} of {len(answers)} questions answered"
         + (f" ({stand_in} on a stand-in)" if stand_in else "")

@@ -89,7 +89,7 @@ def short_answer(
     faithful = [share(stems[0]) for stems in chosen]
     best = [max(share(s) for s in stems[1:]) for stems in chosen if len(stems) > 1]
     return (
-        f"Every cut is proven equal to its graph within {tolerance:g}; the faithful graphs put "
+        f"Every cut is proven equal to its graph within {format_value(tolerance)}; the faithful graphs put "
         f"{span(faithful) if faithful else 'none'} of their MACs on the device"
         + (f", the best exact variants {span(best)}." if best else ".")
     )
@@ -111,7 +111,7 @@ def conclusion(
     parts = {stem: partitions[model] for stem, model in named.items()}
     host = {stem: host_ops(parts[stem], model) for stem, model in named.items()}
     sentence = cut_sentence(parts, host, questions)
-    answer = f"Every graph cut and proven (chain vs graph within {tolerance:g}): {sentence}."
+    answer = f"Every graph cut and proven (chain vs graph within {format_value(tolerance)}): {sentence}."
     rests_on = {"dfc": "run" if results else DfcSource.NOT_RUN, "sources": sources}
     return answer, rests_on, unmet(results, script, run_dir)
 
