@@ -68,6 +68,18 @@ def pack_sentence(pack: DfcPack, cuts: int) -> str:
     return f"**{len(pack.graphs)} graphs and {cuts} cuts** in `{pack.folder}`; run them all with `bash {pack.script}`."
 
 
+def viewer_sentence(model: Path, node_data: Path, run_dir: str | os.PathLike) -> str:
+    """How to look at a graph of the run beyond the pictures (Markdown): netron, which the project installs,
+    named with the graph's path inside the run folder; and the Model Explorer overlay 06 writes, named as a file
+    for those who have Model Explorer (the project does not install it, so the page gives no command for it)."""
+    graph, data = (Path(os.path.relpath(p, run_dir)).as_posix() for p in (model, node_data))
+    return (
+        f"To browse a graph node by node: `.venv/bin/netron {graph}` from the run folder (netron is installed "
+        f"with the project and serves the viewer from this machine, offline). The side each node runs on is also "
+        f"written as a Model Explorer overlay, `{data}`, for Google's Model Explorer (not installed by the project)."
+    )
+
+
 def short_answer(
     partitions: dict[Path, Partition],
     named: Mapping[str, Path],
