@@ -189,8 +189,9 @@ class Progress:
 
 class BarRelay:
     """A file-like object papermill writes the kernel's stderr to (`stderr_file`): each tqdm bar in it (the
-    text after the last carriage return of a line) goes to the run's log once; anything else is left to the
-    notebook, which keeps it."""
+    text after the last carriage return of a line) goes to the run's log once per count it reaches (a bar
+    redrawn at the same count, as on closing, is not said again); anything else is left to the notebook,
+    which keeps it."""
 
     def __init__(self, progress: Progress) -> None:
         self.progress = progress
@@ -199,8 +200,9 @@ class BarRelay:
     def write(self, text: str) -> int:
         for chunk in re.split(r"[\r\n]+", text):
             shown = chunk.strip()
-            if shown and shown != self.last and _BAR.search(shown):
-                self.last = shown
+            count = shown.split("[", 1)[0]  # the bar's name, share and count, before its times
+            if shown and count != self.last and _BAR.search(shown):
+                self.last = count
                 self.progress.bar(shown)
         return len(text)
 
