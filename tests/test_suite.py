@@ -307,6 +307,8 @@ def test_a_progress_line_closes_the_brackets_its_code_opens(tiny_suite):
     )
     said = progress._first_line(long)
     assert said == "geoms = geometry.grid(bench_sizes, kernel=bench_kernel, h…)"
+    commented = nbformat.v4.new_code_cell("naf_references = {}  # the faithful graphs' outputs")
+    assert progress._first_line(commented) == "naf_references = {}"
     for text in (said, progress._first_line(cell), progress._first_line(nbformat.v4.new_code_cell("x = {'a': [1,"))):
         assert text.count("(") == text.count(")") and text.count("[") == text.count("]"), text
 

@@ -221,7 +221,7 @@ _CLOSING = {"(": ")", "[": "]", "{": "}"}
 def _first_line(cell: Any) -> str:
     """A cell's first line of code for a progress line, at most about 60 characters, its brackets closed (a
     line that opens a call, `rows = f(`, reads `rows = f(…)`), so the line's own parenthesis stays balanced."""
-    line = _code_line(cell).rstrip()
+    line = re.sub(r"\s+#.*$", "", _code_line(cell)).rstrip()  # its code, not its comment
     cut = len(line) > 60
     line = line[:57].rstrip() if cut else line
     opened: list[str] = []
