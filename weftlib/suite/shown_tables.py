@@ -12,14 +12,16 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from ..formatting import format_value
+from ..formatting import ABSENT, format_value
 
 _EXPONENT = re.compile(r"(?<![\w.])\d(?:\.\d+)?e[-+]?\d+\b")  # 4.8e-07 inside a text a package wrote
 
 
 def cell_text(value: Any) -> str:
     """One table cell as a page shows it (`format_value`); a number a package wrote into a text in Python's
-    exponent notation (`4.8e-07`) is written as every other number is (`4.8 × 10⁻⁷`)."""
+    exponent notation (`4.8e-07`) is written as every other number is (`4.8 × 10⁻⁷`); an empty text is absent."""
+    if isinstance(value, str) and not value.strip():
+        return ABSENT
     if isinstance(value, str):
         return _EXPONENT.sub(lambda m: format_value(float(m.group())), format_value(value))
     return format_value(value)
