@@ -27,6 +27,7 @@ def test_every_cell_reads_as_a_page_says_it():
     assert shown["reason"][0] == "Can't run CUTLASS FNA; NATTEN was not built with libnatten."
     assert shown["claim"].tolist() == ["max |spconv - ours| 4.8 × 10⁻⁷", "—"]
     html = shown_tables._html(frame)
+    assert "3.58\u00a0×\u00a010⁻⁷" in html  # a number does not wrap inside its column
     assert not raw_values(f"<table>{html}</table>"), raw_values(html)
     assert raw_values(f"<table>{frame.to_html()}</table>")  # the check sees what pandas shows by itself
     assert shown_tables.readable_frame(pd.Series({"gpu": None}, name="value")).to_dict() == {"value": {"gpu": "—"}}

@@ -36,7 +36,8 @@ def readable_frame(frame: Any) -> Any:
 
 
 def _html(frame: Any) -> str:
-    return str(readable_frame(frame)._repr_html_())
+    """The frame's HTML, a number's `× 10⁻⁴` kept on one line in a narrow column."""
+    return str(readable_frame(frame)._repr_html_()).replace(" × 10", "\u00a0×\u00a010")
 
 
 def _plain(frame: Any, printer: Any, cycle: bool) -> None:
