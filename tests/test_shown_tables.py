@@ -41,7 +41,7 @@ def test_the_kernel_shows_frames_readably_once_a_recorder_exists():
     try:
         assert shown_tables.install() is True
         data, _ = shell.display_formatter.format(pd.DataFrame({"a": [None, 1e-6]}))
-        assert "—" in data["text/html"] and "1 × 10⁻⁶" in data["text/html"] and "NaN" not in data["text/html"]
+        assert "—" in data["text/html"] and "1\u00a0×\u00a010⁻⁶" in data["text/html"] and "NaN" not in data["text/html"]
         assert "None" not in data["text/plain"]
     finally:
         InteractiveShell.clear_instance()
