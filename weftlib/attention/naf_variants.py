@@ -246,7 +246,7 @@ def export_variants(
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     todo = _jobs(prepared, upsampler_variants, layer_variants)
     references = {} if references is None else references
-    for graph, build, args, _, _, _ in todo:
+    for graph, build, args, _, _, _ in console.progress(todo, desc="NAF references", unit="graph"):
         if _reference_key(graph, reference, args) not in references:
             references[_reference_key(graph, reference, args)] = naf.reference_output(
                 build(), *args, reference=reference
