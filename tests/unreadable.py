@@ -1,5 +1,5 @@
 """What a reader must never meet on a page of a run (issue 45): `nan`, `None`, a dict's repr, an exception's class
-name, or a number in Python's exponent notation (`1e-06`: the pages write `1 × 10⁻⁶`). Read from what a page
+name, an object's repr (`<Figure size 1300x550 with 2 Axes>`), or a number in Python's exponent notation (`1e-06`: the pages write `1 × 10⁻⁶`). Read from what a page
 shows as values: its tables' cells, the outputs of its cells and the index's lines; the notebooks' prose and code
 are left out (prose may name `None` or an error on purpose)."""
 
@@ -14,6 +14,7 @@ RAW = {
     "dict repr": re.compile(r"\{'[^']*': "),
     "exception class": re.compile(r"\b[A-Z]\w*(?:Error|Exception)\b"),
     "exponent notation": re.compile(r"\b\d(?:\.\d+)?e[-+]\d\d\b"),
+    "object repr": re.compile(r"<[A-Za-z_][\w.]*(?: size [^>]*| object at 0x[0-9a-f]+)>"),
 }
 SHOWN = "td, th, .jp-OutputArea-output pre, p.bottom-line, table.answers li, .err, .weft-run-note"
 
