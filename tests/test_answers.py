@@ -388,9 +388,12 @@ def test_the_index_summary_and_page_open_with_the_bottom_line_built_from_the_row
         f"variant or `gate fix` passes; {len(rows)} wait on a DFC run. Next: run `bash "
     ), line
     assert (refused, passing) == (2, 1)
-    # the next step names the pack's script inside this run folder and the rerun that reads its results
-    pack = f"{index_page.readable_path(folder)}/05_gate_pairing/dfc_pack"
-    assert f"`bash {pack}/run_dfc.sh`" in line and f"--set dfc_results_dir={pack}`" in line
+    # the next step names both packs' scripts inside this run folder, and the rerun that gives each notebook
+    # its own pack's results (05's graphs and 06's cuts are different folders)
+    run_dir = index_page.readable_path(folder)
+    graphs, cuts = f"{run_dir}/05_gate_pairing/dfc_pack", f"{run_dir}/06_device_cut/cut_pack"
+    assert f"run `bash {graphs}/run_dfc.sh` and `bash {cuts}/run_dfc.sh` where Docker" in line
+    assert line.endswith(f"--set 05_gate_pairing.dfc_results_dir={graphs} --set 06_device_cut.dfc_results_dir={cuts}`.")
     assert "weftspun-hailo-dfc:" in line
     saved = json.loads((folder / "summary.json").read_text())
     assert next(iter(saved)) == "bottom_line" and saved["bottom_line"] == line

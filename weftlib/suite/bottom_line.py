@@ -10,17 +10,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-RERUN = ".venv/bin/python -m weftlib run --params {params} --set dfc_results_dir={pack}"
-DEFAULT_SCRIPT = "05_gate_pairing/dfc_pack/run_dfc.sh"  # where 05 writes the pack's script in a run folder
+RERUN = ".venv/bin/python -m weftlib run --params {params} {sets}"
+GATE, CUT = "05_gate_pairing", "06_device_cut"  # the notebooks whose DFC packs a DFC run parses
+DEFAULT_SCRIPTS = {GATE: f"{GATE}/dfc_pack/run_dfc.sh", CUT: f"{CUT}/cut_pack/run_dfc.sh"}
 
 
 @dataclass(frozen=True)
 class Where:
-    """Where the next step's commands point: the run folder as a reader names it, 05's DFC script inside it,
-    and the plan file to rerun."""
+    """Where the next step's commands point: the run folder as a reader names it, the DFC packs' scripts
+    inside it by notebook (`verdicts.pack_scripts`), and the plan file to rerun."""
 
     run_dir: str
-    dfc_script: str
+    scripts: dict[str, str]
     params_file: str
 
 
@@ -41,11 +42,16 @@ def next_step(rows: list[dict[str, Any]], where: Where, image: str) -> str:
     """The one step that settles most: the DFC pack (then the rerun that reads its results) while any row
     waits on a DFC run; else the rewrite a refused row still needs; else nothing."""
     if any(_waits_on_dfc(r) for r in rows):
-        script = (Path(where.run_dir) / (where.dfc_script or DEFAULT_SCRIPT)).as_posix()
-        rerun = RERUN.format(params=where.params_file, pack=Path(script).parent.as_posix())
+        scripts = {
+            name: (Path(where.run_dir) / path).as_posix() for name, path in {**DEFAULT_SCRIPTS, **where.scripts}.items()
+        }
+        runs = " and ".join(f"`bash {script}`" for script in scripts.values())
+        sets = " ".join(
+            f"--set {name}.dfc_results_dir={Path(script).parent.as_posix()}" for name, script in scripts.items()
+        )
         return (
-            f"run `bash {script}` where Docker has the {image} image "
-            f'(README, "On real checkouts, and with the DFC"), then `{rerun}`'
+            f"run {runs} where Docker has the {image} image "
+            f'(README, "On real checkouts, and with the DFC"), then `{RERUN.format(params=where.params_file, sets=sets)}`'
         )
     stuck = [r["graph"] for r in rows if r["faithful"]["verdict"] == "refused" and not _passes_after(r)]
     if stuck:

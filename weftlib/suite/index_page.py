@@ -18,7 +18,7 @@ from .pages import ENV
 from .provenance import describe_code, environment, machine_text, outside_code
 from .record import load_metrics, timing_quality
 from .runfolder import NotebookResult, RunSummary, write_summary
-from .verdicts import dfc_script, verdict_rows, verdict_table_html, write_figure
+from .verdicts import pack_scripts, verdict_rows, verdict_table_html, write_figure
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -99,7 +99,7 @@ def _run_summary(
     state = state or ("passed" if passed else "failed")
     run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
     answers, verdicts = answer_rows(run_dir, results, run_note), verdict_rows(run_dir)
-    where = Where(readable_path(run_dir), dfc_script(run_dir), readable_path(Path(str(plan.source))))
+    where = Where(readable_path(run_dir), pack_scripts(run_dir), readable_path(Path(str(plan.source))))
     return RunSummary(
         bottom_line=bottom_line(verdicts, answers, where),
         answers=answers,

@@ -119,18 +119,22 @@ def _settle(side: dict[str, Any], context: dict[str, Any]) -> dict[str, str]:
     return {"kind": "probe", "text": text + (f"; no probe asks about {', '.join(unprobed)}" if unprobed else "")}
 
 
-def dfc_script(run_dir: str | os.PathLike) -> str:
-    """05's DFC pack script, its path inside the run folder ("" when 05 recorded none)."""
-    script = load_metrics(run_dir, GATE_NOTEBOOK)["metrics"].get("dfc_script")
-    return _in_run(script) if script else ""
+def pack_scripts(run_dir: str | os.PathLike) -> dict[str, str]:
+    """The DFC packs' scripts a DFC run needs, by notebook (05's graphs, 06's cuts), each as its path inside
+    the run folder; a notebook that recorded none is left out."""
+    recorded = {
+        GATE_NOTEBOOK: load_metrics(run_dir, GATE_NOTEBOOK)["metrics"].get("dfc_script"),
+        CUT_NOTEBOOK: load_metrics(run_dir, CUT_NOTEBOOK)["metrics"].get("cut_pack_script"),
+    }
+    return {name: _in_run(script, name) for name, script in recorded.items() if script}
 
 
-def _in_run(script: str | None) -> str:
-    """A recorded script path from 05's folder on (the run folder is copied whole to the appendix)."""
+def _in_run(script: str | None, notebook: str = GATE_NOTEBOOK) -> str:
+    """A recorded script path from its notebook's folder on (the run folder is copied whole to the appendix)."""
     if not script:
         return "(not recorded)"
     parts = Path(script).parts
-    return Path(*parts[parts.index(GATE_NOTEBOOK) :]).as_posix() if GATE_NOTEBOOK in parts else script
+    return Path(*parts[parts.index(notebook) :]).as_posix() if notebook in parts else script
 
 
 def _links(stem: str, context: dict[str, Any]) -> list[dict[str, str]]:
