@@ -17,6 +17,8 @@ file because a filter failed).
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 import sys
 from collections.abc import Iterable
 
@@ -76,6 +78,43 @@ def pre_save_hook(model: dict, **kwargs: object) -> None:
     has it, byte for byte. Outputs stay in the working file; the clean filter keeps them out of commits."""
     if model.get("type") == "notebook" and isinstance(model.get("content"), dict):
         drop_kernel_info(model["content"])
+
+
+def post_save_hook(model: dict, os_path: str, **kwargs: object) -> None:
+    """jupyter_server's post-save hook (lab/jupyter_server_config.py): a notebook whose filtered content is
+    what git holds is re-staged, so `git status` stops calling it modified. Git compares sizes before it runs
+    a clean filter, and a save with outputs changes the size: without this, `git status` says ` M` while
+    `git diff` is empty. The outputs stay in the working file; only the index's record of the file is renewed."""
+    if model.get("type") == "notebook":
+        restage_if_unchanged(os_path)
+
+
+def restage_if_unchanged(path: str) -> bool:
+    """`git add` the file when git tracks it and `git diff` (which runs the clean filter) finds it unchanged;
+    True when it did. Nothing happens outside a git checkout, for an untracked file, or for a real change."""
+    folder, name = os.path.split(os.path.abspath(path))
+
+    def git(*args: str) -> int:
+        return subprocess.run(["git", *args], cwd=folder, capture_output=True, check=False).returncode
+
+    try:
+        if git("ls-files", "--error-unmatch", "--", name) or git("diff", "--quiet", "--", name):
+            return False
+        return git("add", "--", name) == 0
+    except OSError:  # no git here: the save itself stands
+        return False
+
+
+def with_kernel_info(model: dict, language_info: dict) -> None:
+    """A notebook as the server hands it to Lab: its `language_info` filled in with the running kernel's
+    (`language_info` of the same language), in memory only. Lab writes the kernel's `language_info` into a
+    notebook when the kernel starts; a notebook that already holds it is left unchanged, so its tab does not
+    show unsaved changes before any edit. `pre_save_hook` drops the filled-in keys again on save."""
+    content = model.get("content") if model.get("type") == "notebook" else None
+    meta = content.get("metadata") if isinstance(content, dict) else None
+    info = meta.get("language_info") if isinstance(meta, dict) else None
+    if isinstance(info, dict) and info.get("name") == language_info.get("name"):
+        info.update({key: value for key, value in language_info.items() if key not in info})
 
 
 def main() -> int:

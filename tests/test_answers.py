@@ -248,7 +248,7 @@ def test_05_and_06_say_their_answers_in_short(run):
     short = m06["conclusion"]["short"]
     assert [m06["device_share"][stems[0]] for stems in ANSWER_GRAPHS.values()] == [1.0, 0.0, 1.0]
     assert short == (
-        "Every cut is proven equal to its graph within 1e-06; the faithful graphs put 0 % to 100 % of their MACs "
+        "Every cut is proven equal to its graph within 1 × 10⁻⁶; the faithful graphs put 0 % to 100 % of their MACs "
         "on the device, the best exact variants 100 %."
     )
     assert all(words(m["conclusion"]["short"]) <= LIMIT for m in (m05, m06))
@@ -323,7 +323,7 @@ def test_the_verdict_table_is_summary_jsons_in_the_index_and_on_the_page(run):
     assert saved == summary.verdicts and [r["graph"] for r in saved] == list(ANSWER_GRAPHS)
     index = (folder / "index.html").read_text()
     shown = verdict_table(index)
-    strip_links = [[c.split(" netron")[0] for c in cells] for cells in shown]  # the index links each graph
+    strip_links = [[c.split(" ONNX")[0] for c in cells] for cells in shown]  # the index links each graph
     assert strip_links == [expected_cells(r) for r in saved]
     page = publish.render_page(folder, summary)
     assert verdict_table(page) == [expected_cells(r) for r in saved]
@@ -347,17 +347,18 @@ def test_each_row_is_read_from_05_and_06s_records_and_says_what_settles_the_rest
         "kind": "DFC run",
         "text": "`bash 05_gate_pairing/dfc_pack/run_dfc.sh`",
     }
-    assert attention["variant"]["share"] == 1.0 and attention["variant"]["share_text"] == "100 %"
+    assert attention["variant"]["share"] == 1.0 and attention["variant"]["share_text"] == "100 % (3 of 3 nodes)"
     assert block["faithful"]["by"] == "op Sin ×1" and block["variant"]["by"] == "op Abs ×1"
     assert block["settle"] == {"kind": "probe", "text": "`probe_Abs` in `bash 05_gate_pairing/probes/run_dfc.sh`"}
     assert (sparse["faithful"]["verdict"], sparse["faithful"]["by"]) == ("unjudged", "op HardSwish ×1")
     assert sparse["variant"]["verdict"] == "refused" and sparse["settle"]["kind"] == "rewrite"
     links = {link["label"]: link["href"] for link in block["variant"]["links"]}
-    assert links == {
-        "netron": "04_export_dit_block/dit_tokens.onnx",
-        "Model Explorer": "06_device_cut/node_data/dit_tokens.node_data.json",
-    }
+    assert links == {"ONNX": "04_export_dit_block/dit_tokens.onnx"}  # no picture of the cut in this folder
     assert all((folder / href).is_file() for href in links.values())
+    # what the page says to run to see a graph is installed by the project (netron is a dependency)
+    index = (folder / "index.html").read_text()
+    assert ".venv/bin/netron" in index and "netron" in (params.REPO_ROOT / "pyproject.toml").read_text()
+    assert "model-explorer" not in index
 
 
 def test_the_figure_counts_the_graphs_by_verdict_before_and_after_the_variants(run):
@@ -383,3 +384,69 @@ def test_gate_fixs_verdicts_add_a_column_and_a_bar_when_05_records_them(graphs, 
     assert counts["after gate fix"] == {"pass": 1, "unjudged": 1, "not run": 1}
     html = (copy / "index.html").read_text()
     assert "after <code>gate fix</code>" in html and len(verdict_table(html)[0]) == 7
+
+
+# ---- the bottom line ---------------------------------------------------------------------------------------------
+
+
+def test_the_index_summary_and_page_open_with_the_bottom_line_built_from_the_rows(run):
+    folder, summary, _ = run
+    rows = summary.verdicts
+    refused = sum(r["faithful"]["verdict"] == "refused" for r in rows)
+    passing = sum((r["variant"] or {}).get("verdict") == "pass" for r in rows)
+    line = summary.bottom_line
+    assert line.startswith(
+        f"Of the {len(rows)} RFD graphs, {refused} are predicted refused as written; for {passing} a proven exact "
+        f"variant or `gate fix` passes; {len(rows)} wait on a DFC run. Next: run `bash "
+    ), line
+    assert (refused, passing) == (2, 1)
+    # the next step names both packs' scripts inside this run folder, and the rerun that gives each notebook
+    # its own pack's results (05's graphs and 06's cuts are different folders)
+    run_dir = index_page.readable_path(folder)
+    graphs, cuts = f"{run_dir}/05_gate_pairing/dfc_pack", f"{run_dir}/06_device_cut/cut_pack"
+    assert f"run `bash {graphs}/run_dfc.sh` and `bash {cuts}/run_dfc.sh` where Docker" in line
+    assert line.endswith(f"--set 05_gate_pairing.dfc_results_dir={graphs} --set 06_device_cut.dfc_results_dir={cuts}`.")
+    assert "weftspun-hailo-dfc:" in line
+    saved = json.loads((folder / "summary.json").read_text())
+    assert next(iter(saved)) == "bottom_line" and saved["bottom_line"] == line
+    soup = BeautifulSoup((folder / "index.html").read_text(), "html.parser")
+    first = soup.body.find(True)  # the first element of the page is the bottom line
+    assert "bottom-line" in first.get("class", []) and " ".join(
+        first.get_text().split()
+    ) == "Bottom line. " + line.replace("`", "")
+    page = publish.render_page(folder, summary)
+    body = [b for b in page.split("\n---\n", 1)[1].split("\n\n") if b.strip() and not b.strip().startswith("<!--")]
+    assert body[0] == f"**Bottom line.** {line}"
+
+
+def test_every_red_row_of_the_index_shows_its_next_step_uncollapsed(run):
+    folder, summary, _ = run
+    soup = BeautifulSoup((folder / "index.html").read_text(), "html.parser")
+    red = soup.select("table.answers tr.unanswered")
+    unanswered = [a for a in summary.answers if a["kind"] == "unanswered"]
+    assert red and len(red) == len(unanswered)  # 05 and 06: no DFC ran
+    for tr, answer in zip(red, unanswered, strict=True):
+        status = tr.select_one("td.status")
+        shown = [text_of(li) for li in status.select("ul.next li") if not li.find_parent("details")]
+        assert shown == [f"next: {u.replace('`', '')}" for u in answer["unmet"]], shown
+        assert all("bash " in s for s in shown)
+
+
+def test_the_verdict_table_says_what_its_columns_and_its_arrow_mean(run):
+    folder, _summary, _ = run
+    caption = BeautifulSoup((folder / "index.html").read_text(), "html.parser").select_one("table.verdicts caption")
+    text = text_of(caption)
+    for said in (
+        "best exact variant: a variant made by hand in torch",
+        "0 % → 100 %",
+        "a refused graph can show 100 %",
+    ):
+        assert said in text, said
+
+
+def test_a_share_short_of_the_whole_never_reads_100_percent():
+    assert verdicts.share_text(1.0, {"MACs on device": 0.99996, "nodes on device": "40 of 45"}) == (
+        "> 99.99 % (40 of 45 nodes)"
+    )
+    assert verdicts.share_text(1.0, {"MACs on device": 1.0, "nodes on device": "40 of 45"}) == "100 % (40 of 45 nodes)"
+    assert verdicts.share_text(0.5) == "50 %" and verdicts.share_text(None) == "not cut"

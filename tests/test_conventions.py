@@ -10,6 +10,7 @@ import importlib.util
 import re
 import shutil
 import subprocess
+import sys
 
 import nbformat
 import pytest
@@ -245,6 +246,50 @@ def test_a_lab_save_with_a_kernels_metadata_leaves_git_clean(tmp_path):
     assert "saved from Lab" in (repo / path).read_text(), "the working file keeps its outputs"
     _git("add", "-A", cwd=repo, env=env)
     assert _git("status", "--porcelain", cwd=repo, env=env).stdout.strip() == "", "a Lab save left something to commit"
+
+
+@pytest.mark.skipif(shutil.which("git") is None, reason="needs git")
+def test_a_save_through_make_labs_server_leaves_git_status_clean_and_the_outputs_in_the_file(tmp_path):
+    """The server `make lab` starts, its contents manager class and hooks as lab/jupyter_server_config.py sets
+    them, in a scratch repository set up as the Makefile sets it up. A notebook is handed out with the kernel's
+    `language_info` (so Lab finds nothing to change on open); saved with outputs (a different size from what
+    git holds), `git status` is clean with no `git add` from anyone, and the outputs stay in the working file.
+    A real edit still shows as modified."""
+    import asyncio
+    import os
+
+    from traitlets.config.loader import PyFileConfigLoader
+
+    command = re.search(r"^NBSTRIP := (.*)$", (REPO / "Makefile").read_text(), re.M).group(1)
+    repo = tmp_path / "repo"
+    (repo / "scripts").mkdir(parents=True)
+    (repo / "notebooks").mkdir()
+    for name in ("scripts/nbstrip.py", ".gitattributes", ".gitignore", "notebooks/05_gate_pairing.ipynb"):
+        shutil.copy(REPO / name, repo / name)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t"}
+    env["GIT_COMMITTER_EMAIL"] = "t@t"
+    for step in ("git init -q", command, "git add -A", "git commit -qm init"):
+        assert subprocess.run(step, check=False, shell=True, cwd=repo, env=env, capture_output=True).returncode == 0
+    config = PyFileConfigLoader("jupyter_server_config.py", path=str(REPO / "lab")).load_config()
+    manager_class = config.ServerApp.contents_manager_class
+    contents, path = manager_class(root_dir=str(repo), config=config), "notebooks/05_gate_pairing.ipynb"
+
+    def status():
+        return _git("status", "--porcelain", cwd=repo, env=env).stdout.strip()
+
+    nb = asyncio.run(contents.get(path))["content"]
+    assert nb.metadata["language_info"]["version"] == sys.version.split()[0], "Lab would set it: unsaved"
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    for i, cell in enumerate(code[:2], 1):  # two cells run, then saved
+        cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=f"ran {i}\n")]
+        cell.execution_count = i
+    asyncio.run(contents.save({"type": "notebook", "format": "json", "content": nb}, path))
+    assert "ran 2" in (repo / path).read_text(), "the working file keeps its outputs"
+    assert status() == "", f"a save whose filtered content is unchanged left git status dirty: {status()}"
+
+    nb.cells[0].source += "\nAn edit."
+    asyncio.run(contents.save({"type": "notebook", "format": "json", "content": nb}, path))
+    assert status() == "M notebooks/05_gate_pairing.ipynb", "a real edit must show as modified, unstaged"
 
 
 def test_strip_keeps_only_the_languages_name():

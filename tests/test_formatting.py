@@ -21,7 +21,9 @@ from weftlib import formatting
         (12345.678, None, 3, "12,300"),
         (0.5, None, 3, "0.5"),
         (True, None, 3, "yes"),
-        (None, None, 3, "none"),
+        (None, None, 3, "—"),
+        (float("nan"), None, 3, "—"),
+        (1e-6, None, 3, "1 × 10⁻⁶"),
         ({"DFC not run": 13}, None, 3, "DFC not run: 13"),
         (["gather", "matmul"], None, 3, "gather, matmul"),
         ([], None, 3, "none"),
@@ -47,3 +49,24 @@ def test_a_place_in_a_yaml_file_is_named_as_its_reader_would():
         == "device_ops.Gather.evidence[0].seen"
     )
     assert formatting.place((), "file") == "file"
+
+
+def test_absent_values_and_errors_read_as_a_page_says_them():
+    import numpy as np
+
+    assert formatting.format_value(np.float64("nan")) == formatting.ABSENT == "—"
+    assert formatting.format_value(np.int64(93551)) == "93,551" and formatting.format_value(np.bool_(True)) == "yes"
+    assert formatting.format_value("ModuleNotFoundError: No module named 'hailo_sdk_client'") == (
+        "No module named 'hailo_sdk_client'"
+    )
+    dispatch = (
+        "DispatchError: No ONNX function found for <OpOverload(op='aten.unsqueeze', overload='default')>. "
+        "Failure message: No decompositions registered for the complex-valued input"
+    )
+    assert formatting.format_value({"dynamo": dispatch}) == "dynamo: No ONNX function found for aten.unsqueeze."
+    assert formatting.error_sentence("torch._dynamo.exc.Unsupported: a call\nTraceback ...") == "A call"
+    # a mapping inside a mapping is a table of its own: counted, not flattened into the line
+    summary = {"cases": 64, "by_source": [{"source": "ADR", "agrees": 5}], "limits": {"a": {"b": 1}}}
+    assert formatting.format_value(summary) == (
+        "cases: 64; by_source: 1 entries (in full in its table); limits: 1 entries (in full in its table)"
+    )

@@ -79,7 +79,7 @@ def test_without_dfc_results_the_cuts_stand_and_the_answer_names_the_script(ops,
     assert set(shares) == {"a", "b"} and shares["b"] == 0.0 and 0 < shares["a"] <= 1
     script = tmp_path / "06_device_cut" / "cut_pack" / "run_dfc.sh"
     answer, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, script, tmp_path)
-    assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): a: ")
+    assert answer.startswith("Every graph cut and proven (chain vs graph within 1 × 10⁻⁶): a: ")
     assert "b: nothing is predicted to run on the device (the host computes all 2 nodes)" in answer
     assert answer.endswith(".")
     assert rests_on == {"dfc": "not run", "sources": "unknown"}
@@ -103,3 +103,23 @@ def test_a_run_cuts_to_the_tolerance_it_is_given(ops, cut, tmp_path):
     assert written == {0.25}
     again, verdicts = cutting.after_dfc(loose, {}, ops, tmp_path / "after", tolerance=0.25)
     assert again is loose and verdicts == []
+
+
+def test_forty_pictures_hold_no_pyplot_figure_open_and_still_draw(ops, cut, tmp_path):
+    """06 draws a picture per graph (40-odd): pyplot warned past 20 open figures on its page (issue 45)."""
+    import warnings
+
+    import matplotlib.pyplot as plt
+
+    models, partitions = cut
+    prediction = cutting.predictions(models, ops, partitions)
+    plt.close("all")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # pyplot's "More than 20 figures have been opened" would raise
+        figures = [plots.plot_partition(partitions[models[0]], prediction[models[0]]) for _ in range(25)]
+    assert plt.get_fignums() == []
+    figures[-1].savefig(tmp_path / "last.png")
+    assert (tmp_path / "last.png").stat().st_size > 5_000
+    assert cut_sentences.viewer_sentence(models[0], tmp_path / "node_data" / "a.json", tmp_path).startswith(
+        "To browse a graph node by node: `.venv/bin/netron a.onnx` from the run folder"
+    )

@@ -254,7 +254,7 @@ def test_before_and_after_the_merge_notebook_06_shows_both(ops, tmp_path):
         1e3 * after[models[0]].coverage.macs[0] / 1e13
     )
     answer, _, _ = cut_sentences.conclusion(after, named, 1e-6, {}, tmp_path / "run_dfc.sh", tmp_path, questions)
-    assert answer.startswith("Every graph cut and proven (chain vs graph within 1e-06): q: b: 2 device graph(s)")
+    assert answer.startswith("Every graph cut and proven (chain vs graph within 1 × 10⁻⁶): q: b: 2 device graph(s)")
     assert "; beside it c: " in answer
 
 

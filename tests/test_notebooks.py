@@ -170,3 +170,37 @@ def test_every_answer_reads_at_a_glance_and_every_rfd_graph_has_its_verdicts(def
     verdicts = {"pass", "refused", "unjudged"}
     assert all({r["faithful"]["verdict"], r["variant"]["verdict"]} <= verdicts and r["settle"]["text"] for r in rows)
     assert (root / "appendix" / "verdicts.png").is_file()
+
+
+def test_no_page_of_the_run_shows_a_raw_value(default_run):
+    """Issue 45: no executed notebook's page nor the index shows `nan`, `None`, a dict's repr, an exception's
+    class name or Python's exponent notation where it shows values (tables, cell outputs, the index's lines)."""
+    from tests.unreadable import raw_in_run
+
+    result, _ = default_run
+    found = raw_in_run(result.run_dir)
+    assert len(list(result.run_dir.glob("*.html"))) == len(PLAN.notebooks) + 1  # every notebook's page, the index
+    assert not found, "\n".join(f"{page}: {what}: …{where}…" for page, raw in found.items() for what, where in raw)
+
+
+def test_the_index_opens_with_the_bottom_line_and_shows_every_red_rows_next_step(default_run):
+    """Issue 45: the index's first line is the run's bottom line (the same sentence summary.json opens with),
+    and each unanswered row of the answer table shows its next step outside the folded details."""
+    from bs4 import BeautifulSoup
+
+    result, _ = default_run
+    summary = json.loads((result.run_dir / "summary.json").read_text())
+    soup = BeautifulSoup((result.run_dir / "index.html").read_text(), "html.parser")
+    first = soup.body.find(True)
+    assert "bottom-line" in first["class"] and next(iter(summary)) == "bottom_line"
+    assert " ".join(first.get_text().split()) == "Bottom line. " + summary["bottom_line"].replace("`", "")
+    assert summary["bottom_line"].startswith(f"Of the {len(summary['verdicts'])} RFD graphs, ")
+    red = soup.select("table.answers tr.unanswered")
+    assert red, "no DFC runs in CI: 05 and 06 are unanswered"
+    for row in red:
+        steps = [li for li in row.select("ul.next li") if li.find_parent("details") is None]
+        assert steps and all(li.get_text().startswith("next: ") for li in steps), row.get_text(" ")
+    # each notebook's page names the plan it ran in
+    assert all(
+        "Ran in the plan default.yaml" in (result.run_dir / f"{nb.name}.html").read_text() for nb in PLAN.notebooks
+    )

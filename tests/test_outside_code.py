@@ -35,7 +35,9 @@ def test_a_run_names_the_outside_code_it_executed(tmp_path, monkeypatch):
     plan = params.load_plan(plan_file)
     params.validate(plan)  # both are laid out as checkouts: they pass; others are refused (test_params)
 
-    def ran(nb, run_dir, timeout, progress):  # what the notebook does with them is its own test's business
+    def ran(
+        nb, run_dir, timeout, progress, plan_file=""
+    ):  # what the notebook does with them is its own test's business
         return NotebookResult(nb.name, status="passed", parameters=dict(nb.parameters))
 
     monkeypatch.setattr(runner, "execute_one", ran)
@@ -58,7 +60,7 @@ def test_a_run_names_the_outside_code_it_executed(tmp_path, monkeypatch):
 def test_a_run_of_the_repositorys_own_code_says_so(tmp_path, monkeypatch):
     plan_file = tmp_path / "p.yaml"
     plan_file.write_text("notebooks: [01_trace_natten]\n")
-    monkeypatch.setattr(runner, "execute_one", lambda nb, *a: NotebookResult(nb.name, status="passed"))
+    monkeypatch.setattr(runner, "execute_one", lambda nb, *a, **kw: NotebookResult(nb.name, status="passed"))
     monkeypatch.setattr(runner, "ensure_kernel", lambda: None)
     result = runner.run_suite(params.load_plan(plan_file), out=tmp_path / "run", appendix=None, log=lambda s: None)
     summary = json.loads((result.run_dir / "summary.json").read_text())

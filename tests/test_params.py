@@ -391,6 +391,8 @@ def test_set_gives_the_value_to_every_notebook_with_that_parameter():
         ("fix_variants=&a {k: *a}", ["--set fix_variants: a value holds itself"]),
         ("graph_notebooks=&a [*a]", ["--set graph_notebooks: a value holds itself"]),
         ("fix_variants=" + "[" * 5000 + "]" * 5000, ["nested deeper than YAML can be read"]),
+        ("99_nothing.threads=2", ["--set 99_nothing.threads: 99_nothing is not a notebook of this plan"]),
+        ("00_overview.threads=2", ["--set 00_overview.threads: 00_overview has no parameter 'threads'"]),
     ],
 )
 def test_set_refuses_what_no_notebook_may_take_and_runs_nothing(tmp_path, capsys, setting, words):
@@ -402,6 +404,21 @@ def test_set_refuses_what_no_notebook_may_take_and_runs_nothing(tmp_path, capsys
     out = tmp_path / "never"
     assert main(["run", "--set", setting, "--out", str(out), "--no-publish"]) == 2
     assert not out.exists()
+
+
+def test_a_setting_named_by_notebook_reaches_that_notebook_only(tmp_path):
+    """05's and 06's `dfc_results_dir` are different folders (the graphs' pack, the cuts' pack): the bottom
+    line's rerun gives each its own with `--set NOTEBOOK.KEY=VALUE`."""
+    packs = {name: tmp_path / name for name in ("dfc_pack", "cut_pack")}
+    for folder in packs.values():
+        folder.mkdir()
+    plan_ = params.apply_settings(
+        params.load_plan(params.DEFAULT_PLAN),
+        [f"05_gate_pairing.dfc_results_dir={packs['dfc_pack']}", f"06_device_cut.dfc_results_dir={packs['cut_pack']}"],
+    )
+    given = {nb.name: nb.parameters.get("dfc_results_dir") for nb in plan_.notebooks}
+    assert given["05_gate_pairing"] == str(packs["dfc_pack"]) and given["06_device_cut"] == str(packs["cut_pack"])
+    assert sum(v is not None for v in given.values()) == 2
 
 
 def test_a_directory_parameter_must_be_a_checkout_of_its_repository(tmp_path, capsys):

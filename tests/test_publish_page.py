@@ -139,7 +139,7 @@ Small run (p.yaml): NOT the full-size appendix. Each row's geometry says what it
 
 | a | b |
 |---|---|
-| 1 | none |
+| 1 | — |
 | 2.5 | y |
 
 **Other**

@@ -140,7 +140,10 @@ def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_pa
     result = run(tiny_suite, tmp_path, ["10_ok"], None)
     assert runfolder.read_state(result.run_dir)["state"] == "passed"
     summary = json.loads((result.run_dir / "summary.json").read_text())
-    assert list(summary)[:2] == ["answers", "scope"]  # the summary opens with the answer table
+    assert list(summary)[:3] == ["bottom_line", "answers", "scope"]  # the bottom line, then the answer table
+    assert summary["bottom_line"] == (
+        "No verdict table in this run; 0 of 1 questions answered. Next: 10_ok unanswered: recorded no conclusion."
+    )
     assert summary["answers"][0]["status"] == "unanswered: recorded no conclusion"
     assert "NOT the full-size appendix" in summary["scope"]
     assert summary["answers"][0]["rests_on"]["run"] == "small plan (params.yaml), not the appendix"
@@ -283,3 +286,84 @@ def test_kernels_get_the_allocator_setting_unless_the_caller_chose(tiny_suite, t
     assert result.passed
     got = json.loads((tmp_path / "run" / "30_env" / "metrics.json").read_text())["metrics"]["env"]
     assert got == ([ALLOCATOR_ENV[n] for n in names] if seen is None else [seen] * len(names))
+
+
+def test_a_progress_line_closes_the_brackets_its_code_opens(tiny_suite):
+    import nbformat
+
+    nb_dir, write = tiny_suite
+    plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
+    lines: list[str] = []
+    watcher = progress.Progress(plan, {}, lines.append)
+    watcher.notebook_start(1, "10_ok")
+    clock = iter([0.0, 30.0])
+    watcher.clock = lambda: next(clock)
+    cell = nbformat.v4.new_code_cell("costs = pd.DataFrame(\n    rows\n)")
+    watcher.cell_started(22, cell)
+    watcher.cell_finished(22, cell)
+    assert lines[-1] == "      10_ok cell 22 (costs = pd.DataFrame(…)): done in 30 s"
+    long = nbformat.v4.new_code_cell(
+        "geoms = geometry.grid(bench_sizes, kernel=bench_kernel, heads=heads, dim=bench_dim)"
+    )
+    said = progress._first_line(long)
+    assert said == "geoms = geometry.grid(bench_sizes, kernel=bench_kernel, h…)"
+    commented = nbformat.v4.new_code_cell("naf_references = {}  # the faithful graphs' outputs")
+    assert progress._first_line(commented) == "naf_references = {}"
+    for text in (said, progress._first_line(cell), progress._first_line(nbformat.v4.new_code_cell("x = {'a': [1,"))):
+        assert text.count("(") == text.count(")") and text.count("[") == text.count("]"), text
+
+
+def test_a_cell_running_past_a_minute_says_so_on_a_first_run_and_relays_its_bars(tiny_suite):
+    import nbformat
+
+    nb_dir, write = tiny_suite
+    plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
+    lines: list[str] = []
+    watcher = progress.Progress(plan, {}, lines.append)  # no earlier run: nothing to estimate from
+    watcher.notebook_start(1, "10_ok")
+    now = [0.0]
+    watcher.clock = lambda: now[0]
+    cell = nbformat.v4.new_code_cell("rows = benchmark.sweep(geoms)")
+    watcher.cell_started(7, cell)
+    assert watcher._beats is not None and watcher._beats.is_alive()  # the heartbeat runs while the cell does
+    now[0] = 14 * 60 + 26
+    watcher.beat()
+    assert lines[-1].startswith("      10_ok cell 7 (rows = benchmark.sweep(geoms)): still running after 14 min 26 s")
+    assert "no earlier run of this cell to estimate from" in lines[-1]
+    bar = "attention sweep:  40%|████      | 4/10 [05:46<08:39, 86.5s/formulation, naf_512]"
+    watcher.relay.write("\rattention sweep:   0%|          | 0/10 [00:00<?, ?formulation/s]\r" + bar)
+    watcher.relay.write("\r" + bar.replace("86.5s", "86.6s"))  # a redraw at the same count is said once
+    watcher.relay.write("a UserWarning the notebook keeps\n")
+    assert lines[-2:] == [
+        "      10_ok cell 7: attention sweep:   0%|          | 0/10 [00:00<?, ?formulation/s]",
+        f"      10_ok cell 7: {bar}",
+    ]
+    beats = watcher._beats
+    watcher.cell_finished(7, cell)
+    assert watcher._beats is None and not beats.is_alive()
+    said = len(lines)
+    watcher.beat()  # no cell running: nothing to say
+    assert len(lines) == said
+    # a cell that ran last time says what is left
+    history = {"notebooks": {"10_ok": {"seconds": 900.0, "cells": {"7": {"seconds": 866.0, "line": cell.source}}}}}
+    watcher = progress.Progress(plan, history, lines.append)
+    watcher.notebook_start(1, "10_ok")
+    watcher.clock = lambda: now[0]
+    watcher.cell_started(7, cell)
+    now[0] += 120
+    watcher.beat()
+    watcher.cell_finished(7, cell)
+    assert "still running after 2 min; took 14 min 26 s last time; about" in lines[-2]
+
+
+def test_each_notebook_page_names_the_plan_it_ran_in(tiny_suite, tmp_path):
+    nb_dir, write = tiny_suite
+    plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
+    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, log=lambda s: None)
+    page = (result.run_dir / "10_ok.html").read_text()
+    assert f"Ran in the plan {plan.source.name}, which gives this notebook no parameters" in page
+    assert "default parameters." not in page
+    assert runner.plan_note({"size": 4, "tol": 1e-6}, "params/appendix.yaml") == (
+        "Ran in the plan appendix.yaml, which gave it size = 4; tol = 1 × 10⁻⁶; the other parameters are the "
+        "notebook's defaults."
+    )

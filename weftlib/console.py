@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 HEADLESS_ENV = "WEFT_HEADLESS"
+HEADLESS_REDRAW_S = 20.0  # a headless bar's redraws: a few lines a minute in the run's log, none lost at the end
 
 
 def headless() -> bool:
@@ -21,14 +22,16 @@ def headless() -> bool:
 def progress(iterable: Any, **kwargs: Any) -> Any:
     """A tqdm progress bar that suits where the code runs.
 
-    In JupyterLab a widget bar (tqdm.auto); under the suite runner the bar goes to the terminal that started
-    the run (the kernel's own stderr), not into the published page; under CI (plain log lines) none.
+    In JupyterLab a widget bar (tqdm.auto); under the suite runner a text bar on the cell's stderr, redrawn
+    at most every `HEADLESS_REDRAW_S`: the executed notebook keeps its last state (how long the loop took) and
+    the runner relays each redraw, with tqdm's estimate of the time left, to its log (`suite.progress`);
+    under CI (plain log lines) none.
     """
     if headless():
         from tqdm import tqdm
 
         kwargs["disable"] = kwargs.get("disable", False) or bool(os.environ.get("CI"))
-        return tqdm(iterable, file=sys.__stderr__, mininterval=5.0, **kwargs)
+        return tqdm(iterable, file=sys.stderr, mininterval=HEADLESS_REDRAW_S, ncols=100, **kwargs)
     from tqdm.auto import tqdm
 
     return tqdm(iterable, **kwargs)

@@ -8,10 +8,16 @@ spell values the same way through it.
 from __future__ import annotations
 
 import math
+import numbers
+import re
 from collections.abc import Sequence
 from typing import Any
 
+ABSENT = "—"  # what a page shows for a value that is not there (None, NaN, pandas' NA): never "None" or "nan"
 _SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+# "ValueError: ...", "torch._dynamo.exc.Unsupported: ..." at the start of a message: the class, not the sentence
+_EXCEPTION = re.compile(r"^\s*(?:[A-Za-z_]\w*\.)*(?:[A-Z]\w*(?:Error|Exception|Warning)|Unsupported)\s*:\s*")
+_OP_OVERLOAD = re.compile(r"<OpOverload\(op='([^']+)'[^>]*>")  # torch's repr of an aten op: its name is the sentence
 _BYTE_STEPS = (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10))
 
 
@@ -20,7 +26,7 @@ def _number(x: float, digits: int = 3) -> str:
     if x == 0:
         return "0"
     if not math.isfinite(x):
-        return str(x)
+        return "∞" if x > 0 else "−∞"
     if isinstance(x, int) or (float(x).is_integer() and abs(x) < 1e15):
         return f"{int(x):,}"
     if 1e-3 <= abs(x) < 1e6:
@@ -28,20 +34,43 @@ def _number(x: float, digits: int = 3) -> str:
         rounded = float(text)
         return f"{int(rounded):,}" if rounded.is_integer() and abs(rounded) >= 1000 else text
     mantissa, exponent = f"{x:.{max(digits - 1, 0)}e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa  # 1 × 10⁻⁶, not 1.00 × 10⁻⁶
     return f"{mantissa} × 10{str(int(exponent)).translate(_SUPERSCRIPT)}"
 
 
+def absent(value: Any) -> bool:
+    """Whether `value` stands for nothing: None, a float NaN, or pandas' NA and NaT (read without pandas)."""
+    if value is None:
+        return True
+    if isinstance(value, float):
+        return math.isnan(value)
+    return type(value).__name__ in ("NAType", "NaTType")
+
+
+def error_sentence(text: str) -> str:
+    """An error message as a page says it: its first line, without the exception's class name in front, torch's
+    `<OpOverload(op='aten.x', ...)>` as `aten.x`, and its first sentence when the message runs on."""
+    line = next((ln.strip() for ln in str(text).splitlines() if ln.strip()), "")
+    line = _OP_OVERLOAD.sub(r"\1", _EXCEPTION.sub("", line))
+    first = re.split(r"(?<=\.)\s+(?=[A-Z])", line, maxsplit=1)[0]
+    return first[:1].upper() + first[1:] if first else line
+
+
 def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:  # noqa: PLR0911, PLR0912 - one branch per kind of value and unit
-    """A recorded value as a person reads it: rounded, with its unit, lists and mappings spelled out.
+    """A recorded value as a person reads it: rounded, with its unit, lists and mappings spelled out; an absent
+    value (None, NaN) as `ABSENT`, an error message as `error_sentence`.
 
     Units: "B" bytes (shown in KiB/MiB/GiB), "s" seconds (ms below one second, `format_duration` from a minute),
     "x" a ratio ("2.4×"), "%" a percentage; any other unit is appended as given.
     """
-    if value is None:
-        return "none"
+    if type(value).__module__ == "numpy" and hasattr(value, "item"):
+        value = value.item()  # a numpy scalar, as the Python number it holds
+    if absent(value):
+        return ABSENT
     if isinstance(value, bool):
         return "yes" if value else "no"
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
+    if isinstance(value, numbers.Real):
+        value = float(value) if not isinstance(value, int) else value
         if unit == "B":
             for name, size in _BYTE_STEPS:
                 if abs(value) >= size:
@@ -60,16 +89,27 @@ def format_value(value: Any, unit: str | None = None, digits: int = 3) -> str:  
         text = _number(value, digits)
         return f"{text} {unit}" if unit else text
     if isinstance(value, str):
+        value = error_sentence(value) if _EXCEPTION.match(value) else value
         return f"{value} {unit}" if unit else value
     if isinstance(value, dict):
         if not value:
             return "none"
-        return "; ".join(f"{k}: {format_value(v, unit, digits)}" for k, v in value.items())
+        return "; ".join(
+            f"{k}: {len(v)} entries (in full in its table)" if _nested(v) else f"{k}: {format_value(v, unit, digits)}"
+            for k, v in value.items()
+        )
     if isinstance(value, (list, tuple)):
         if not value:
             return "none"
         return ", ".join(format_value(v, unit, digits) for v in value)
     return str(value)
+
+
+def _nested(value: Any) -> bool:
+    """A mapping or list of mappings inside a mapping: a table of its own, which one line cannot spell."""
+    if isinstance(value, dict):
+        return any(isinstance(v, (dict, list, tuple)) for v in value.values())
+    return isinstance(value, (list, tuple)) and any(isinstance(v, dict) for v in value)
 
 
 def format_duration(seconds: float) -> str:

@@ -177,8 +177,9 @@ def measure_geometry(
     cap_bytes: int = DEFAULT_CAP_BYTES,
     natten_max_bytes: int = DEFAULT_CAP_BYTES // 4,
     fallback: str = "shift",
+    done: Callable[[str], Any] | None = None,
 ) -> list[dict[str, Any]]:
-    """All rows of one geometry: natten first (the reference), then each formulation in torch and in
+    """All rows of one geometry (`done(method)` called as each formulation finishes, for a progress bar): natten first (the reference), then each formulation in torch and in
     onnxruntime (exported to `folder`; `geom.export_methods` only). Entries that do not fit the cap are
     reported, not timed; natten is not even tried when its dense score matrix alone exceeds
     `natten_max_bytes`. Every timed row records the spread of its samples ((max - min) / median), so few
@@ -206,6 +207,8 @@ def measure_geometry(
         for method in methods:
             by_method[method], out = _measure_method(geom, method, inputs, ref, ref_name, settings)
             ref = out if ref is None and method == ref_name else ref
+            if done is not None:
+                done(method)
     return rows + [r for m in order for r in by_method[m]]
 
 
@@ -348,16 +351,20 @@ def _measure_export(
 def sweep(
     geometries: Iterable[Geometry], *, folder: str | Path | None = None, progress: bool = False, **kwargs: Any
 ) -> list[dict[str, Any]]:
-    """`measure_geometry` over several geometries (ONNX files in `folder`, a temporary one if None)."""
+    """`measure_geometry` over several geometries (ONNX files in `folder`, a temporary one if None); with
+    `progress`, one bar step per formulation of each geometry, so a long geometry moves the bar too."""
     from weftlib.console import progress as tqdm
 
     geometries = list(geometries)
+    total = sum(len(tuple(kwargs.get("methods") or g.methods or methods_for(g))) for g in geometries)
     with tempfile.TemporaryDirectory() as tmp:
         target = Path(folder) if folder is not None else Path(tmp)
         target.mkdir(parents=True, exist_ok=True)
         rows: list[dict[str, Any]] = []
-        for geom in tqdm(geometries, desc="geometries", disable=not progress):
-            rows.extend(measure_geometry(geom, folder=target, **kwargs))
+        with tqdm(None, total=total, desc="attention sweep", unit="formulation", disable=not progress) as bar:
+            for geom in geometries:
+                bar.set_postfix_str(geom.name, refresh=False)
+                rows.extend(measure_geometry(geom, folder=target, done=lambda _: bar.update(1), **kwargs))
     return rows
 
 

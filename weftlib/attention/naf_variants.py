@@ -246,7 +246,7 @@ def export_variants(
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     todo = _jobs(prepared, upsampler_variants, layer_variants)
     references = {} if references is None else references
-    for graph, build, args, _, _, _ in todo:
+    for graph, build, args, _, _, _ in console.progress(todo, desc="NAF references", unit="graph"):
         if _reference_key(graph, reference, args) not in references:
             references[_reference_key(graph, reference, args)] = naf.reference_output(
                 build(), *args, reference=reference
@@ -256,7 +256,7 @@ def export_variants(
     )
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
     heavy_first = sorted(todo, key=lambda job: job[4] not in ("device", "image"))
-    bar = console.progress(None, total=len(todo), desc="NAF graphs", disable=console.headless())
+    bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, _ in todo}

@@ -62,7 +62,7 @@ def format_benchmark(result: dict[str, Any]) -> str:
         lines.append(
             f"spconv {spc['version']} SubMConv3d, {spc['threads']} thread(s), rulebook reused: "
             f"{spc['seconds']:.2f} s ({spc['of_limit']:.2f} of its limit at {spc['threads']} thread(s)"
-            f"{', contended' if spc['contended'] else ''}); max |spconv - ours| {spc['max_abs_diff_vs_ours']:.2g}"
+            f"{', contended' if spc['contended'] else ''}); max |spconv - ours| {format_value(spc['max_abs_diff_vs_ours'], digits=2)}"
         )
     return "\n".join(lines)
 
@@ -193,7 +193,7 @@ def pipeline_text(pipeline: dict[str, Any], verdict: str) -> str:
     versus = (
         f"{p['over_spconv']:.2f} of spconv {spc['version']} SubMConv3d on {spc['threads']} thread(s) "
         f"({spc['seconds']:.2f} s, its pairs built once and reused; max |spconv - ours| "
-        f"{spc['max_abs_diff_vs_ours']:.2g})"
+        f"{format_value(spc['max_abs_diff_vs_ours'], digits=2)})"
         if spc
         else "spconv not installed"
     )

@@ -10,13 +10,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..formatting import commit_text, format_duration, format_value
+from ..paths import REPO_ROOT
 from .answers import answer_rows, scope_line
+from .bottom_line import Where, bottom_line
 from .files import write_atomic
 from .pages import ENV
 from .provenance import describe_code, environment, machine_text, outside_code
 from .record import load_metrics, timing_quality
 from .runfolder import NotebookResult, RunSummary, write_summary
-from .verdicts import verdict_rows, verdict_table_html, write_figure
+from .verdicts import pack_scripts, verdict_rows, verdict_table_html, write_figure
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -73,6 +75,7 @@ def write_index(
         else "FAILED: " + "; ".join(r.describe_error() for r in results if r.status != "passed")
     )
     page = ENV.get_template("index.html.j2").render(
+        bottom_line=summary.bottom_line,
         appendix=plan.appendix,
         scope=summary.scope,
         answers=summary.answers,
@@ -95,10 +98,13 @@ def _run_summary(
     passed = all(r.status == "passed" for r in results)
     state = state or ("passed" if passed else "failed")
     run_note = None if plan.appendix else f"small plan ({Path(str(plan.source)).name}), not the appendix"
+    answers, verdicts = answer_rows(run_dir, results, run_note), verdict_rows(run_dir)
+    where = Where(readable_path(run_dir), pack_scripts(run_dir), readable_path(Path(str(plan.source))))
     return RunSummary(
-        answers=answer_rows(run_dir, results, run_note),
+        bottom_line=bottom_line(verdicts, answers, where),
+        answers=answers,
         scope=scope_line(plan.appendix, str(plan.source)),
-        verdicts=verdict_rows(run_dir),
+        verdicts=verdicts,
         appendix=plan.appendix,
         state=state,
         passed=passed and state == "passed",
@@ -117,6 +123,13 @@ def _run_summary(
         },
         notebooks=list(results),
     )
+
+
+def readable_path(path: Path) -> str:
+    """A path as a command on a page names it: inside the repository relative to its root (where the README's
+    commands run), elsewhere in full."""
+    resolved = Path(path).resolve()
+    return resolved.relative_to(REPO_ROOT).as_posix() if resolved.is_relative_to(REPO_ROOT) else resolved.as_posix()
 
 
 def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dict[str, Any]:

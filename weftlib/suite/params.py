@@ -266,11 +266,12 @@ def notebook_names(source: str | Path = DEFAULT_PLAN) -> list[str]:
 
 
 def _setting(raw: str) -> tuple[str, Any]:
-    """`KEY=VALUE` from the command line: the value read as YAML, as in a plan file (`4` a number, `[1, 2]`
-    a list, `{pretrained: false}` a mapping, anything else a string; empty: the empty string)."""
+    """`KEY=VALUE` (or `NOTEBOOK.KEY=VALUE`) from the command line: the value read as YAML, as in a plan file
+    (`4` a number, `[1, 2]` a list, `{pretrained: false}` a mapping, anything else a string; empty: the empty
+    string)."""
     key, sep, text = raw.partition("=")
     key = key.strip()
-    if not sep or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", key):
+    if not sep or not re.fullmatch(r"(?:[A-Za-z0-9_]+\.)?[A-Za-z_][A-Za-z0-9_]*", key):
         raise ParamsError(f"--set {raw!r}: expected KEY=VALUE with KEY a parameter name, e.g. --set hub_dir=../NAF")
     if not text:
         return key, ""
@@ -288,9 +289,10 @@ def _setting(raw: str) -> tuple[str, Any]:
 
 def apply_settings(plan: SuitePlan, settings: list[str] | None) -> SuitePlan:
     """The plan with each `--set KEY=VALUE` given to every notebook of it whose `parameters` cell has KEY
-    (e.g. `hub_dir` to 01 and 02, `host_root` to 01 and 04). Refused, naming the setting, when no notebook
-    of the plan has that parameter, when it is set by the runner, or when a notebook may not take the value
-    (`schema`: a directory that is no checkout of the repository it names, a wrong type, ...)."""
+    (e.g. `hub_dir` to 01 and 02, `host_root` to 01 and 04), and each `--set NOTEBOOK.KEY=VALUE` to that
+    notebook only (05's and 06's `dfc_results_dir` are different folders). Refused, naming the setting, when
+    no notebook of the plan has that parameter, when it is set by the runner, or when a notebook may not take
+    the value (`schema`: a directory that is no checkout of the repository it names, a wrong type, ...)."""
     if not settings:
         return plan
     values: dict[str, Any] = {}
@@ -301,22 +303,27 @@ def apply_settings(plan: SuitePlan, settings: list[str] | None) -> SuitePlan:
         values[key] = value
     declared = {nb.name: declared_parameters(nb.path) for nb in plan.notebooks}
     updated = {nb.name: dict(nb.parameters) for nb in plan.notebooks}
-    for key, value in values.items():
+    for setting, value in values.items():
+        only, _, key = setting.rpartition(".")
         if key in RESERVED:
-            raise ParamsError(f"--set {key}: is set by the runner and cannot be given")
-        takers = [name for name, params in declared.items() if key in params]
+            raise ParamsError(f"--set {setting}: is set by the runner and cannot be given")
+        if only and only not in declared:
+            raise ParamsError(f"--set {setting}: {only} is not a notebook of this plan ({', '.join(declared)})")
+        takers = [name for name, params in declared.items() if key in params and only in ("", name)]
         if not takers:
             known = sorted({k for params in declared.values() for k in params if k not in RESERVED})
             hint = difflib.get_close_matches(key, known, n=1)
-            raise ParamsError(
-                f"--set {key}: no notebook of this plan ({', '.join(declared)}) has a parameter {key!r}"
-                + (f" (did you mean {hint[0]!r}?)" if hint else "")
+            who = (
+                f"{only} has no parameter"
+                if only
+                else f"no notebook of this plan ({', '.join(declared)}) has a parameter"
             )
+            raise ParamsError(f"--set {setting}: {who} {key!r}" + (f" (did you mean {hint[0]!r}?)" if hint else ""))
         for name in takers:
             problem = schema.problem(name, key, value, declared[name][key])
             if problem:
                 inside, why = problem
-                raise ParamsError(f"--set {key}: {name}.parameters.{key}{inside}: {why}")
+                raise ParamsError(f"--set {setting}: {name}.parameters.{key}{inside}: {why}")
             updated[name][key] = value
     notebooks = tuple(replace(nb, parameters=updated[nb.name]) for nb in plan.notebooks)
     return replace(plan, notebooks=notebooks, settings=tuple(settings))

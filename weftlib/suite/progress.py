@@ -3,10 +3,15 @@
 One line per notebook and one per long step (a cell that took `LONG_STEP_S` or more, now or in the last run
 of the same plan), each with the time left as the last run's durations put it. The durations come from the
 executed notebooks' metadata (`cell_durations`) and travel to the next run in its summary (`last_durations`).
+A cell still running after `HEARTBEAT_S` says so every `HEARTBEAT_S`, a first run included, and the progress
+bars a notebook draws (`console.progress`, on the kernel's stderr) are relayed to the same log (`BarRelay`), each
+with tqdm's own estimate of the time left in its loop.
 """
 
 from __future__ import annotations
 
+import re
+import threading
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -19,6 +24,8 @@ if TYPE_CHECKING:
     from .params import SuitePlan
 
 LONG_STEP_S = 10.0  # a cell that takes longer than this (now or in the last run) gets its own progress line
+HEARTBEAT_S = 60.0  # a cell running longer than this says so, again every this many seconds
+_BAR = re.compile(r"\d+%\||\|\s*\d+/\d+\s*\[")  # a tqdm bar: "42%|" or "| 3/7 ["
 
 
 def cell_durations(executed: Path) -> dict[str, dict[str, Any]]:
@@ -79,6 +86,11 @@ class Progress:
         self.cell_start = 0.0
         self.nb_start = 0.0
         self.done_cells: set[str] = set()
+        self.clock: Callable[[], float] = time.perf_counter
+        self.cell: tuple[int | None, str, float | None] | None = None  # the running cell: index, line, last time
+        self._stop = threading.Event()
+        self._beats: threading.Thread | None = None
+        self.relay = BarRelay(self)
 
     def _left_after(self, index: int) -> float | None:
         """Seconds the notebooks after position `index` took last time (None if any is unknown)."""
@@ -118,23 +130,84 @@ class Progress:
         )
 
     def cell_started(self, index: int | None, cell: Any) -> None:
-        self.cell_start = time.perf_counter()
+        self.cell_start = self.clock()
         entry = self.history.get(self.name, {}).get("cells", {}).get(str(index), {})
         line = _code_line(cell)[:100]
         if entry.get("line", line) != line:
             entry = {}  # the notebook changed since that run: this index is another cell now
         last = entry.get("seconds")
+        self.cell = (index, _first_line(cell), last)
         if last is not None and last >= LONG_STEP_S:
             self.log(
                 f"      {self.name} cell {index} ({_first_line(cell)}): running, took "
                 f"{_duration(last)} last time{self._eta()}"
             )
+        self._start_beats()
 
     def cell_finished(self, index: int | None, cell: Any) -> None:
+        self._stop_beats()
+        self.cell = None
         self.done_cells.add(str(index))
-        took = time.perf_counter() - self.cell_start
+        took = self.clock() - self.cell_start
         if took >= LONG_STEP_S:
             self.log(f"      {self.name} cell {index} ({_first_line(cell)}): done in {_duration(took)}{self._eta()}")
+
+    def beat(self) -> None:
+        """The running cell's line: how long it has run, and what the last run says is left (on a first run,
+        that there is no estimate but its progress bars')."""
+        if self.cell is None:
+            return
+        index, line, last = self.cell
+        ran = self.clock() - self.cell_start
+        if last is not None:
+            left = f"took {_duration(last)} last time{self._eta()}"
+        else:
+            left = "no earlier run of this cell to estimate from; its progress bars, if any, say how far it is"
+        self.log(f"      {self.name} cell {index} ({line}): still running after {_duration(ran)}; {left}")
+
+    def bar(self, text: str) -> None:
+        """A progress bar the running cell drew, as one log line."""
+        index = self.cell[0] if self.cell else "?"
+        self.log(f"      {self.name} cell {index}: {text}")
+
+    def _start_beats(self) -> None:
+        self._stop_beats()
+        self._stop = threading.Event()
+        self._beats = threading.Thread(target=self._beat_every, args=(self._stop,), daemon=True, name="weft-beats")
+        self._beats.start()
+
+    def _beat_every(self, stop: threading.Event) -> None:
+        while not stop.wait(HEARTBEAT_S):
+            self.beat()
+
+    def _stop_beats(self) -> None:
+        self._stop.set()
+        if self._beats is not None:
+            self._beats.join()
+            self._beats = None
+
+
+class BarRelay:
+    """A file-like object papermill writes the kernel's stderr to (`stderr_file`): each tqdm bar in it (the
+    text after the last carriage return of a line) goes to the run's log once per count it reaches (a bar
+    redrawn at the same count, as on closing, is not said again); anything else is left to the notebook,
+    which keeps it."""
+
+    def __init__(self, progress: Progress) -> None:
+        self.progress = progress
+        self.last = ""
+
+    def write(self, text: str) -> int:
+        for chunk in re.split(r"[\r\n]+", text):
+            shown = chunk.strip()
+            count = shown.split("[", 1)[0]  # the bar's name, share and count, before its times
+            if shown and count != self.last and _BAR.search(shown):
+                self.last = count
+                self.progress.bar(shown)
+        return len(text)
+
+    def flush(self) -> None:
+        """Nothing is buffered: each bar is logged as it arrives."""
 
 
 def _code_line(cell: Any) -> str:
@@ -142,9 +215,22 @@ def _code_line(cell: Any) -> str:
     return next((ln for ln in cell.source.splitlines() if ln.strip() and not ln.startswith("#")), "")
 
 
+_CLOSING = {"(": ")", "[": "]", "{": "}"}
+
+
 def _first_line(cell: Any) -> str:
-    line = _code_line(cell)
-    return line if len(line) <= 60 else line[:57] + "..."
+    """A cell's first line of code for a progress line, at most about 60 characters, its brackets closed (a
+    line that opens a call, `rows = f(`, reads `rows = f(…)`), so the line's own parenthesis stays balanced."""
+    line = re.sub(r"\s+#.*$", "", _code_line(cell)).rstrip()  # its code, not its comment
+    cut = len(line) > 60
+    line = line[:57].rstrip() if cut else line
+    opened: list[str] = []
+    for char in line:
+        if char in _CLOSING:
+            opened.append(_CLOSING[char])
+        elif opened and char == opened[-1]:
+            opened.pop()
+    return line + ("…" if cut or opened else "") + "".join(reversed(opened))
 
 
 def watched_engine(progress: Progress | None) -> str:

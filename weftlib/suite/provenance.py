@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from ..formatting import NO_COMMIT, commit_text
+from ..formatting import NO_COMMIT, commit_text, error_sentence
 from ..paths import REPO_ROOT
 from . import schema
 
@@ -125,10 +125,12 @@ def hailo_dfc() -> dict[str, Any]:
     """Whether the Hailo Dataflow Compiler's Python client imports here (Linux x86-64 in its image only):
     the gate's own check (`dfc_runner.dfc_client`), so provenance and the gate cannot disagree."""
     from ..gate.compiler.dfc_runner import dfc_client  # not at import: the gate package loads onnx
+    from ..gate.compiler.dfc_target import image
 
     client, why = dfc_client()
     if client is None:
-        return {"importable": False, "reason": why}
+        said = error_sentence(why).rstrip(".")
+        return {"importable": False, "reason": f"not importable here ({said}): the DFC runs in the {image()} image"}
     return {"importable": True, "version": getattr(client, "__version__", None)}
 
 

@@ -154,6 +154,7 @@ def render_page(run_dir: Path, summary: RunSummary) -> str:
     pipe tables, figures as inline SVG, provenance)."""
     text = ENV.get_template("page.qmd.j2").render(
         params_name=Path(summary.params_file).name,
+        bottom_line=summary.bottom_line,
         scope=summary.scope,
         answer_table=pipe_table(
             ["Question", "Answer", "Rests on", "Status"],

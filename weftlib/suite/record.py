@@ -19,6 +19,7 @@ from ..formatting import MAX_ANSWER_WORDS, format_value, word_count
 from ..measure import Claim
 from ..paths import SCRATCH
 from ..workers import map_forked
+from . import shown_tables
 from .files import write_atomic
 
 
@@ -60,6 +61,7 @@ class Recorder:
         self.headline: list[str] = []
         self.display: dict[str, dict[str, Any]] = {}
         _full_width_tables()
+        shown_tables.install()  # tables on the page: "—" for absent values, numbers written one way
 
     def record(
         self,

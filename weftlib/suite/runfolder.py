@@ -108,7 +108,8 @@ class RunSummary:
     """What `summary.json` says of a run, key for key and in the file's order. Every key has a default, so a
     run folder written before a key existed still reads."""
 
-    answers: list[dict[str, Any]] = field(default_factory=list)  # one row per RFD question (publish.answer_rows)
+    bottom_line: str = ""  # the one sentence the pages open with (bottom_line.bottom_line)
+    answers: list[dict[str, Any]] = field(default_factory=list)  # one row per RFD question (answers.answer_rows)
     scope: str = ""
     verdicts: list[dict[str, Any]] = field(default_factory=list)  # one row per RFD graph (verdicts.verdict_rows)
     appendix: bool = False

@@ -23,6 +23,7 @@ from typing import Any, Unpack
 from unittest import mock
 
 from ..console import HEADLESS_ENV
+from ..formatting import format_value
 from ..measure import ALLOCATOR_ENV
 from ..paths import REPO_ROOT
 from . import params as params_mod
@@ -67,9 +68,14 @@ def fresh_run_dir(out: str | Path | None) -> Path:
 
 
 def execute_one(
-    nb: params_mod.NotebookPlan, run_dir: Path, cell_timeout: int, progress: Progress | bool | None
+    nb: params_mod.NotebookPlan,
+    run_dir: Path,
+    cell_timeout: int,
+    progress: Progress | bool | None,
+    plan_file: str = "",
 ) -> NotebookResult:
-    """Execute one notebook into the run folder and render its HTML, whatever the outcome.
+    """Execute one notebook into the run folder and render its HTML, whatever the outcome; its page names
+    `plan_file`, the plan it ran in.
 
     An interruption (Ctrl-C, SIGTERM) is re-raised after the executed notebook and its HTML are saved.
     """
@@ -86,7 +92,7 @@ def execute_one(
         result.status, result.error = "failed", error_of(exc)
     result.seconds = round(time.perf_counter() - start, 2)
     if output.exists():
-        _read_executed(result, nb, output, run_dir)
+        _read_executed(result, nb, output, run_dir, plan_file)
     recorded = load_metrics(run_dir, nb.name)
     result.headline = {k: recorded["metrics"].get(k) for k in recorded.get("headline", [])}
     result.headline_text = headlines(recorded)
@@ -113,27 +119,35 @@ def _papermill(
             execution_timeout=cell_timeout,
             progress_bar=False,
             log_output=False,
+            stderr_file=watcher.relay if watcher is not None else None,  # its progress bars reach the run's log
+            coalesce_streams=True,  # a bar's redraws kept as its last state, not one line per redraw
             request_save_on_cell_execute=True,
             kernel_manager_class=ipc_kernel_manager(Path(sockets)),
             shutdown_kernel="immediate",
         )
 
 
-def _read_executed(result: NotebookResult, nb: params_mod.NotebookPlan, output: Path, run_dir: Path) -> None:
+def _read_executed(
+    result: NotebookResult, nb: params_mod.NotebookPlan, output: Path, run_dir: Path, plan_file: str = ""
+) -> None:
     """What the executed notebook says of itself (the cell a dead kernel was in, per-cell durations, long
-    steps), and its HTML page with the parameters this run gave."""
+    steps), and its HTML page with the plan it ran in and the parameters that plan gave."""
     if result.error and result.error["cell"] is None:
         result.error["cell"] = running_cell(output)  # a dead kernel names no cell; the saved state does
     cells = cell_durations(output)
     result.cell_seconds = dict(cells)
     result.long_steps = long_steps(cells)
-    given = ", ".join(f"{k} = {v!r}" for k, v in nb.parameters.items())
-    note = (
-        f"Parameters given by this run: {given}; the others are the notebook's defaults."
-        if given
-        else "This run used the notebook's default parameters."
-    )
-    render_html(output, run_dir / f"{nb.name}.html", note=note)
+    render_html(output, run_dir / f"{nb.name}.html", note=plan_note(nb.parameters, plan_file))
+
+
+def plan_note(parameters: dict[str, Any], plan_file: str) -> str:
+    """The line under a notebook page's title: the plan it ran in (by file name) and the parameters that plan
+    gave it, or that the plan gave none and the notebook's own defaults ran."""
+    plan = f"Ran in the plan {Path(plan_file).name}" if plan_file else "Ran on its own"
+    given = "; ".join(f"{k} = {format_value(v)}" for k, v in parameters.items())
+    if given:
+        return f"{plan}, which gave it {given}; the other parameters are the notebook's defaults."
+    return f"{plan}, which gives this notebook no parameters: every parameter is the notebook's default."
 
 
 def _say(line: str) -> None:
@@ -268,7 +282,7 @@ def _execute_plan(
             states.write("running", notebook=nb.name)
             watcher.notebook_start(i, nb.name)
             try:
-                res = execute_one(nb, states.run_dir, plan.cell_timeout, watcher)
+                res = execute_one(nb, states.run_dir, plan.cell_timeout, watcher, str(plan.source))
             except (KeyboardInterrupt, RunInterrupted):
                 results.append(NotebookResult(nb.name, status="interrupted", parameters=dict(nb.parameters)))
                 raise

@@ -41,6 +41,7 @@ def verdict_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     context = {
         "run_dir": Path(run_dir),
         "files": {Path(row["graph"]).stem: row["graph"] for row in cut.get("coverage") or []},
+        "coverage": {Path(row["graph"]).stem: row for row in cut.get("coverage") or []},
         "share": cut.get("device_share") or {},
         "payoff": cut.get(PAYOFF_KEY) or {},
         "dfc_script": _in_run(gate.get("dfc_script")),
@@ -65,6 +66,20 @@ def _row(
     return row
 
 
+def share_text(share: float | None, coverage: dict[str, Any] | None = None) -> str:
+    """A device share as the table prints it: the MACs' percentage to four digits (from 06's unrounded coverage
+    row when it has one: never "100 %" for a share short of the whole, which reads "> 99.99 %"), then the nodes
+    on the device, so a refused graph whose refused nodes do no arithmetic reads as what it is; "not cut" for
+    a graph 06 did not cut."""
+    if share is None:
+        return "not cut"
+    exact = (coverage or {}).get("MACs on device")
+    share = float(exact) if isinstance(exact, (int, float)) else share
+    text = "> 99.99 %" if 0.9999 <= share < 1 else format_value(round(100 * share, 2), "%", 4)
+    nodes = (coverage or {}).get("nodes on device")
+    return f"{text} ({nodes} nodes)" if nodes else text
+
+
 def _side(stem: str, standing: dict[str, Any], context: dict[str, Any]) -> dict[str, Any]:
     """One graph of a row: its verdict and basis, the rules behind it counted, its share, its links."""
     found = standing.get(stem)
@@ -72,7 +87,7 @@ def _side(stem: str, standing: dict[str, Any], context: dict[str, Any]) -> dict[
     side = {
         "stem": stem,
         "share": share,
-        "share_text": format_value(round(100 * share, 2), "%", 4) if share is not None else "not cut",
+        "share_text": share_text(share, context["coverage"].get(stem)),
         "payoff": context["payoff"].get(stem, "not estimated"),
         "links": _links(stem, context),
     }
@@ -107,31 +122,33 @@ def _settle(side: dict[str, Any], context: dict[str, Any]) -> dict[str, str]:
     return {"kind": "probe", "text": text + (f"; no probe asks about {', '.join(unprobed)}" if unprobed else "")}
 
 
-def _in_run(script: str | None) -> str:
-    """A recorded script path from 05's folder on (the run folder is copied whole to the appendix)."""
+def pack_scripts(run_dir: str | os.PathLike) -> dict[str, str]:
+    """The DFC packs' scripts a DFC run needs, by notebook (05's graphs, 06's cuts), each as its path inside
+    the run folder; a notebook that recorded none is left out."""
+    recorded = {
+        GATE_NOTEBOOK: load_metrics(run_dir, GATE_NOTEBOOK)["metrics"].get("dfc_script"),
+        CUT_NOTEBOOK: load_metrics(run_dir, CUT_NOTEBOOK)["metrics"].get("cut_pack_script"),
+    }
+    return {name: _in_run(script, name) for name, script in recorded.items() if script}
+
+
+def _in_run(script: str | None, notebook: str = GATE_NOTEBOOK) -> str:
+    """A recorded script path from its notebook's folder on (the run folder is copied whole to the appendix)."""
     if not script:
         return "(not recorded)"
     parts = Path(script).parts
-    return Path(*parts[parts.index(GATE_NOTEBOOK) :]).as_posix() if GATE_NOTEBOOK in parts else script
+    return Path(*parts[parts.index(notebook) :]).as_posix() if notebook in parts else script
 
 
 def _links(stem: str, context: dict[str, Any]) -> list[dict[str, str]]:
-    """The graph in netron (its ONNX file, which netron opens), its Model Explorer overlay (06's node data, the
-    command on the link) and 06's picture of its cut; those the run holds, paths inside the run folder."""
-    from ..gate.pages.plots import node_data_file  # late: the index imports no ONNX code until it has graphs to link
-    from ..onnx_core.view import explorer_command
-
+    """The graph's ONNX file (the table's caption says how to open it in netron, which the project installs)
+    and 06's picture of its cut; those the run holds, paths inside the run folder. 06's Model Explorer overlay
+    is not linked: a browser shows it as raw JSON, and the project does not install Model Explorer."""
     run_dir, onnx_file = context["run_dir"], context["files"].get(stem)
     if onnx_file is None:
         return []
-    data = node_data_file(Path(CUT_NOTEBOOK) / "node_data", Path(onnx_file))
     links = [
-        {"label": "netron", "href": onnx_file, "title": f"open in netron: netron {onnx_file}"},
-        {
-            "label": "Model Explorer",
-            "href": data.as_posix(),
-            "title": f"from {Path(onnx_file).parent}/: {explorer_command(run_dir / onnx_file, run_dir / data)}",
-        },
+        {"label": "ONNX", "href": onnx_file, "title": f"the graph file; open it with: .venv/bin/netron {onnx_file}"},
         {"label": "cut", "href": f"{CUT_NOTEBOOK}/pictures/{stem}.png", "title": "06's picture of the cut"},
     ]
     return [link for link in links if (run_dir / link["href"]).is_file()]

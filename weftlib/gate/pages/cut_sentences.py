@@ -71,6 +71,18 @@ def pack_sentence(pack: DfcPack, cuts: int) -> str:
     return f"**{len(pack.graphs)} graphs and {cuts} cuts** in `{pack.folder}`; run them all with `bash {pack.script}`."
 
 
+def viewer_sentence(model: Path, node_data: Path, run_dir: str | os.PathLike) -> str:
+    """How to look at a graph of the run beyond the pictures (Markdown): netron, which the project installs,
+    named with the graph's path inside the run folder; and the Model Explorer overlay 06 writes, named as a file
+    for those who have Model Explorer (the project does not install it, so the page gives no command for it)."""
+    graph, data = (Path(os.path.relpath(p, run_dir)).as_posix() for p in (model, node_data))
+    return (
+        f"To browse a graph node by node: `.venv/bin/netron {graph}` from the run folder (netron is installed "
+        f"with the project and serves the viewer from this machine, offline). The side each node runs on is also "
+        f"written as a Model Explorer overlay, `{data}`, for Google's Model Explorer (not installed by the project)."
+    )
+
+
 def short_answer(
     partitions: dict[Path, Partition],
     named: Mapping[str, Path],
@@ -92,7 +104,7 @@ def short_answer(
     faithful = [share(stems[0]) for stems in chosen]
     best = [max(share(s) for s in stems[1:]) for stems in chosen if len(stems) > 1]
     return (
-        f"Every cut is proven equal to its graph within {tolerance:g}; the faithful graphs put "
+        f"Every cut is proven equal to its graph within {format_value(tolerance)}; the faithful graphs put "
         f"{span(faithful) if faithful else 'none'} of their MACs on the device"
         + (f", the best exact variants {span(best)}." if best else ".")
     )
@@ -114,7 +126,7 @@ def conclusion(
     parts = {stem: partitions[model] for stem, model in named.items()}
     host = {stem: host_ops(parts[stem], model) for stem, model in named.items()}
     sentence = cut_sentence(parts, host, questions)
-    answer = f"Every graph cut and proven (chain vs graph within {tolerance:g}): {sentence}."
+    answer = f"Every graph cut and proven (chain vs graph within {format_value(tolerance)}): {sentence}."
     rests_on = {"dfc": "run" if results else DfcSource.NOT_RUN, "sources": sources}
     return answer, rests_on, unmet(results, script, run_dir)
 

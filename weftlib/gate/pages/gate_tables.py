@@ -11,6 +11,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from ...formatting import format_value
 from ..compiler.pack import DfcPack
 from ..compiler.pairing import Pairing
 from ..compiler.probes import ProbePack
@@ -44,7 +45,9 @@ def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> pd.D
             "ir": r.ir_version,
             "opset": r.opset,
             "torch vs onnxruntime": (
-                f"{r.parity['max_abs_diff']:.2g} (within {r.parity['atol']:.0e})" if r.parity else "no export check"
+                f"{format_value(r.parity['max_abs_diff'], digits=2)} (within {format_value(r.parity['atol'])})"
+                if r.parity
+                else "no export check"
             ),
             "ops outside DEVICE_OPS": ", ".join(f"{op} x{u.count}" for op, u in r.outside.items()),
             "problems": len(r.problems),

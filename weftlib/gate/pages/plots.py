@@ -87,10 +87,12 @@ def node_sides(part: Partition, prediction: GraphPrediction) -> dict[str, str]:
 def plot_partition(part: Partition, prediction: GraphPrediction) -> Any:
     """What runs where. Top: every node in execution order, coloured by the side it runs on (and why a host
     node is there), segment boundaries marked. Bottom: the segments, device above and host below, and every
-    tensor the cut hands across (dashed, its size)."""
+    tensor the cut hands across (dashed, its size). The figure is let go by pyplot at once: 06 draws one per graph
+    (40-odd) and pyplot warns past 20 open figures; it still saves and shows (`display`), and is freed after."""
     import matplotlib.pyplot as plt
 
     fig, (strip, chain) = plt.subplots(2, 1, figsize=(13, 5.5), gridspec_kw={"height_ratios": [1, 2]})
+    plt.close(fig)
     _node_strip(strip, part, node_sides(part, prediction))
     _segment_chain(chain, part)
     fig.tight_layout()

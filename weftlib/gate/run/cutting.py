@@ -18,7 +18,6 @@ from pathlib import Path
 
 import onnx
 
-from ...console import headless
 from ...console import progress as tqdm
 from ...onnx_core.walk import index_model
 from ..compiler.dfc_log import DfcResult, failure_cause
@@ -54,7 +53,7 @@ def cut_all(
     """Cut every model (its segments and partition.json under `folder/<stem>/`, each written by the folder
     rule: `partition.write_partition`) and prove each chain within `tolerance`."""
     out = {}
-    for model in tqdm(list(models), desc="cut", disable=headless() or len(models) < 4):
+    for model in tqdm(list(models), desc="cut", disable=len(models) < 4):
         out[model] = write_partition(model, ops, Path(folder) / model.stem, tolerance=tolerance)
     return out
 
@@ -251,7 +250,7 @@ def estimate_cuts(
     """Each graph's time per inference: the host alone and its host segments measured here (their files in
     `folders`), its device segments estimated (`calibration`), its transfers at the link's rate, the verdict."""
     out = {}
-    for model, part in tqdm(list(partitions.items()), desc="time", disable=headless() or len(partitions) < 4):
+    for model, part in tqdm(list(partitions.items()), desc="time", disable=len(partitions) < 4):
         graph = index_model(onnx.shape_inference.infer_shapes(onnx.load(str(model)), data_prop=True))
         out[model] = estimate_cut(part, graph, calibration, host_times(part, model, folders[model], repeats))
     return out

@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+from ...console import progress as tqdm
 from ..fix import Fix, ProofVerdict, fix_model, write_fix
 from ..record.allowlist import DeviceOps
 from ..vocabulary import Prediction
@@ -52,7 +53,7 @@ def fix_all(
         raise ValueError(f"graphs to fix not exported in this run: {missing}")
     found = {m.stem: m for m in models}
     out = {}
-    for stem in (s for s in stems if s in found):
+    for stem in tqdm([s for s in stems if s in found], desc="gate fix", unit="graph"):
         out[stem] = fix_model(found[stem], ops)
         write_fix(out[stem], Path(folder) / stem)
     return out
