@@ -228,6 +228,21 @@ class _Run:
         proof = Proof(tuple(self.sets), tuple(self.worst), self.tolerance, exact=tuple(self.exact))
         return proof.verdict == ProofVerdict.NOT_EQUAL
 
+    def proof(self, wanted: Collection[str]) -> Proof:
+        """The record of what was found, with the rewritten nodes `wanted` reached or not."""
+        return Proof(
+            tuple(self.sets),
+            tuple(self.worst),
+            self.tolerance,
+            tuple(self.refused),
+            tuple(self.exact),
+            tuple(self.own),
+            tuple(self.blind),
+            tuple(self.unproven()),
+            tuple(sorted(set(wanted) - set(self.reached))),
+            {node: tuple(self.reached.get(node, ())) for node in sorted(wanted)},
+        )
+
 
 def _open(path: str | os.PathLike, folder: Path, profile: bool) -> Profiled | None:
     """A session on `path`, profiled when `profile`; None where onnxruntime cannot open it."""
@@ -324,15 +339,4 @@ def prove(
     _phase(run, first, paths, first_sets, nested, Path(scratch))
     if not run.refuted() and (run.unproven() or wanted - set(run.reached) or not run.sets):
         _phase(run, first, paths, varied_sets(first), nested, Path(scratch))
-    return Proof(
-        tuple(run.sets),
-        tuple(run.worst),
-        tolerance,
-        tuple(run.refused),
-        tuple(run.exact),
-        tuple(run.own),
-        tuple(run.blind),
-        tuple(run.unproven()),
-        tuple(sorted(wanted - set(run.reached))),
-        {node: tuple(run.reached.get(node, ())) for node in sorted(wanted)},
-    )
+    return run.proof(wanted)
