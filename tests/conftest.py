@@ -58,3 +58,11 @@ def tiny_suite(tmp_path: Path):
         return path
 
     return nb_dir, params
+
+
+@pytest.fixture(scope="module")
+def ops():
+    """The device gate's allowlist (params/device_ops.yaml), read once a module."""
+    from weftlib.gate import load_device_ops
+
+    return load_device_ops()

@@ -10,7 +10,6 @@ import onnx
 import pytest
 
 from tests.test_gate_partition import chain, cut_of
-from weftlib.gate import load_device_ops
 from weftlib.gate.__main__ import main
 from weftlib.gate.cut.coverage import node_macs
 from weftlib.gate.estimate import device_model, payoff
@@ -99,11 +98,6 @@ def test_the_calibration_holds_every_hailo10h_network_of_the_zoo_each_citing_its
 
 
 # ------------------------------------------------------------------------------------------ a cut
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def test_a_cuts_estimate_is_its_segments_fit_with_the_band_plus_its_bytes_at_the_link_rate(ops, tmp_path):

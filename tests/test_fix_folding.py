@@ -6,25 +6,13 @@ from __future__ import annotations
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 from onnxscript import ir
 
-from weftlib import gate
+from tests.test_gate_fix import _save
 from weftlib.gate.fix import fix_model
 from weftlib.gate.fix.folding import FOLD, FOLD_LIMIT, fold_constants
 from weftlib.gate.graphs import Builder
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return gate.load_device_ops()
-
-
-def _save(tmp_path, model: onnx.ModelProto, name: str):
-    path = tmp_path / f"{name}.onnx"
-    onnx.save(model, path)
-    return path
 
 
 def _trig_concat() -> onnx.ModelProto:

@@ -35,11 +35,6 @@ REPO = Path(__file__).resolve().parent.parent
 SHAPE = [1, 4, 8]
 
 
-@pytest.fixture(scope="module")
-def ops():
-    return gate.load_device_ops()
-
-
 def _save(folder: Path, model: onnx.ModelProto, name: str) -> Path:
     path = folder / f"{name}.onnx"
     onnx.save(model, path)

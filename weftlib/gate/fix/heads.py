@@ -45,6 +45,20 @@ def _split(x: ir.Value, shape: ir.Value) -> tuple[int, int] | None:
     return after[-2], after[-1]
 
 
+_NOT_HEAD_NORM = "not a norm over each head's channels followed by the head Transpose"
+
+
+def _head_norm(x: ir.Value, shape: ir.Value, perm: Any, *reductions: ir.Value) -> tuple[int, int] | str:
+    """(heads, head dim) of a Reshape splitting the tokens' channels into heads, followed by the head Transpose,
+    each of `reductions` reducing one head's channels; else why not (the words every head-norm rule shares)."""
+    heads = _split(x, shape)
+    if heads is None or len(static_shape(x) or ()) != 3:
+        return "the Reshape does not split the tokens' channels into heads"
+    if list(perm.as_ints()) != [0, 2, 1, 3] or not all(_reduces_last(r, 4) for r in reductions):
+        return _NOT_HEAD_NORM
+    return heads
+
+
 class HeadNormAcrossSplit(ExactRewrite):
     """Fires on Reshape(x [.., C] -> [.., H, d]), y = split / Clip(ReduceL2(split, last axis), eps) * gain
     * k (gain a constant [H, d] or [d], k a one-element constant), then Transpose [0, 2, 1, 3]. On the
@@ -65,11 +79,9 @@ class HeadNormAcrossSplit(ExactRewrite):
     def holds(
         self, x: ir.Value, shape: ir.Value, eps: ir.Value, gain: ir.Value, k: ir.Value, perm: Any, norm: ir.Value
     ) -> str | None:
-        heads = _split(x, shape)
-        if heads is None or len(static_shape(x) or ()) != 3:
-            return "the Reshape does not split the tokens' channels into heads"
-        if list(perm.as_ints()) != [0, 2, 1, 3] or not _reduces_last(norm, 4):
-            return "not a norm over each head's channels followed by the head Transpose"
+        heads = _head_norm(x, shape, perm, norm)
+        if isinstance(heads, str):
+            return heads
         g, scale, floor = const(gain), const(k), const(eps)
         if g is None or scale is None or floor is None or scale.size != 1 or floor.size != 1:
             return "the gain, scale or floor is not a constant"
@@ -120,11 +132,9 @@ class RmsHeadNormAcrossSplit(ExactRewrite):
     def holds(
         self, x: ir.Value, shape: ir.Value, two: ir.Value, eps: ir.Value, gain: ir.Value, perm: Any, norm: ir.Value
     ) -> str | None:
-        heads = _split(x, shape)
-        if heads is None or len(static_shape(x) or ()) != 3:
-            return "the Reshape does not split the tokens' channels into heads"
-        if list(perm.as_ints()) != [0, 2, 1, 3] or not _reduces_last(norm, 4):
-            return "not a norm over each head's channels followed by the head Transpose"
+        heads = _head_norm(x, shape, perm, norm)
+        if isinstance(heads, str):
+            return heads
         g, power, floor = const(gain), const(two), const(eps)
         if (
             g is None
@@ -189,13 +199,13 @@ class LayerHeadNormAcrossSplit(ExactRewrite):
         return op.Transpose(norm, perm=perm)
 
     def holds(self, x: ir.Value, shape: ir.Value, scale: ir.Value, perm: Any, norm: ir.Value) -> str | None:
-        heads = _split(x, shape)
-        if heads is None or len(static_shape(x) or ()) != 3:
-            return "the Reshape does not split the tokens' channels into heads"
+        heads = _head_norm(x, shape, perm)
+        if isinstance(heads, str):
+            return heads
         node = norm.producer()
         axis = node.attributes.get("axis") if node is not None else None
-        if node is None or list(perm.as_ints()) != [0, 2, 1, 3] or (axis is not None and axis.as_int() % 4 != 3):
-            return "not a norm over each head's channels followed by the head Transpose"
+        if node is None or (axis is not None and axis.as_int() % 4 != 3):
+            return _NOT_HEAD_NORM
         if any(v.uses() or v.is_graph_output() for v in node.outputs[1:]):
             return "the LayerNormalization's mean or inverse deviation is read"
         d, bias = heads[1], _bias(norm)
@@ -280,11 +290,9 @@ class DecomposedLayerHeadNormAcrossSplit(ExactRewrite):
         mean: ir.Value,
         variance: ir.Value,
     ) -> str | None:
-        heads = _split(x, shape)
-        if heads is None or len(static_shape(x) or ()) != 3:
-            return "the Reshape does not split the tokens' channels into heads"
-        if list(perm.as_ints()) != [0, 2, 1, 3] or not (_reduces_last(mean, 4) and _reduces_last(variance, 4)):
-            return "not a norm over each head's channels followed by the head Transpose"
+        heads = _head_norm(x, shape, perm, mean, variance)
+        if isinstance(heads, str):
+            return heads
         power, floor = const(two), const(eps)
         if power is None or floor is None or power.size != 1 or float(power.item()) != 2 or floor.size != 1:
             return "eps is not a constant, or the power is not 2"
