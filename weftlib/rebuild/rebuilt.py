@@ -9,6 +9,7 @@ place whole, so an interrupted export leaves nothing half-written, and a second 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -20,6 +21,7 @@ from pathlib import Path
 
 import onnx
 
+from ..workers import map_forked
 from . import cutting, exporters
 from .recipes import RECIPES, Recipe
 
@@ -99,9 +101,20 @@ def rebuild(recipe: Recipe, root: Path | None = None) -> Rebuilt:
     return built
 
 
-def rebuild_all(names: list[str] | None = None, root: Path | None = None) -> dict[str, Rebuilt]:
-    """Every recipe (or those named) rebuilt or read back, by network."""
+def cached(recipe: Recipe, root: Path | None = None) -> bool:
+    """Whether the recipe's cut graph is in the cache."""
+    folder = (root or cache_root()) / cache_key(recipe)
+    return all((folder / name).is_file() for name in ("cut.onnx", "rebuilt.json", "exported_nodes.txt"))
+
+
+def rebuild_all(
+    names: list[str] | None = None, root: Path | None = None, workers: int | None = None
+) -> dict[str, Rebuilt]:
+    """Every recipe (or those named) rebuilt or read back, by network. The ones not cached are exported in
+    forked workers (`weftlib.workers`, one per core: an export is mostly single-threaded Python)."""
     unknown = sorted(set(names or ()) - set(RECIPES))
     if unknown:
         raise KeyError(f"no recipe for {unknown[0]!r}; known: {', '.join(sorted(RECIPES))}")
-    return {name: rebuild(RECIPES[name], root) for name in (names or list(RECIPES))}
+    wanted = [RECIPES[name] for name in (names or list(RECIPES))]
+    map_forked(functools.partial(rebuild, root=root), [r for r in wanted if not cached(r, root)], workers)
+    return {recipe.network: rebuild(recipe, root) for recipe in wanted}
