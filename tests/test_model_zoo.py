@@ -260,6 +260,9 @@ def test_an_exporter_is_recorded_only_where_its_source_url_names_it(committed: z
     assert zoo.named_exporter("https://github.com/facebookresearch/deit") is None
     assert zoo.named_exporter("https://huggingface.co/openai/clip-vit-base-patch32") is None, "the hub names no library"
     named = {obs.network: obs.exporter for obs in committed.parse_observations() if obs.exporter}
+    assert committed.parse_observation("yolov8s").exporter == Exporter.ULTRALYTICS
+    with pytest.raises(zoo.ZooError, match="'resnet_v9': no parse observation"):
+        committed.parse_observation("resnet_v9")
     assert named["yolov8s"] == Exporter.ULTRALYTICS and named["vit_base"] == Exporter.TIMM
     assert "deit_small" not in named
     for obs in committed.parse_observations():
@@ -331,62 +334,62 @@ def _nodes(value: object) -> tuple[list[object], list[object]]:
     return _as_list(start), _as_list(end)
 
 
+def _git_lines(*args: str) -> list[str]:
+    return subprocess.run(["git", "-C", str(MIRROR), *args], capture_output=True, text=True, check=True).stdout.split()
+
+
+def _names_nodes(commit: str, config: str) -> bool:
+    rel = config.removeprefix("hailo_model_zoo/cfg/")
+    return _exists(commit, config) and any(_nodes(_lookup(commit, rel, "parser", "nodes")[0]))
+
+
+def _config_problems(obs: zoo.ParseObservation, commit: str, rel: str) -> list[str]:
+    """The observation's config facts against the merged config at its commit."""
+    wrong = []
+    if _chain(commit, rel)[1:] != list(obs.bases):
+        wrong.append(f"bases {list(obs.bases)}, the config {_chain(commit, rel)[1:]}")
+    if _as_list(_lookup(commit, rel, "paths", "network_path")[0]) != list(obs.network_path):
+        wrong.append("network_path differs from the config's")
+    shape = str(_lookup(commit, rel, "info", "input_shape")[0])
+    if [part.strip().lower() for part in shape.split(",")] != list(obs.inputs):
+        wrong.append(f"inputs {list(obs.inputs)}, the config {shape!r}")
+    if _as_list(_lookup(commit, rel, "info", "supported_hw_arch")[0]) != list(obs.config_archs):
+        wrong.append("config_archs differ from the config's info.supported_hw_arch")
+    if obs.source_field == ZooField.INFO_SOURCE and _lookup(commit, rel, "info", "source")[0] != obs.source_url:
+        wrong.append("source_url is not the config's info.source")
+    return wrong
+
+
+def _nodes_problems(obs: zoo.ParseObservation, config: str, commit: str) -> list[str]:
+    """The nodes against the config: at the nodes' commit as recorded, and none named by any newer commit."""
+    rel = config.removeprefix("hailo_model_zoo/cfg/")
+    if obs.nodes is None:
+        named = [old for old in [commit, *_git_lines("rev-list", commit, "--", config)] if _names_nodes(old, config)]
+        return [f"no nodes recorded, but the config names them at {named[0][:10]}"] if named else []
+    wrong = []
+    value, where = _lookup(obs.nodes.commit, rel, "parser", "nodes")
+    if _nodes(value) != (list(obs.nodes.start), list(obs.nodes.end)):
+        wrong.append(f"nodes {obs.nodes.start} -> {obs.nodes.end}, the config {value}")
+    if f"hailo_model_zoo/cfg/{where}" != obs.nodes.config:
+        wrong.append(f"nodes set by {where}, not {obs.nodes.config}")
+    if obs.nodes.commit != commit:
+        newer = [commit, *_git_lines("rev-list", f"{obs.nodes.commit}..{commit}", "--", config)]
+        if any(_names_nodes(old, config) for old in newer):
+            wrong.append("nodes read at an older commit though a newer one of the config names them")
+    return wrong
+
+
 @needs_mirror
 def test_every_parse_observation_matches_its_config_at_its_commit(committed: zoo.Zoo) -> None:
     wrong = []
     for obs in committed.parse_observations():
         if obs.config is None or obs.config_commit is None:
-            done = subprocess.run(
-                [
-                    "git",
-                    "-C",
-                    str(MIRROR),
-                    "rev-list",
-                    "-1",
-                    "HEAD",
-                    "--",
-                    f"hailo_model_zoo/cfg/networks/{obs.network}.yaml",
-                ],
-                capture_output=True,
-                text=True,
-                check=True,
-            )
-            if done.stdout.strip():
+            if _git_lines("rev-list", "-1", "HEAD", "--", f"hailo_model_zoo/cfg/networks/{obs.network}.yaml"):
                 wrong.append(f"{obs.network}: no config recorded, but the history has one")
             continue
         rel = obs.config.removeprefix("hailo_model_zoo/cfg/")
-        commit = obs.config_commit
-        if _chain(commit, rel)[1:] != list(obs.bases):
-            wrong.append(f"{obs.network}: bases {list(obs.bases)}, the config {_chain(commit, rel)[1:]}")
-        if _as_list(_lookup(commit, rel, "paths", "network_path")[0]) != list(obs.network_path):
-            wrong.append(f"{obs.network}: network_path differs from the config's")
-        shape = str(_lookup(commit, rel, "info", "input_shape")[0])
-        if [part.strip().lower() for part in shape.split(",")] != list(obs.inputs):
-            wrong.append(f"{obs.network}: inputs {list(obs.inputs)}, the config {shape!r}")
-        if obs.source_field == ZooField.INFO_SOURCE and _lookup(commit, rel, "info", "source")[0] != obs.source_url:
-            wrong.append(f"{obs.network}: source_url is not the config's info.source")
-        if obs.nodes is None:
-            history = subprocess.run(
-                ["git", "-C", str(MIRROR), "rev-list", commit, "--", obs.config],
-                capture_output=True,
-                text=True,
-                check=True,
-            ).stdout.split()
-            named = [
-                old
-                for old in [commit, *history]
-                if _exists(old, obs.config) and any(_nodes(_lookup(old, rel, "parser", "nodes")[0]))
-            ]
-            if named:
-                wrong.append(f"{obs.network}: no nodes recorded, but the config names them at {named[0][:10]}")
-            continue
-        value, where = _lookup(obs.nodes.commit, rel, "parser", "nodes")
-        if _nodes(value) != (list(obs.nodes.start), list(obs.nodes.end)):
-            wrong.append(f"{obs.network}: nodes {obs.nodes.start} -> {obs.nodes.end}, the config {value}")
-        if f"hailo_model_zoo/cfg/{where}" != obs.nodes.config:
-            wrong.append(f"{obs.network}: nodes set by {where}, not {obs.nodes.config}")
-        if obs.nodes.commit != commit and any(_nodes(_lookup(commit, rel, "parser", "nodes")[0])):
-            wrong.append(f"{obs.network}: nodes read at an older commit though the observation's config names them")
+        problems = _config_problems(obs, obs.config_commit, rel) + _nodes_problems(obs, obs.config, obs.config_commit)
+        wrong += [f"{obs.network}: {problem}" for problem in problems]
     assert not wrong, "\n".join(wrong)
 
 

@@ -199,5 +199,4 @@ class ZooField(StrEnum):
     """Where a zoo network's source URL was read: its config's keys, or the page's S link."""
 
     INFO_SOURCE = "config info.source"
-    LICENSE_URL = "config info.license_url"
     PAGE_LINK = "page S link"

@@ -194,6 +194,7 @@ class ParseObservation(_Record):
     config_commit: Commit | None
     bases: tuple[ConfigRel, ...] = ()  # the `base:` includes followed, nearest first
     network_path: tuple[Text, ...]
+    config_archs: tuple[PageArch, ...] = ()  # the config's `info: supported_hw_arch` (a page may list others)
     nodes: Nodes | None  # None: no commit of the config names nodes
     nodes_note: str = ""
     source_url: Url | None
@@ -276,6 +277,13 @@ class Zoo:
 
     def parse_observations(self) -> tuple[ParseObservation, ...]:
         return self.data.parse
+
+    def parse_observation(self, network: str) -> ParseObservation:
+        """One network's observation; a `ZooError` naming the network where the file has none."""
+        found = next((obs for obs in self.data.parse if obs.network == network), None)
+        if found is None:
+            raise ZooError(f"network {network!r}: no parse observation in the zoo file")
+        return found
 
     def families(self, arch: ZooArch | str = ZooArch.HAILO10H) -> dict[str, tuple[str, ...]]:
         """Family -> its networks with FPS rows on `arch`, both sorted."""
