@@ -18,13 +18,13 @@ $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip setuptools wheel
 	$(PY) -m pip install --quiet "$(TORCH)"
-	$(PY) -m pip install --quiet --no-build-isolation -e ".[dev]"
+	$(PY) -m pip install --quiet --no-build-isolation -e ".[dev,exporters]"
 	$(KERNEL)
 	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
 	touch $@
 
 $(VENV)/.installed-lab: $(VENV)/.installed
-	$(PY) -m pip install --quiet --no-build-isolation -e ".[lab,dev]"
+	$(PY) -m pip install --quiet --no-build-isolation -e ".[lab,dev,exporters]"
 	touch $@
 
 # Lab asks nothing of the outside world: no news pop-up, no update check (lab/overrides.json, installed where

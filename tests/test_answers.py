@@ -3,7 +3,7 @@ values, the index and the RFD page showing only those, and the verdict table per
 06's records, held to the run's summary.json.
 
 The run folder here is made the way 05 and 06 make theirs, by the same library calls on small graphs: a chain of
-1x1 convolutions with a refused (Sin), an unjudged op with a probe (Abs) or one without (HardSwish) between them.
+1x1 convolutions with a refused (Sin), an unjudged op with a probe (Floor) or one without (Sinh) between them.
 """
 
 from __future__ import annotations
@@ -34,11 +34,11 @@ from weftlib.suite.runfolder import NotebookResult, read_summary
 from weftlib.trace.checkpoint import FlagResult, Mismatch
 
 LIMIT = record.MAX_ANSWER_WORDS
-OPS = {"sin": "Sin", "abs": "Abs", "hardswish": "HardSwish", "relu": "Relu"}
+OPS = {"sin": "Sin", "floor": "Floor", "sinh": "Sinh", "relu": "Relu"}
 GRAPHS = {  # notebook folder -> stem -> its layers (`layered`)
     "02_export_attention": {"att_faithful": ["conv", "sin", "conv"], "att_image": ["conv", "relu", "conv"]},
-    "03_sparse_conv_memory": {"conv_faithful": ["hardswish", "relu"], "conv_layout": ["sin", "conv"]},
-    "04_export_dit_block": {"dit_faithful": ["conv", "sin", "abs", "conv"], "dit_tokens": ["conv", "abs", "conv"]},
+    "03_sparse_conv_memory": {"conv_faithful": ["sinh", "relu"], "conv_layout": ["sin", "conv"]},
+    "04_export_dit_block": {"dit_faithful": ["conv", "sin", "floor", "conv"], "dit_tokens": ["conv", "floor", "conv"]},
 }
 ANSWER_GRAPHS = {
     "attention layer (02)": ["att_faithful", "att_image"],
@@ -58,7 +58,7 @@ LONG = " ".join(["a figure the notebook keeps"] * 20)  # 100 words: the answer i
 
 def layered(name: str, layers: list[str]) -> onnx.ModelProto:
     """1x1 convolutions ("conv") with elementwise ops between them, by their ONNX names in lower case: "sin"
-    (refused), "abs" (unjudged, and a probe asks about it), "hardswish" (unjudged, no probe), "relu"."""
+    (refused), "floor" (unjudged, and a probe asks about it), "sinh" (unjudged, no probe), "relu"."""
     g = Builder(name)
     x = g.input("x", [1, 8, 4, 4])
     for i, op in enumerate(layers):
@@ -180,7 +180,7 @@ def test_each_topic_builds_its_short_answer_from_its_values(tmp_path, ops):
     faithful, passing, waiting, refused = (
         gated(["conv", "sin", "conv"]),
         gated(["conv", "relu"]),
-        gated(["conv", "abs"]),
+        gated(["conv", "floor"]),
         gated(["sin", "conv"]),
     )
     assert explain.short_prediction({"f": faithful, "v": passing}, ["f"]) == "v is predicted to parse"
@@ -188,7 +188,7 @@ def test_each_topic_builds_its_short_answer_from_its_values(tmp_path, ops):
         "no variant parses yet: the closest, v, is refused by op Sin"
     )
     assert explain.short_prediction({"f": faithful, "v": refused, "w": waiting}, ["f"]) == (
-        "no variant parses yet: w waits on op Abs, which the record leaves unjudged (the probe `probe_Abs` settles it)"
+        "no variant parses yet: w waits on op Floor, which the record leaves unjudged (the probe `probe_Floor` settles it)"
     )
     assert explain.named(["a", "b", "c", "d"]) == "a, b +2" and explain.named(["a", "b"]) == "a and b"
     # over its word budget the phrase gives counts instead of names, so the answer stays within 40 words
@@ -225,7 +225,7 @@ def test_each_topic_builds_its_short_answer_from_its_values(tmp_path, ops):
     assert "128 MiB by accumulate" in texts["03"] and texts["03"].endswith("layout_gathered is predicted to parse.")
     assert texts["04"] == (
         "It exports exactly (RoPE in real arithmetic), the faithful block is refused by op Sin; no variant parses "
-        "yet: tokens+all waits on op Abs, which the record leaves unjudged (the probe `probe_Abs` settles it)."
+        "yet: tokens+all waits on op Floor, which the record leaves unjudged (the probe `probe_Floor` settles it)."
     )
     assert all(words(t) <= LIMIT for t in texts.values()), {k: words(t) for k, t in texts.items()}
 
@@ -348,9 +348,9 @@ def test_each_row_is_read_from_05_and_06s_records_and_says_what_settles_the_rest
         "text": "`bash 05_gate_pairing/dfc_pack/run_dfc.sh`",
     }
     assert attention["variant"]["share"] == 1.0 and attention["variant"]["share_text"] == "100 % (3 of 3 nodes)"
-    assert block["faithful"]["by"] == "op Sin ×1" and block["variant"]["by"] == "op Abs ×1"
-    assert block["settle"] == {"kind": "probe", "text": "`probe_Abs` in `bash 05_gate_pairing/probes/run_dfc.sh`"}
-    assert (sparse["faithful"]["verdict"], sparse["faithful"]["by"]) == ("unjudged", "op HardSwish ×1")
+    assert block["faithful"]["by"] == "op Sin ×1" and block["variant"]["by"] == "op Floor ×1"
+    assert block["settle"] == {"kind": "probe", "text": "`probe_Floor` in `bash 05_gate_pairing/probes/run_dfc.sh`"}
+    assert (sparse["faithful"]["verdict"], sparse["faithful"]["by"]) == ("unjudged", "op Sinh ×1")
     assert sparse["variant"]["verdict"] == "refused" and sparse["settle"]["kind"] == "rewrite"
     links = {link["label"]: link["href"] for link in block["variant"]["links"]}
     assert links == {"ONNX": "04_export_dit_block/dit_tokens.onnx"}  # no picture of the cut in this folder

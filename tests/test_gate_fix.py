@@ -142,7 +142,7 @@ def _expand_constant() -> onnx.ModelProto:
 
 
 REWRITES = {
-    "batch_fold": (_batch_fold, "BatchFoldAroundTranspose", "batch_axis", "Reshape"),
+    "batch_fold": (_batch_fold, "BatchFoldAroundTranspose", "batch_axis_windows", "Reshape"),
     "rms_expand": (_rms_expand, "ExpandIntoBroadcast_Div_1", "op:Expand", "Expand"),
     "groupnorm": (_groupnorm, "GroupNormByReductions", "op:InstanceNormalization", "InstanceNormalization"),
     "constant_tables": (_constant_tables, "TrigOfConstant_Cos", "op:Cos", "Cos"),

@@ -39,7 +39,7 @@ def faithful(tmp_path_factory):
 
 
 ANSWERED = {
-    "dit": {"batch_axis", "op:Expand", "op:CastLike", "reshape_5d_to_4d", "head_split_interrupted"},
+    "dit": {"batch_axis_windows", "op:Expand", "op:CastLike", "reshape_5d_to_4d", "head_split_interrupted"},
     "naf": {"op:InstanceNormalization", "op:CastLike", "op:GatherND"},
 }
 

@@ -114,7 +114,7 @@ BUILDERS = {
     "gather_const": lambda: gather(True),
     "gather_dynamic": lambda: gather(False),
     "softmax_axis1": lambda: softmax_axis(1),
-    "hardswish": lambda: with_op("HardSwish", "/act/HardSwish"),
+    "sinh": lambda: with_op("Sinh", "/act/Sinh"),
 }
 
 

@@ -71,15 +71,15 @@ def test_fail_but_parsed_means_too_strict(tmp_path, ops):
 
 
 def test_an_unjudged_prediction_the_dfc_answered_adds_evidence(tmp_path, ops):
-    gate, result = run(tmp_path, ops, with_op("HardSwish", "/act/HardSwish"), "hs", success("hs"))
-    assert gate.verdict == "unjudged" and gate.unjudged_ops == ("HardSwish",)
+    gate, result = run(tmp_path, ops, with_op("Sinh", "/act/Sinh"), "hs", success("hs"))
+    assert gate.verdict == "unjudged" and gate.unjudged_ops == ("Sinh",)
     assert (result.gate, result.dfc, result.verdict) == ("UNJUDGED", "parses", PairVerdict.OBSERVED_NOW)
-    assert [(e.action, e.op) for e in result.edits] == [("add evidence", "op:HardSwish")]
+    assert [(e.action, e.op) for e in result.edits] == [("add evidence", "op:Sinh")]
     assert result.judged
-    text = rejection("UnsupportedOperationError in op /act/HardSwish: HardSwish operation is unsupported", model="hs")
-    _, refused = run(tmp_path, ops, with_op("HardSwish", "/act/HardSwish"), "hs", text)
+    text = rejection("UnsupportedOperationError in op /act/Sinh: Sinh operation is unsupported", model="hs")
+    _, refused = run(tmp_path, ops, with_op("Sinh", "/act/Sinh"), "hs", text)
     assert refused.verdict == PairVerdict.OBSERVED_NOW and [(e.action, e.op) for e in refused.edits] == [
-        ("add evidence", "HardSwish")
+        ("add evidence", "Sinh")
     ]
 
 

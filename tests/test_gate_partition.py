@@ -36,7 +36,7 @@ def chain(name: str, ops_in_order: list[str], x_shape=(1, 8, 4, 4)) -> onnx.Mode
         elif op == "sin":
             x = g.node("Sin", [x], f"/l{i}/Sin")
         elif op == "hardswish":
-            x = g.node("HardSwish", [x], f"/l{i}/HardSwish")
+            x = g.node("Sinh", [x], f"/l{i}/Sinh")
         elif op == "relu":
             x = g.node("Relu", [x], f"/l{i}/Relu")
     g.output(x)
@@ -85,7 +85,7 @@ def test_refused_at_the_start_at_the_end_and_two_regions(ops, tmp_path):
         Side.HOST,
         Side.DEVICE,
     ] and two.proven
-    assert two.segments[3].nodes == ("/l3/HardSwish",)  # unjudged stays on the host too
+    assert two.segments[3].nodes == ("/l3/Sinh",)  # unjudged stays on the host too
 
 
 def test_a_refused_input_keeps_what_reads_it_on_the_host(ops, tmp_path):
@@ -254,7 +254,7 @@ def test_the_picture_and_the_node_data_cover_every_node(ops, tmp_path):
     sides = node_sides(part, prediction)
     assert sides == {
         "/l0/Conv": "device",
-        "/l1/HardSwish": "host (unjudged)",
+        "/l1/Sinh": "host (unjudged)",
         "/l2/Conv": "device",
         "/l3/Sin": "host (refused)",
         "/l4/Conv": "device",

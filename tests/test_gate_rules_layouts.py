@@ -68,13 +68,21 @@ def test_a_channels_last_input_put_channels_first_is_unjudged_with_a_probe(ops):
     assert prediction.verdict == GateVerdict.UNJUDGED
 
 
-def test_a_head_split_on_an_image_map_is_refused(ops):
+def _image_heads(ops, image: list[int], heads: list[int]) -> tuple[str, str]:
     g = Builder("image_heads")
-    x = g.conv1x1(g.input("x", [1, 8, 4, 4]), 8, 8, "pre")
-    heads = g.node("Reshape", [x, g.ints("h", [1, 2, 4, 16])], "heads")
-    g.output(g.node("Mul", [heads, g.const("k", np.full([16], 2.0))], "post"))
-    _, found = _judged(g.model(), ops)
-    assert found["heads"] == ("image_channel_split", "refused")
+    x = g.conv1x1(g.input("x", image), image[1], image[1], "pre")
+    split = g.node("Reshape", [x, g.ints("h", heads)], "heads")
+    g.output(g.node("Mul", [split, g.const("k", np.full([heads[-1]], 2.0))], "post"))
+    return _judged(g.model(), ops)[1]["heads"]
+
+
+def test_a_head_split_of_an_image_is_judged_by_its_form(ops):
+    """Tokens held as the width ([1, C, 1, S] -> [1, H, d, S]) were refused (qvl-block-tokens-as-width); the
+    spatial axes merged into the last ([1, C, H, W] -> [1, h, c', H*W], YOLO11's attention) parsed
+    (benchy-yolo11n-det-530); a split into rank 5 (NAF's) is in neither form, unjudged."""
+    assert _image_heads(ops, [1, 8, 1, 16], [1, 2, 4, 16]) == ("image_channel_split", "refused")
+    assert _image_heads(ops, [1, 8, 4, 4], [1, 2, 4, 16]) == ("image_heads_flattened", "parse")
+    assert _image_heads(ops, [1, 8, 4, 4], [1, 2, 4, 4, 4]) == ("image_channel_split_other", "unjudged")
 
 
 def test_qk_norm_after_the_head_transpose_is_unjudged_the_probe_that_separates_the_split(ops):

@@ -30,7 +30,7 @@ class BatchFoldAroundTranspose(ExactRewrite):
     (how the exporter writes the key's transpose inside attention): one Transpose [0, 1, 3, 2] of the
     rank-4 tensor. Exact: element (i, j, k, l) lands at (i, j, l, k) either way; no batch axis is touched."""
 
-    answers = ("batch_axis",)
+    answers = ("batch_axis", "batch_axis_windows")
 
     def pattern(self, op: Any, x: ir.Value, folded: ir.Value, unfolded: ir.Value) -> Any:
         return op.Reshape(op.Transpose(op.Reshape(x, folded), perm=[0, 2, 1]), unfolded)
@@ -74,7 +74,7 @@ class ReshapeChainThroughScalar(ExactRewrite):
     Reshape(x, shape), or of x itself when that is x's shape. Exact: an op with one scalar does the same to
     every element whatever the shape, so it commutes with the Reshapes, and two Reshapes are the last one."""
 
-    answers = ("reshape_5d_to_4d", "batch_axis")
+    answers = ("reshape_5d_to_4d", "batch_axis", "batch_axis_windows")
 
     def __init__(self, op_type: str) -> None:
         self.op_type = op_type

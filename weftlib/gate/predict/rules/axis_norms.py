@@ -101,7 +101,8 @@ def _layernorm_example(graph: str, *, concat: bool = False, view: bool = False, 
     g, x = tokens_graph(graph)
     if concat:
         x = g.node("Concat", [x, g.const("cls", np.zeros((1, 1, 16)))], "probe/Concat", axis=1)
-    if view:
+    if view:  # a row viewed as a batch of two (batch_axis, as reshape-as-view): the format is lost
+        x = g.node("Reshape", [x, g.ints("row", [1, 128])], "probe/Reshape_row")
         x = g.node("Reshape", [x, g.ints("view", [2, 4, 16])], "probe/Reshape_view")
     shape = (16,) if axis == -1 else (8, 16)
     n = g.node(

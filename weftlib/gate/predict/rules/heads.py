@@ -25,22 +25,35 @@ class SplitPath(StrEnum):
     NONE = "none"  # no Transpose within reach
 
 
+def _unit_batch(before: tuple[int, ...], after: tuple[int, ...]) -> tuple[int, ...]:
+    """`after` without the unit batch axis a Reshape adds to a rank-2 `before` ([S, C] -> [1, S, H, d], as onnxsim
+    writes a Gemm's output back into tokens); else `after` as it is."""
+    return after[1:] if len(before) == 2 and len(after) >= 4 and after[0] == 1 else after
+
+
 def is_head_split(ctx: Context, node: onnx.NodeProto) -> bool:
-    """A Reshape of a token tensor ([B, S, C] or [S, C]) that factors its last axis in two: [B, S, H, d]."""
+    """A Reshape of a token tensor ([B, S, C] or [S, C]) that factors its last axis in two: [B, S, H, d] (from
+    [S, C], the unit batch may come back with it: [1, S, H, d])."""
     shapes = reshape_shapes(ctx, node, (2, 3), (3, 4))
+    if shapes is None:
+        return False
+    before, after = shapes[0], _unit_batch(*shapes)
     return (
-        shapes is not None
-        and len(shapes[1]) == len(shapes[0]) + 1
-        and shuffles.split_last(*shapes)
+        len(after) == len(before) + 1
+        and shuffles.split_last(before, after)
         and (source := ctx.producer(node.input[0])) is not None
         and source.op_type != "Transpose"
     )
 
 
 def is_head_merge(ctx: Context, node: onnx.NodeProto) -> bool:
-    """A Reshape that merges the last two axes back into one: [B, S, H, d] -> [B, S, C]."""
+    """A Reshape that merges the last two axes back into one: [B, S, H, d] -> [B, S, C] (or, the unit batch
+    dropped with it, [1, S, H, d] -> [S, C])."""
     shapes = reshape_shapes(ctx, node, (3, 4), (2, 3))
-    return shapes is not None and len(shapes[1]) == len(shapes[0]) - 1 and shuffles.merge_last(*shapes)
+    if shapes is None:
+        return False
+    after, before = shapes[1], _unit_batch(shapes[1], shapes[0])
+    return len(after) == len(before) - 1 and shuffles.merge_last(before, after)
 
 
 def split_path(ctx: Context, node: onnx.NodeProto, limit: int = 40) -> SplitPath:
@@ -83,7 +96,9 @@ def _head_split_example(path: SplitPath) -> onnx.ModelProto:
 
 class HeadSplitGlued(NodeRule):
     """Fires on a head split (a Reshape of tokens [B, S, C] or [S, C] that splits the last axis in two, not fed
-    by a Transpose) whose one consumer is a Transpose, and on that Transpose."""
+    by a Transpose; from [S, C] the unit batch may come back, [1, S, H, d]) whose one consumer is a Transpose,
+    and on that Transpose. The rank-2 form parsed on DFC 5.3.0 (qvl-block-unbatched); the unit batch added back
+    is onnxsim's form in the zoo's ViTs and text encoders (rebuilt by `weftlib.rebuild`), between the two."""
 
     name = "head_split_glued"
     judges = ("Reshape", "Transpose")
@@ -146,8 +161,9 @@ class HeadSplitUnglued(_HeadSplitPath):
 
 
 class SplitLastThree(NodeRule):
-    """Fires on a Reshape of tokens ([B, S, C] or [S, C]) that splits the last axis into three or more axes
-    ([B, S, 3C] -> [B, S, 3, H, d])."""
+    """Fires on a Reshape of tokens ([B, S, C] or [S, C], the unit batch possibly added back) that splits the
+    last axis into three or more axes ([B, S, 3C] -> [B, S, 3, H, d]): timm's qkv split, as the zoo's vit_base
+    exports it (rbn-vit-base-zoo)."""
 
     name = "split_last_three"
     judges = ("Reshape",)
@@ -156,6 +172,7 @@ class SplitLastThree(NodeRule):
         if node.op_type != "Reshape":
             return Misses("not a Reshape")
         before, after = ctx.io_shapes(node)
+        after = _unit_batch(before, after) if before is not None and after is not None else after
         if before is None or after is None or len(before) not in (2, 3) or len(after) < len(before) + 2:
             return Misses("not tokens into two or more extra axes (or shapes unknown)")
         if not shuffles.split_last(before, after):
@@ -172,8 +189,8 @@ class SplitLastThree(NodeRule):
 
 
 class HeadMergeGlued(NodeRule):
-    """Fires on a head merge (a Reshape merging the last two axes, [B, S, H, d] -> [B, S, C]) fed by a Transpose
-    it alone reads, and on that Transpose."""
+    """Fires on a head merge (a Reshape merging the last two axes, [B, S, H, d] -> [B, S, C], or dropping the unit
+    batch with them, [1, S, H, d] -> [S, C]) fed by a Transpose it alone reads, and on that Transpose."""
 
     name = "head_merge_glued"
     judges = ("Transpose", "Reshape")

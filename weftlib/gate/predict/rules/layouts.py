@@ -5,16 +5,18 @@ from __future__ import annotations
 
 from abc import abstractmethod
 from enum import StrEnum
+from math import prod
 from typing import ClassVar
 
 import numpy as np
 import onnx
 
+from ....onnx_core.walk import graph_inputs
 from ...graphs import Builder
 from .. import shuffles
 from ..formats import NONE, Context
 from .base import Check, Fires, Misses, NodeRule
-from .examples import image_graph
+from .examples import image_graph, tokens_graph
 from .heads import HeadMergeGlued, HeadSplitGlued
 from .reading import int_attr, perm, reshape_shapes, sole_consumer
 
@@ -27,26 +29,115 @@ def _glued(ctx: Context, node: onnx.NodeProto) -> bool:
     return any(rule.fires(ctx, node) for rule in _GLUED)
 
 
-class ImageChannelSplit(NodeRule):
-    """Fires on a Reshape of a rank-4 (NCHW) tensor that splits its channel axis, axis 1 (tokens held as the
-    width: [1, C, 1, S] -> [1, H, d, S])."""
+class SplitForm(StrEnum):
+    """How a Reshape that splits an NCHW image's channel axis lays out the rest (the forms the record tells apart)."""
 
-    name = "image_channel_split"
+    TOKENS_AS_WIDTH = "tokens as width"  # [1, C, 1, S] -> [1, H, d, S]: the spatial axes kept, rank 4
+    FLATTENED = "flattened"  # [1, C, H, W] -> [1, h, c', H*W]: the spatial axes merged into the last
+    OTHER = "other"  # any other, e.g. into rank 5 ([1, C, H, W] -> [1, h, d, H, W])
+
+
+def _real(shape: tuple[int, ...], axes: tuple[int, ...]) -> list[int]:
+    return [shape[a] for a in axes if shape[a] != 1]
+
+
+def channel_split_form(before: tuple[int, ...], after: tuple[int, ...]) -> SplitForm | None:
+    """The form of a Reshape of a rank-4 image that splits its channel axis (None: it does not split axis 1)."""
+    if len(before) != 4 or not shuffles.splits_axis(before, after, 1):
+        return None
+    groups = shuffles.axis_groups(before, after) or ()
+    rest = [(_real(before, g.src), _real(after, g.dst)) for g in groups if 1 not in g.src]
+    if len(after) == 4 and all(src == dst for src, dst in rest):
+        return SplitForm.TOKENS_AS_WIDTH
+    changed = [(src, dst) for src, dst in rest if src != dst]
+    if len(after) == 4 and len(changed) == 1 and len(changed[0][0]) == 2 and changed[0][1] == [prod(changed[0][0])]:
+        return SplitForm.FLATTENED
+    return SplitForm.OTHER
+
+
+class _ImageChannelSplit(NodeRule):
+    """Fires on a Reshape of a rank-4 (NCHW) image that splits its channel axis, axis 1, in the form `form`."""
+
     judges = ("Reshape",)
+    form: ClassVar[SplitForm]
+    target: ClassVar[list[int]]  # the example's reshape of an image [1, 8, 4, 4] (or [1, 8, 1, 16])
 
     def check(self, ctx: Context, node: onnx.NodeProto) -> Check:
         before, after = ctx.io_shapes(node)
-        if node.op_type != "Reshape" or before is None or after is None or len(before) != 4:
-            return Misses("not a Reshape of a rank-4 tensor (or shapes unknown)")
-        if not shuffles.splits_axis(before, after, 1):
-            return Misses("it does not split axis 1")
-        return Fires(f"{list(before)} -> {list(after)}")
+        if node.op_type != "Reshape" or before is None or after is None:
+            return Misses("not a Reshape of known shapes")
+        form = channel_split_form(before, after)
+        if form is None:
+            return Misses("not a split of a rank-4 image's axis 1")
+        if form != self.form:
+            return Misses(f"its form is {form}, not {self.form}")
+        return Fires(f"{list(before)} -> {list(after)} ({form})")
 
     def example(self) -> onnx.ModelProto:
-        g, x = image_graph(self.name)
-        split = g.node("Reshape", [x, g.ints("heads", [1, 2, 4, 16])], "probe/Reshape")
-        g.output(g.conv1x1(split, 2, 2, "probe/post"))
+        """The image [1, 8, 1, 16] (tokens as width) or [1, 8, 4, 4] split by `target`, then scaled; the flattened
+        heads are merged back into the image, as YOLO11's attention does."""
+        wide = self.form == SplitForm.TOKENS_AS_WIDTH
+        g, x = image_graph(self.name, c=8, h=1 if wide else 4, w=16 if wide else 4)
+        split = g.node("Reshape", [x, g.ints("heads", self.target)], "probe/Reshape")
+        scaled = g.node("Mul", [split, g.const("k", 2.0)], "probe/Mul")
+        if self.form != SplitForm.FLATTENED:
+            g.output(scaled)
+            return g.model()
+        back = g.node("Reshape", [scaled, g.ints("image", [1, 8, 4, 4])], "probe/Reshape_back")
+        g.output(g.conv1x1(back, 8, 8, "probe/post"))
         return g.model()
+
+
+class ImageChannelSplit(_ImageChannelSplit):
+    """Fires on a Reshape that splits an NCHW image's channel axis and keeps its spatial axes, rank 4 to rank 4:
+    tokens held as the width, [1, C, 1, S] -> [1, H, d, S], the form DFC 5.3.0 refused (qvl-block-tokens-as-width).
+    Bounded by the parse of Ultralytics' YOLO11 export (benchy-yolo11n-det-530, rebuilt by `weftlib.rebuild`),
+    whose head split merges the spatial axes instead (`image_heads_flattened`), and by the form into rank 5 that
+    no run shows (`image_channel_split_other`)."""
+
+    name, form, target = "image_channel_split", SplitForm.TOKENS_AS_WIDTH, [1, 2, 4, 16]
+
+
+class ImageHeadsFlattened(_ImageChannelSplit):
+    """Fires on a Reshape that splits an NCHW image's channel axis into heads and merges its spatial axes into the
+    last, [1, C, H, W] -> [1, h, c', H*W]: the attention of Ultralytics' YOLO11 (C2PSA), which DFC 5.3.0 parsed
+    and compiled (benchy-yolo11n-det-530; its export rebuilt by `weftlib.rebuild`). Its inverse, the heads merged
+    back into an image, is `image_heads_unflattened`."""
+
+    name, form, target = "image_heads_flattened", SplitForm.FLATTENED, [1, 2, 4, 16]
+
+
+class ImageChannelSplitOther(_ImageChannelSplit):
+    """Fires on a Reshape that splits an NCHW image's channel axis in neither recorded form: into rank 5
+    ([1, C, H, W] -> [1, h, d, H, W], NAF's head split), or keeping some spatial axes and merging others. No run
+    shows it: unjudged, and its example is the probe that would tell it from the two recorded forms."""
+
+    name, form, target = "image_channel_split_other", SplitForm.OTHER, [1, 2, 4, 4, 4]
+
+
+def is_heads_unflatten(ctx: Context, node: onnx.NodeProto) -> bool:
+    """[1, h, c', N] -> [1, h*c', H, W] with H*W = N: heads merged back into an image (the inverse of the flattened
+    channel split)."""
+    shapes = reshape_shapes(ctx, node, (4,), (4,))
+    return shapes is not None and channel_split_form(shapes[1], shapes[0]) == SplitForm.FLATTENED
+
+
+class ImageHeadsUnflattened(NodeRule):
+    """Fires on a Reshape that merges heads back into an NCHW image, [1, h, c', H*W] -> [1, C, H, W]: the inverse
+    of `image_heads_flattened`, in the same YOLO11 attention DFC 5.3.0 parsed (benchy-yolo11n-det-530, rebuilt by
+    `weftlib.rebuild`)."""
+
+    name = "image_heads_unflattened"
+    judges = ("Reshape",)
+
+    def check(self, ctx: Context, node: onnx.NodeProto) -> Check:
+        if not is_heads_unflatten(ctx, node):
+            return Misses("not heads [1, h, c', H*W] merged back into an image [1, C, H, W]")
+        before, after = ctx.io_shapes(node)
+        return Fires(f"{list(before or ())} -> {list(after or ())}")
+
+    def example(self) -> onnx.ModelProto:
+        return ImageHeadsFlattened().example()
 
 
 def is_image_flatten(ctx: Context, node: onnx.NodeProto) -> bool:
@@ -140,10 +231,26 @@ class Reshape5dTo4d(NodeRule):
         return g.model()
 
 
+def view_into_batch(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    """A row [1, N] (rank 2 or less) viewed with a batch of more than one: [1, N] -> [k, 2, j] (reshape-as-view)."""
+    return len(before) <= 2 and before[0] == 1 and len(after) >= 3 and after[0] > 1
+
+
+def windows_into_batch(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    """A batch of more than one (axis 0 of a side of rank 3 or more: a rank-2 [S, C] has no batch axis) made or
+    unmade by a Reshape that changes the batch axis: windows stacked as a batch, [1, 8, 8, 7, 7, C] -> [64, 49, C],
+    or put back."""
+    batched = (len(before) >= 3 and before[0] > 1) or (len(after) >= 3 and after[0] > 1)
+    return batched and shuffles.batch_changed(before, after) and not view_into_batch(before, after)
+
+
 class BatchAxis(NodeRule):
-    """Fires on a node that moves data into or out of the batch axis: a Concat of data over axis 0, or whose
-    output (rank 3 or more) is a batch of more than one; a Tile whose constant repeats change axis 0; a Reshape
-    that changes the batch axis of a tensor that has one (rank 3 or more, or a leading 1)."""
+    """Fires on a node that moves data into or out of the batch axis in the forms DFC 5.3.0 refused: a Concat of
+    data over axis 0, or whose output (rank 3 or more) is a batch of more than one (rfd-backbone-tile-folded); a
+    Tile whose constant repeats change axis 0 (rfd-backbone-two-windows); a Reshape viewing a row [1, N] as a
+    batch of more than one (reshape-as-view). Bounded by the parses of exports that drop or add a unit batch
+    around a Gemm ([1, S, H, d] -> [S, C], onnxsim's form in the zoo's ViTs and text encoders, rebuilt by
+    `weftlib.rebuild`): a Reshape of rank 3 or more into or out of a larger batch is `batch_axis_windows`."""
 
     name = "batch_axis"
     judges = ("Reshape", "Concat", "Tile")
@@ -158,11 +265,9 @@ class BatchAxis(NodeRule):
                 return Fires("repeats axis 0 (batch)")
             return Misses("its repeats are not constant, or keep axis 0")
         if node.op_type == "Reshape" and before is not None and after is not None:
-            # a rank-2 [S, C] has no batch axis unless its first axis is a batch of one ([1, N], the view reshape)
-            has_batch = len(before) >= 3 or before[0] == 1
-            if has_batch and shuffles.batch_changed(before, after):
+            if view_into_batch(before, after):
                 return Fires(f"{list(before)} -> {list(after)}")
-            return Misses("it keeps the batch axis")
+            return Misses("not a row [1, N] viewed as a batch of more than one")
         return Misses("not a Concat, a Tile, or a Reshape of known shapes")
 
     @staticmethod
@@ -181,6 +286,65 @@ class BatchAxis(NodeRule):
         g, x = image_graph(self.name, c=8, h=4, w=4)
         tiled = g.node("Tile", [x, g.ints("repeats", [2, 1, 1, 1])], "probe/Tile")
         g.output(g.conv1x1(tiled, 8, 8, "probe/post"))
+        return g.model()
+
+
+class BatchAxisWindows(NodeRule):
+    """Fires on a Reshape of rank 3 or more into or out of a batch of more than one: windows stacked as a batch
+    ([1, 8, 8, 7, 7, C] -> [64, 49, C]) or put back, as DaViT and Swin write their window attention. The record's
+    refusals over the batch axis are a Tile, a Concat and a row viewed as a batch (`batch_axis`), none a window
+    partition; the zoo's DaViT and Swin, whose exports carry it, are DFC 5.2.0 parses. Unjudged on the target,
+    with its example as the probe."""
+
+    name = "batch_axis_windows"
+    judges = ("Reshape",)
+
+    def check(self, ctx: Context, node: onnx.NodeProto) -> Check:
+        if (shapes := reshape_shapes(ctx, node, range(3, 9), range(1, 9))) is None:
+            shapes = reshape_shapes(ctx, node, range(1, 9), range(3, 9))
+        if shapes is None or not windows_into_batch(*shapes):
+            return Misses("not windows moved into or out of a batch of more than one")
+        return Fires(f"{list(shapes[0])} -> {list(shapes[1])}")
+
+    def example(self) -> onnx.ModelProto:
+        g, x = tokens_graph(self.name, s=16, c=8)
+        windows = g.node("Reshape", [x, g.ints("windows", [4, 4, 8])], "probe/Reshape")
+        scaled = g.node("Mul", [windows, g.const("k", 2.0)], "probe/Mul")
+        back = g.node("Reshape", [scaled, g.ints("tokens", [1, 16, 8])], "probe/Reshape_back")
+        g.output(g.linear(back, 8, 8, "probe/post"))
+        return g.model()
+
+
+def leading_units_only(before: tuple[int, ...], after: tuple[int, ...]) -> bool:
+    """The shapes differ only by leading axes of size 1 ([1, S, C] <-> [S, C], [1, 1, H, S, d] -> [1, H, S, d])."""
+    if before == after:
+        return False
+    longer, shorter = (before, after) if len(before) > len(after) else (after, before)
+    cut = len(longer) - len(shorter)
+    return cut > 0 and all(d == 1 for d in longer[:cut]) and tuple(longer[cut:]) == tuple(shorter)
+
+
+class LeadingUnitAxis(NodeRule):
+    """Fires on a Reshape, Squeeze or Unsqueeze that only drops or adds leading axes of size 1: the unit batch
+    around a Gemm ([1, S, C] <-> [S, C], onnxsim's form) and the Squeeze after timm's qkv Split
+    ([1, 1, H, S, d] -> [1, H, S, d]). Evidence: the zoo's vit_base, which DFC 5.3.0 parsed (rbn-vit-base-zoo),
+    as timm exports it and onnxsim simplifies it (rebuilt by `weftlib.rebuild`)."""
+
+    name = "leading_unit_axis"
+    judges = ("Reshape", "Squeeze", "Unsqueeze")
+
+    def check(self, ctx: Context, node: onnx.NodeProto) -> Check:
+        before, after = ctx.io_shapes(node)
+        if before is None or after is None or not leading_units_only(before, after):
+            return Misses("not only leading axes of size 1 dropped or added")
+        return Fires(f"{list(before)} -> {list(after)}")
+
+    def example(self) -> onnx.ModelProto:
+        g, x = tokens_graph(self.name)
+        rows = g.node("Reshape", [x, g.ints("rows", [8, 16])], "probe/Reshape")
+        scaled = g.node("Mul", [rows, g.const("k", 2.0)], "probe/Mul")
+        back = g.node("Reshape", [scaled, g.ints("tokens", [1, 8, 16])], "probe/Reshape_back")
+        g.output(g.linear(back, 16, 16, "probe/post"))
         return g.model()
 
 
@@ -212,7 +376,8 @@ class Where(StrEnum):
 
     INPUT = "input"  # on a graph input
     TOKENS = "tokens"  # to NHWC, then flattened to tokens by the Reshape after it
-    BODY = "body"  # anywhere else
+    BODY = "body"  # anywhere else, in a graph whose input is channels-last (put channels-first at the start)
+    NCHW_BODY = "body of an NCHW graph"  # anywhere else, in a graph whose inputs are channels-first
 
 
 class _ChannelsLast(NodeRule):
@@ -230,7 +395,8 @@ class _ChannelsLast(NodeRule):
         at_input = ctx.producer(node.input[0]) is None and node.input[0] not in ctx.graph.constants
         flatten = sole_consumer(ctx, node, "Reshape")
         to_tokens = order == CHANNELS_LAST and flatten is not None and _is_nhwc_flatten(ctx, flatten)
-        where = Where.INPUT if at_input else Where.TOKENS if to_tokens else Where.BODY
+        body = Where.BODY if starts_channels_last(ctx) else Where.NCHW_BODY
+        where = Where.INPUT if at_input else Where.TOKENS if to_tokens else body
         if where != self.where:
             return Misses(f"it sits at {where}, not {self.where}")
         return Fires(f"perm {order}" + (", then flattened to tokens" if to_tokens else ""))
@@ -244,12 +410,16 @@ class _ChannelsLast(NodeRule):
         return Fires(f"the token flatten of {source.name!r}")
 
     def example(self) -> onnx.ModelProto:
-        g = Builder(f"channels_last_{self.where}")
-        if self.where == Where.INPUT:
-            x = g.node("Transpose", [g.input("x", [1, 4, 4, 8])], "probe/Transpose", perm=CHANNELS_FIRST)
-            g.output(g.conv1x1(x, 8, 8, "probe/post"))
-            return g.model()
-        x = g.conv1x1(g.input("x", [1, 8, 4, 4]), 8, 8, "probe/pre")
+        g = Builder(f"channels_last_{self.where}".replace(" ", "_"))
+        if self.where in (Where.INPUT, Where.BODY):
+            first = "probe/Transpose" if self.where == Where.INPUT else "probe/Transpose_in"
+            x = g.node("Transpose", [g.input("x", [1, 4, 4, 8])], first, perm=CHANNELS_FIRST)
+            if self.where == Where.INPUT:
+                g.output(g.conv1x1(x, 8, 8, "probe/post"))
+                return g.model()
+        else:
+            x = g.input("x", [1, 8, 4, 4])
+        x = g.conv1x1(x, 8, 8, "probe/pre")
         nhwc = g.node("Transpose", [x], "probe/Transpose", perm=CHANNELS_LAST)
         if self.where == Where.TOKENS:
             tokens = g.node("Reshape", [nhwc, g.ints("tokens", [1, 16, 8])], "probe/Reshape")
@@ -261,11 +431,34 @@ class _ChannelsLast(NodeRule):
         return g.model()
 
 
+def starts_channels_last(ctx: Context) -> bool:
+    """Whether a rank-4 graph input is put channels-first by a Transpose [0, 3, 1, 2] (a channels-last export,
+    as tf2onnx writes a Keras model: the WD-Tagger graphs DFC 5.2.0 and 5.3.0 refused)."""
+    return any(
+        len(dims) == 4 and any(u.op_type == "Transpose" and perm(u, 4) == CHANNELS_FIRST for u in ctx.consumers(name))
+        for name, dims in graph_inputs(ctx.graph)
+    )
+
+
 class ChannelsLastTranspose(_ChannelsLast):
-    """Fires on a Transpose between NCHW and NHWC inside the graph: not on a graph input, not followed by the
-    flatten to tokens, not part of a glued head split or merge, not tokens back to an image."""
+    """Fires on a Transpose between NCHW and NHWC inside a graph whose input is channels-last (put channels-first
+    at the start): not on the graph input, not followed by the flatten to tokens, not part of a glued head split or
+    merge, not tokens back to an image. The form DFC 5.2.0 and 5.3.0 refused in the WD-Tagger ConvNeXt
+    (wdt-convnext-530), an NHWC export; bounded by the zoo's DaViT (timm, NCHW input, its LayerNorm2d between two
+    such Transposes), a DFC 5.2.0 parse rebuilt by `weftlib.rebuild`: that form is `channels_last_transpose_nchw`."""
 
     name, where = "channels_last_transpose", Where.BODY
+    judges = ("Transpose",)
+
+
+class ChannelsLastTransposeNchw(_ChannelsLast):
+    """Fires on a Transpose between NCHW and NHWC inside a graph whose inputs are channels-first, where no head
+    split, head merge or tokens-to-image pair accounts for it (timm's LayerNorm2d: to NHWC, LayerNorm, back). The
+    record cannot tell it from the refused form of an NHWC export (`channels_last_transpose`: the WD-Tagger
+    rebuild assumes which Transposes the DFC named), and its parses are the zoo's on DFC 5.2.0: unjudged on the
+    target, with its example as the probe."""
+
+    name, where = "channels_last_transpose_nchw", Where.NCHW_BODY
     judges = ("Transpose",)
 
 
