@@ -21,7 +21,7 @@ from markdown_it import MarkdownIt
 from tests.conftest import write_notebook
 from weftlib import dit, trace
 from weftlib.attention import conclusion as attention_conclusion
-from weftlib.gate import device_gate, load_device_ops, write_probes
+from weftlib.gate import device_gate, write_probes
 from weftlib.gate.estimate.calibration import zoo_calibration
 from weftlib.gate.graphs import Builder
 from weftlib.gate.pages import cut_sentences, cut_tables, gate_sentences, plots
@@ -65,11 +65,6 @@ def layered(name: str, layers: list[str]) -> onnx.ModelProto:
         x = g.conv1x1(x, 8, 8, f"/l{i}", seed=i) if op == "conv" else g.node(OPS[op], [x], f"/l{i}/{OPS[op]}")
     g.output(x)
     return g.model()
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 @pytest.fixture(scope="module")

@@ -10,14 +10,9 @@ import torch
 
 from weftlib import attention, sparse
 from weftlib.attention import device_layout as attention_layout
-from weftlib.gate import device_gate, load_device_ops
+from weftlib.gate import device_gate
 from weftlib.sparse import device_layout as sparse_layout
 from weftlib.sparse import voxels
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def test_image_round_trip_is_exact():

@@ -13,17 +13,12 @@ import onnx
 import pytest
 import yaml
 
-from weftlib.gate import load_device_ops, parse_device_ops
+from weftlib.gate import parse_device_ops
 from weftlib.gate.compiler.proving import run_once
 from weftlib.gate.predict import backtest as B
 from weftlib.gate.record import public_record as P
 from weftlib.gate.record.allowlist import DEFAULT_PATH
 from weftlib.gate.vocabulary import Agreement
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 @pytest.fixture(scope="module")

@@ -6,14 +6,8 @@ import onnx
 import pytest
 
 from tests.test_gate_partition import chain
-from weftlib.gate import load_device_ops
 from weftlib.gate.pages import cut_sentences, cut_tables, plots
 from weftlib.gate.run import cutting
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 @pytest.fixture()

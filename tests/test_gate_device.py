@@ -18,13 +18,8 @@ from tests.test_gate_graphs import (
     topk_head,
     with_op,
 )
-from weftlib.gate import DeviceOps, device_gate, load_device_ops
+from weftlib.gate import device_gate, load_device_ops
 from weftlib.gate.__main__ import main
-
-
-@pytest.fixture(scope="module")
-def ops() -> DeviceOps:
-    return load_device_ops()
 
 
 def test_attention_graph_passes(tmp_path, ops):

@@ -21,11 +21,6 @@ from weftlib.gate.graphs import Builder
 from weftlib.gate.record import public_record
 
 
-@pytest.fixture(scope="module")
-def ops():
-    return gate.load_device_ops()
-
-
 def _save(tmp_path, model: onnx.ModelProto, name: str):
     path = tmp_path / f"{name}.onnx"
     onnx.save(model, path)

@@ -17,7 +17,7 @@ from tests.conftest import REPO
 from tests.test_gate_graph_checks import conv, model, relu
 from tests.test_gate_partition import chain
 from tests.test_gate_probes import save
-from weftlib.gate import device_gate, load_device_ops
+from weftlib.gate import device_gate
 from weftlib.gate.__main__ import main
 from weftlib.gate.compiler.dfc_target import default_arch
 from weftlib.gate.compiler.pack import MANIFEST, write_dfc_pack
@@ -26,11 +26,6 @@ from weftlib.gate.cut.partition import WHOLE_FILE, write_partition
 from weftlib.gate.folder_swap import MARKER
 from weftlib.gate.run.cutting import cut_all, pack_cuts
 from weftlib.gate.vocabulary import Side
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def hidden(folder: Path) -> list[str]:

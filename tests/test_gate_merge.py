@@ -9,7 +9,6 @@ import onnx
 import pytest
 
 from tests.test_gate_partition import cut_of
-from weftlib.gate import load_device_ops
 from weftlib.gate.cut import merge
 from weftlib.gate.cut.merge import LINK, MERGED, UNMERGED, CutRule, mergeable_pairs, quotient_acyclic
 from weftlib.gate.cut.partition import cut, partition
@@ -17,11 +16,6 @@ from weftlib.gate.graphs import Builder
 from weftlib.gate.vocabulary import Side
 
 SHAPE = [1, 8, 4, 4]
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def branches() -> onnx.ModelProto:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tests.test_gate_graphs import attention, save, topk_head, with_op
-from weftlib.gate import device_gate, load_device_ops, pair, read_dfc_log
+from weftlib.gate import device_gate, pair, read_dfc_log
 from weftlib.gate.__main__ import main
 from weftlib.gate.compiler.pairing import UNBOUND
 from weftlib.gate.vocabulary import PairVerdict
@@ -34,11 +34,6 @@ def rejection(*lines: str, tail: str = "", model: str | None = None) -> str:
         + f"{HEADER}\n{body}\n"
         + (f"Please try to parse the model again, using these end node names: {tail}\n" if tail else "")
     )
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def run(tmp_path, ops, model, name, text, by_hand=False):

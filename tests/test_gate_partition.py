@@ -12,17 +12,11 @@ import onnx
 import pytest
 
 from tests.conftest import REPO
-from weftlib.gate import load_device_ops
 from weftlib.gate.__main__ import main
 from weftlib.gate.cut.partition import PartitionError, partition
 from weftlib.gate.cut.proof import prove, random_feeds, run_chain
 from weftlib.gate.graphs import Builder
 from weftlib.gate.vocabulary import Side
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def chain(name: str, ops_in_order: list[str], x_shape=(1, 8, 4, 4)) -> onnx.ModelProto:

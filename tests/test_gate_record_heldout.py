@@ -8,17 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from weftlib.gate import load_device_ops
 from weftlib.gate.predict import backtest as B
 from weftlib.gate.predict.rules import RULES
 from weftlib.gate.record import public_record as P
 from weftlib.gate.record.standing import op_key
 from weftlib.gate.vocabulary import Agreement
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import numpy as np
 import onnx
 import pytest
 
-from weftlib.gate import load_device_ops
 from weftlib.gate.compiler.proving import run_once
 from weftlib.gate.graphs import Builder
 from weftlib.gate.predict import rules as R
@@ -73,11 +72,6 @@ COUNTER = {
     "conv_rank_5": "conv_rank_3",
     "tile_non_batch": "batch_axis",
 }
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def matched(model: onnx.ModelProto, rule: str, ops) -> list[str]:

@@ -4,20 +4,13 @@ reductions and norms on the last axis after a token reshape. Where the record is
 from __future__ import annotations
 
 import numpy as np
-import pytest
 
-from weftlib.gate import load_device_ops
 from weftlib.gate.graphs import Builder
 from weftlib.gate.predict import backtest as B
 from weftlib.gate.predict import rules as R
 from weftlib.gate.predict.nodes import predict
 from weftlib.gate.vocabulary import GateVerdict, Prediction
 from weftlib.onnx_core.walk import index_model
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 def _judged(model, ops):

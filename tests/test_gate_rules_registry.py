@@ -11,7 +11,6 @@ import types
 import onnx
 import pytest
 
-from weftlib.gate import load_device_ops
 from weftlib.gate.predict import formats as F
 from weftlib.gate.predict import rules as R
 from weftlib.gate.predict.nodes import predict
@@ -56,11 +55,6 @@ def test_a_name_defined_twice_is_refused():
     assert [c.__name__ for c in R.rule_classes(topic)] == ["A", "B"]
     with pytest.raises(ValueError, match="defined twice: A and B"):
         R.collect((topic,))
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 @pytest.fixture(scope="module")

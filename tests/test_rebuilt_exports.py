@@ -13,7 +13,6 @@ from collections import Counter
 import onnx
 import pytest
 
-from weftlib.gate import load_device_ops
 from weftlib.gate.graphs import Builder
 from weftlib.gate.predict import rules as R
 from weftlib.gate.predict.device import device_gate
@@ -23,11 +22,6 @@ from weftlib.rebuild import cutting, rebuilt, torchvision_schemas
 from weftlib.rebuild.recipes import NOT_REBUILT, RECIPES, Recipe
 
 pytestmark = pytest.mark.exports
-
-
-@pytest.fixture(scope="module")
-def ops():
-    return load_device_ops()
 
 
 @pytest.fixture(scope="module")
