@@ -11,6 +11,7 @@ from types import FrameType
 from typing import Any
 
 from weftlib import measure
+from weftlib.console import progress
 
 from .calls import ProfileEvent, target_prefix, trace_calls
 
@@ -136,7 +137,8 @@ def _interleaved_rounds(
     fixed: dict[str, list[float]] = {"plain": [], "traced": []}
     runs: dict[str, list[float]] = {"plain": [], "empty_hook": [], "traced": []}
     begin = time.perf_counter()
-    for _ in range(repeats):
+    # a round at NAF's geometry takes seconds: the bar says how far, drawn between rounds, never inside a timing
+    for _ in progress(range(repeats), desc="tracing cost", unit="round", disable=repeats < 2):
         for name, run in (("plain", _noop), ("traced", lambda: trace_calls(_noop, target=target))):
             start = time.perf_counter()
             run()
