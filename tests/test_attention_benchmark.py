@@ -211,3 +211,21 @@ def test_a_row_out_of_time_is_stopped_with_the_machines_verdict_not_dropped(tmp_
     assert torch_row["seconds"] is None and isinstance(torch_row["contended"], bool)
     assert torch_row["rates_from"] in ("before", "after") and torch_row["others_cores"] is not None
     assert ort_row["status"] == "not exported: torch did not run"
+
+
+def test_a_child_that_raised_is_a_sentence_on_the_page_not_its_exception_class(monkeypatch):
+    """The measuring child's traceback ends in `ValueError: ...`: the row's status keeps the sentence, without the
+    class name, so the appendix page shows no exception class (issue 45; the full appendix showed one)."""
+    from tests.unreadable import raw_values
+
+    said = "method='masked' holds a dense [1, 4, 16384, 16384] score tensor (4.00 GiB), above its limit"
+
+    def raising(*args, **kwargs):
+        raise RuntimeError(
+            f'Traceback (most recent call last):\n  File "x.py", line 1, in <module>\nValueError: {said}'
+        )
+
+    monkeypatch.setattr(measure, "peak_rss_subprocess", raising)
+    result, status = benchmark._peak("torch", "masked", geometry.grid([16], kernel=3)[0], 1, 2**30)
+    assert result is None and status == f"failed: M{said[1:]}"
+    assert raw_values(f"<td>{status}</td>") == []

@@ -33,6 +33,7 @@ import numpy as np
 import torch
 
 from weftlib import measure
+from weftlib.formatting import error_sentence
 from weftlib.onnx_core import export as onnx_export
 
 from . import calls
@@ -129,10 +130,10 @@ def _peak(
         return {"stopped": exc}, f"{STOPPED}: {exc}"
     except RuntimeError as exc:
         lines = [ln for ln in str(exc).splitlines() if ln.strip()]
-        last = lines[-1][:200] if lines else str(exc)[:200]
+        last = lines[-1][:200] if lines else str(exc)[:200]  # the child's own error, the last line of its traceback
         if "MemoryError" in last or "alloc" in last.lower():
-            return None, f"out of memory under a {cap_bytes / 2**30:.0f} GiB cap: {last}"
-        return None, f"failed: {last}"
+            return None, f"out of memory under a {cap_bytes / 2**30:.0f} GiB cap: {error_sentence(last)}"
+        return None, f"failed: {error_sentence(last)}"  # a page shows the sentence, not the exception's class
 
 
 def _row(geom: Geometry, method: str, backend: str, **values: Any) -> dict[str, Any]:
@@ -335,7 +336,7 @@ def _measure_export(
             output_names=["out"],
         )
     except (onnx_export.ExportError, MemoryError) as exc:
-        return _row(geom, method, "onnxruntime", status=f"export failed: {str(exc)[:200]}")
+        return _row(geom, method, "onnxruntime", status=f"export failed: {error_sentence(str(exc))[:200]}")
     ort_row = _row(geom, method, "onnxruntime", reference=ref_name, onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
     ort_out = _timed(
         ort_row,
