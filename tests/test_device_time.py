@@ -182,3 +182,33 @@ def test_the_segment_files_are_found_where_the_very_cut_was_written(ops, tmp_pat
     forced = cutting.write_partition(path, ops, tmp_path / "forced" / "found", host={"/l0/Conv"})
     with pytest.raises(ValueError, match="found: no folder"):
         cutting.segment_folders({path: forced}, tmp_path / "segments")
+
+
+def test_a_host_segment_handed_a_shape_is_timed_on_what_the_chain_hands_it(tmp_path, capsys):
+    """torch's MultiheadAttention export computes shapes on the host and hands them on as int64 tensors: a host
+    segment timed on random values would Reshape to a random shape and fail (it did, with a traceback, on a
+    newcomer's model); timed on what the chain hands it, partition ends proven with its estimate."""
+    import warnings
+
+    import torch
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.stem = torch.nn.Conv2d(3, 16, 3, padding=1)
+            self.attn = torch.nn.MultiheadAttention(16, 4, batch_first=True)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            y = self.stem(x)
+            b, c, h, w = y.shape
+            t = y.flatten(2).transpose(1, 2)
+            a, _ = self.attn(t, t, t, need_weights=False)
+            return a.transpose(1, 2).reshape(b, c, h, w)
+
+    path = tmp_path / "mha.onnx"
+    with warnings.catch_warnings():  # the TorchScript exporter's deprecation notice
+        warnings.simplefilter("ignore")
+        torch.onnx.export(Net().eval(), (torch.randn(1, 3, 8, 8),), str(path), opset_version=17, dynamo=False)
+    assert main(["partition", str(path), "--out", str(tmp_path / "cut")]) == 0
+    out = capsys.readouterr().out
+    assert "proven" in out and "time per inference: host alone" in out

@@ -5,14 +5,14 @@ random inputs, and the largest difference on any graph output held to a toleranc
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import replace as with_fields
 from pathlib import Path
 
 import numpy as np
 
 from ...onnx_core import compare, runtime
-from .segments import TOLERANCE, Partition
+from .segments import TOLERANCE, Partition, Segment
 
 
 def _session(path: Path):
@@ -30,18 +30,24 @@ def run_chain(
     feeds: Mapping[str, np.ndarray],
     replace: Mapping[str, np.ndarray] | None = None,
     outputs: Iterable[str] | None = None,
+    visit: Callable[[Segment, dict[str, np.ndarray]], None] | None = None,
 ) -> dict[str, np.ndarray]:
     """Every tensor the chain hands on, segment by segment; `replace` overrides a handed tensor (a broken
     edge, for the negative control). Given `outputs`, only those are returned, and each other tensor is let
     go once no later segment reads it: at NAF's geometry one handed tensor is a gigabyte, and a graph cut
-    into dozens of segments would otherwise hold all of them at once."""
+    into dozens of segments would otherwise hold all of them at once. `visit(segment, inputs)` sees each
+    segment's inputs as the chain hands them, before it runs (a segment's timing needs real values: a shape
+    handed on as a tensor cannot be random)."""
     env = dict(feeds)
     segments = list(part.segments)
     keep = None if outputs is None else set(outputs)
     for i, s in enumerate(segments):
+        inputs = {t: env[t] for t in s.inputs}
+        if visit is not None:
+            visit(s, inputs)
         session = _session(Path(folder) / s.file)
         names = [o.name for o in session.get_outputs()]
-        values = session.run(names, {t: env[t] for t in s.inputs})
+        values = session.run(names, inputs)
         del session
         env.update(zip(names, values))
         for t, v in (replace or {}).items():

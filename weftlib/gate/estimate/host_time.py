@@ -9,13 +9,17 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from ...measure.others import interleaved
 from ...onnx_core import runtime
-from ..cut.segments import Partition
+from ..cut.proof import random_feeds, run_chain
+from ..cut.segments import Partition, Segment
 from ..vocabulary import Side
 
 REPEATS = 5
@@ -38,10 +42,13 @@ class HostTimes:
         return sum(self.segments.values())
 
 
-def median_of(path: str | os.PathLike, repeats: int = REPEATS) -> tuple[float, int, dict[str, Any]]:
-    """The median seconds of one graph run on random inputs, the repeats it took, and how quiet it ran."""
+def median_of(
+    path: str | os.PathLike, repeats: int = REPEATS, feeds: Mapping[str, np.ndarray] | None = None
+) -> tuple[float, int, dict[str, Any]]:
+    """The median seconds of one graph run on `feeds` (random inputs when None), the repeats it took, and how
+    quiet it ran."""
     session = runtime.session(path)
-    feeds = runtime.random_feeds(session)
+    feeds = dict(feeds) if feeds is not None else runtime.random_feeds(session)
     start = time.perf_counter()
     session.run(None, feeds)  # the warm-up: the arena allocated, the kernels chosen
     if time.perf_counter() - start > LONG_CALL_S:
@@ -53,14 +60,20 @@ def median_of(path: str | os.PathLike, repeats: int = REPEATS) -> tuple[float, i
 def host_times(
     part: Partition, model: str | os.PathLike, folder: str | os.PathLike, repeats: int = REPEATS
 ) -> HostTimes:
-    """The graph whole (`model`) and every host segment of `part` (its files under `folder`), timed."""
-    whole, taken, quiet = median_of(model, repeats)
+    """The graph whole (`model`) and every host segment of `part` (its files under `folder`), timed: the whole
+    on random inputs, each host segment on what the chain hands it from those inputs (a segment may take a
+    shape as a tensor, which no random value stands in for)."""
+    feeds = random_feeds(model)
+    whole, taken, quiet = median_of(model, repeats, feeds)
     seen = [quiet]
     segments = {}
-    for s in part.segments:
+
+    def timed(s: Segment, inputs: dict[str, np.ndarray]) -> None:
         if s.runs_on == Side.HOST:
-            segments[s.file], _, q = median_of(Path(folder) / s.file, repeats)
+            segments[s.file], _, q = median_of(Path(folder) / s.file, repeats, inputs)
             seen.append(q)
+
+    run_chain(part, folder, feeds, outputs=(), visit=timed)
     others = [q["others_cores"] for q in seen if q["others_cores"] is not None]
     return HostTimes(
         whole=whole,
