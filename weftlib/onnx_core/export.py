@@ -162,7 +162,7 @@ def _flatten_outputs(out: Any) -> list[torch.Tensor]:
 
 
 @contextlib.contextmanager
-def _quiet() -> Iterator[None]:
+def quiet() -> Iterator[None]:
     """Silence the exporter's progress prints, warnings and log lines (restored afterwards)."""
     logger = logging.getLogger("torch.onnx")
     level = logger.level
@@ -199,7 +199,7 @@ def _trace(
 ) -> Any:
     """torch.export -> ONNX (an onnx_ir model); the exporter's chatter is kept out of the notebook."""
     try:
-        with _quiet():
+        with quiet():
             program = _dynamo_export(module, args, opset, input_names=input_names, output_names=output_names)
     except Exception as exc:
         raise ExportError(
@@ -445,7 +445,7 @@ def attempt(
         raise TypeError("args must be a tuple of tensors")
     start = time.perf_counter()
     try:
-        with _quiet(), _quiet_fd(1), _quiet_fd(2), torch.no_grad():
+        with quiet(), _quiet_fd(1), _quiet_fd(2), torch.no_grad():
             if dynamo:
                 _dynamo_export(module.eval(), args, opset)
             else:

@@ -13,15 +13,14 @@ Every entry writes one file and returns its path; versions are read by `exporter
 from __future__ import annotations
 
 import contextlib
-import io
 import logging
 import os
-import warnings
 from collections.abc import Callable, Iterator
 from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
+from ..onnx_core import export as onnx_export
 from .recipes import Exporter, Recipe
 
 PACKAGES = {
@@ -43,15 +42,11 @@ def exporter_version(exporter: Exporter) -> str:
 
 @contextlib.contextmanager
 def _quiet() -> Iterator[None]:
-    """The exporters' banners, warnings and progress lines kept off the test's output."""
+    """The exporters' banners, warnings and progress lines kept off the test's output: the ONNX core's silence,
+    and every logger's warnings too (Ultralytics, timm and transformers log through their own)."""
     logging.disable(logging.WARNING)
     try:
-        with (
-            contextlib.redirect_stdout(io.StringIO()),
-            contextlib.redirect_stderr(io.StringIO()),
-            warnings.catch_warnings(),
-        ):
-            warnings.simplefilter("ignore")
+        with onnx_export.quiet():
             yield
     finally:
         logging.disable(logging.NOTSET)
