@@ -18,7 +18,7 @@ import numpy as np
 
 from ...measure.others import interleaved
 from ...onnx_core import runtime
-from ..cut.proof import random_feeds, run_chain
+from ..cut.proof import run_chain
 from ..cut.segments import Partition, Segment
 from ..vocabulary import Side
 
@@ -48,7 +48,11 @@ def median_of(
     """The median seconds of one graph run on `feeds` (random inputs when None), the repeats it took, and how
     quiet it ran."""
     session = runtime.session(path)
-    feeds = dict(feeds) if feeds is not None else runtime.random_feeds(session)
+    return _median(session, dict(feeds) if feeds is not None else runtime.random_feeds(session), repeats)
+
+
+def _median(session: Any, feeds: dict[str, np.ndarray], repeats: int) -> tuple[float, int, dict[str, Any]]:
+    """`median_of` on an open session."""
     start = time.perf_counter()
     session.run(None, feeds)  # the warm-up: the arena allocated, the kernels chosen
     if time.perf_counter() - start > LONG_CALL_S:
@@ -63,8 +67,10 @@ def host_times(
     """The graph whole (`model`) and every host segment of `part` (its files under `folder`), timed: the whole
     on random inputs, each host segment on what the chain hands it from those inputs (a segment may take a
     shape as a tensor, which no random value stands in for)."""
-    feeds = random_feeds(model)
-    whole, taken, quiet = median_of(model, repeats, feeds)
+    session = runtime.session(model)  # one session: its inputs give the feeds, and it is the one timed
+    feeds = runtime.random_feeds(session)
+    whole, taken, quiet = _median(session, feeds, repeats)
+    del session  # let go before the chain runs: at NAF's geometry a session holds gigabytes
     seen = [quiet]
     segments = {}
 
