@@ -36,16 +36,16 @@ def test_groupnorm_by_reductions_equals_groupnorm_and_exports_without_instanceno
         norm.bias.copy_(torch.randn(16, generator=_gen(2)))
     x = torch.randn(2, 16, 7, 9, generator=_gen()) * 3 + 1
     with torch.no_grad():
-        exact = (naf_rewrites.GroupNormByReductions(norm)(x) - norm(x)).abs().max()
-        control = (naf_rewrites.GroupNormByReductions(norm, control=True)(x) - norm(x)).abs().max()
+        exact = (naf_rewrites.PooledGroupNorm(norm)(x) - norm(x)).abs().max()
+        control = (naf_rewrites.PooledGroupNorm(norm, control=True)(x) - norm(x)).abs().max()
     assert exact <= TOL and control > 1e-2, (exact, control)
     rep = onnx_export.export(
-        naf_rewrites.GroupNormByReductions(norm), (x,), tmp_path / "gn.onnx", input_names=["x"], output_names=["y"]
+        naf_rewrites.PooledGroupNorm(norm), (x,), tmp_path / "gn.onnx", input_names=["x"], output_names=["y"]
     )
     assert rep.parity_ok and not {"InstanceNormalization", "CastLike", "Reshape", "ReduceMean"} & set(rep.ops)
     assert {"AveragePool", "Conv", "Sqrt", "Div"} <= set(rep.ops), rep.ops
     with pytest.raises(ValueError, match="images"):
-        naf_rewrites.GroupNormByReductions(norm)(torch.randn(2, 16, 5))
+        naf_rewrites.PooledGroupNorm(norm)(torch.randn(2, 16, 5))
 
 
 def test_rope_by_tables_is_the_modules_own_arithmetic_without_trig_or_neg(tmp_path):
@@ -53,16 +53,16 @@ def test_rope_by_tables_is_the_modules_own_arithmetic_without_trig_or_neg(tmp_pa
     x = torch.randn(1, 64, 6, 10, generator=_gen())
     with torch.no_grad():
         faithful = rope(x)
-        exact = (naf_rewrites.RopeByTables(rope, (6, 10))(x) - faithful).abs().max()
-        control = (naf_rewrites.RopeByTables(rope, (6, 10), control=True)(x) - faithful).abs().max()
+        exact = (naf_rewrites.ImageRopeTables(rope, (6, 10))(x) - faithful).abs().max()
+        control = (naf_rewrites.ImageRopeTables(rope, (6, 10), control=True)(x) - faithful).abs().max()
     assert exact <= 1e-6 and control > 1e-2, (exact, control)
-    tables = naf_rewrites.RopeByTables(rope, (6, 10))
+    tables = naf_rewrites.ImageRopeTables(rope, (6, 10))
     rep = onnx_export.export(tables, (x,), tmp_path / "rope.onnx", input_names=["x"], output_names=["y"])
     assert rep.parity_ok and not {"Cos", "Sin", "Tile", "Neg", "Reshape", "Transpose"} & set(rep.ops), rep.ops
     with pytest.raises(ValueError, match="built for"):
         tables(torch.randn(1, 64, 6, 11))
     with pytest.raises(TypeError, match="RoPE"):
-        naf_rewrites.RopeByTables(nn.Identity(), (6, 10))
+        naf_rewrites.ImageRopeTables(nn.Identity(), (6, 10))
 
 
 def test_nearest_as_resize_copies_exactly_and_exports_resize_not_gathernd(tmp_path):

@@ -49,7 +49,7 @@ def _check_changes(changes: Sequence[str]) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------------- GroupNorm
 
 
-class GroupNormByReductions(nn.Module):
+class PooledGroupNorm(nn.Module):
     """`nn.GroupNorm` on `[B, C, H, W]` without Reshape or InstanceNormalization (module docstring)."""
 
     group_mean: Tensor  # buffer
@@ -70,7 +70,7 @@ class GroupNormByReductions(nn.Module):
 
     def forward(self, x: Tensor) -> Tensor:
         if x.dim() != 4:
-            raise ValueError(f"GroupNormByReductions takes images [B, C, H, W], got shape {tuple(x.shape)}")
+            raise ValueError(f"PooledGroupNorm takes images [B, C, H, W], got shape {tuple(x.shape)}")
         size = tuple(x.shape[2:])
         mean = F.conv2d(F.avg_pool2d(x, size), self.group_mean)
         centred = x - mean
@@ -96,7 +96,7 @@ def _first_halves(heads: int, d: int, size: tuple[int, ...], like: Tensor) -> Te
     return mask.view(1, -1, 1, 1).expand(1, heads * d, *size).contiguous()
 
 
-class RopeByTables(nn.Module):
+class ImageRopeTables(nn.Module):
     """NAF's rotary embedding at one image size as `x * cos + swap(x) * signed_sin` (module docstring)."""
 
     cos: Tensor  # buffers
@@ -131,7 +131,7 @@ class RopeByTables(nn.Module):
     def forward(self, x: Tensor, *rest: Any, **kwargs: Any) -> Tensor:
         if tuple(x.shape[2:]) != self.size or x.shape[1] != self.heads * self.d:
             raise ValueError(
-                f"RopeByTables was built for [B, {self.heads * self.d}, {self.size[0]}, {self.size[1]}] images, "
+                f"ImageRopeTables was built for [B, {self.heads * self.d}, {self.size[0]}, {self.size[1]}] images, "
                 f"got shape {tuple(x.shape)}"
             )
         return x * self.cos + self.swap(x) * self.signed_sin
@@ -253,7 +253,7 @@ def rewritten(
         if not norms:
             raise ValueError("groupnorm: the model has no nn.GroupNorm")
         for name, norm in norms:
-            root.set_submodule(name, GroupNormByReductions(norm, control=control == "groupnorm"))
+            root.set_submodule(name, PooledGroupNorm(norm, control=control == "groupnorm"))
     if "rope" in changes:
         ropes = [n for n, m in root.named_modules() if is_rope(m)]
         sizes = rope_sizes or {}
@@ -262,7 +262,7 @@ def rewritten(
             raise ValueError(f"rope: the model's RoPE modules {ropes} need their input shapes, missing {missing}")
         for name in ropes:
             size = tuple(sizes[name][2:])
-            root.set_submodule(name, RopeByTables(root.get_submodule(name), size, control=control == "rope"))
+            root.set_submodule(name, ImageRopeTables(root.get_submodule(name), size, control=control == "rope"))
     if "resize" in changes:
         root.set_submodule(layer, NearestAsResize(root.get_submodule(layer), control=control == "resize"))
     if "image" in changes:
