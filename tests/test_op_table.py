@@ -8,9 +8,11 @@ them (tests/fixtures/vendor_tables_dfc530.yaml)."""
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import onnx
+import onnx.defs
 import pytest
 import yaml
 
@@ -23,6 +25,7 @@ from weftlib.gate.vocabulary import Prediction, Seen
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VENDOR = yaml.safe_load((FIXTURES / "vendor_tables_dfc530.yaml").read_text())
 CITED_LOGS = ("03", "04", "05")  # the DFC logs params/device_ops.yaml cites as sources (tests/fixtures/dfc-logs/NN)
+PATTERN_WORDS = {"SwiGLU"}  # the record's name for the gated MLP (Sigmoid, Mul, MatMul), not ONNX's SwiGLU op
 
 
 def op_types(model: onnx.ModelProto) -> set[str]:
@@ -52,6 +55,19 @@ def test_every_op_of_a_rebuilt_public_case_has_an_entry(ops):
     for case, build in BUILDERS.items():
         for op in op_types(build()):
             named.setdefault(op, set()).add(case)
+    assert unlisted(named, ops) == {}
+
+
+def test_every_onnx_op_a_public_case_names_in_words_has_an_entry(ops):
+    """Cases not rebuilt name their ops only in `graph`, `error` and `note`: an ONNX op type written there (a
+    capitalised word that is an op of the default domain) is an op the record names."""
+    onnx_ops = {schema.name for schema in onnx.defs.get_all_schemas() if schema.domain == ""} - PATTERN_WORDS
+    named: dict[str, set[str]] = {}
+    for name, case in ops.cases.items():
+        for word in re.findall(r"\b[A-Z][A-Za-z]+\b", " ".join((case.graph, case.error, case.note))):
+            if word in onnx_ops:
+                named.setdefault(word, set()).add(name)
+    assert {"GlobalAveragePool", "Gemm"} <= set(named)  # the words are read: torchvision's head is named in notes
     assert unlisted(named, ops) == {}
 
 
