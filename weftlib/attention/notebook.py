@@ -19,6 +19,8 @@ def _references() -> tuple[str, ...]:
 
 
 class Parameters(ParameterModel):
+    """02's `parameters` cell."""
+
     threads = Parameter(Threads)
     eq_size = Parameter(Pair)
     eq_kernel = Parameter(Count)
@@ -57,6 +59,8 @@ class Parameters(ParameterModel):
 
 
 class Record(RecordModel):
+    """What 02 records."""
+
     equality = Metric(list, "every formulation against natten")
     equality_worst_abs_diff = Metric(float, "worst |formulation - natten|, fp32")
     bench_rows = Metric(list)

@@ -11,6 +11,8 @@ from ..parameter_kinds import PIXAL3D, Count, Tolerance
 
 
 class Parameters(ParameterModel):
+    """04's `parameters` cell."""
+
     host_root = Parameter(PIXAL3D)
     blocks = Parameter(Count)
     channels = Parameter(Count)
@@ -24,6 +26,8 @@ class Parameters(ParameterModel):
 
 
 class Record(RecordModel):
+    """What 04 records."""
+
     source = Metric(dict)
     parameters = Metric(int)
     input_shapes = Metric(dict)

@@ -21,6 +21,8 @@ ARCH = OneOf(_archs)
 
 
 class GateParameters(ParameterModel):
+    """05's `parameters` cell."""
+
     dfc_results_dir = Parameter(Directory)
     device_ops_file = Parameter(File)
     arch = Parameter(ARCH)
@@ -31,6 +33,8 @@ class GateParameters(ParameterModel):
 
 
 class GateRecord(RecordModel):
+    """What 05 records."""
+
     public_record_held = Metric(list)
     public_record = Metric(dict, "the gate against the public record (cases agreed / unjudged / disagreed)")
     public_record_cases = Metric(list)
@@ -83,12 +87,14 @@ class GateRecord(RecordModel):
     fix_graphs = Metric(list)
     fix_table = Metric(list)
     fix_unproven = Metric(dict)
-    fix_verdicts = Metric(dict)
+    fix_verdicts = Metric(dict)  # once `gate fix` runs: faithful stem -> verdict of its fixed graph
     fix_vs_variants = Metric(list)
-    graph_standing = Metric(dict)
+    graph_standing = Metric(dict)  # stem -> verdict, basis, refused_by, unjudged_by, probes (the verdict table)
 
 
 class CutParameters(ParameterModel):
+    """06's `parameters` cell."""
+
     graph_notebooks = Parameter(NOTEBOOKS)
     answer_graphs = Parameter()
     tolerance = Parameter(Annotated[float, Field(ge=0, allow_inf_nan=False)])  # 0: bit-identical
@@ -97,6 +103,8 @@ class CutParameters(ParameterModel):
 
 
 class CutRecord(RecordModel):
+    """What 06 records."""
+
     missing_notebook_outputs = Metric(list)
     graphs_cut = Metric(int)
     coverage = Metric(list)
@@ -115,7 +123,7 @@ class CutRecord(RecordModel):
     device_time_fits = Metric(list)
     device_time_held_out = Metric(dict, "device-time fit, each model family held out: |log(predicted / published FPS)|")
     device_time = Metric(list)
-    device_payoff = Metric(dict)
+    device_payoff = Metric(dict)  # stem -> does the device pay off (`vocabulary.PaysOff`), an estimate
     deployable_cut = Metric(list)
     device_share = Metric(dict, "share of the MACs on the device, per answer graph")
 

@@ -22,6 +22,8 @@ SHAPE, SHAPES, DTYPE = OneOf(_shapes), OneOf(_shapes, many=True), OneOf(_dtypes)
 
 
 class Parameters(ParameterModel):
+    """03's `parameters` cell."""
+
     shapes = Parameter(SHAPES)
     count_resolutions = Parameter(list[Count])
     equality_res = Parameter(Count)
@@ -51,6 +53,8 @@ class Parameters(ParameterModel):
 
 
 class Record(RecordModel):
+    """What 03 records."""
+
     n_exponent = Metric(dict)
     sphere_count_vs_area_rel_err = Metric(float)
     counts = Metric(list)

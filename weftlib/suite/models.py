@@ -17,10 +17,14 @@ OVERVIEW_ROLE = "overview"  # what 00 records under `role`: the answer table has
 
 
 class OverviewParameters(ParameterModel):
+    """00's `parameters` cell."""
+
     appendix_ram_gib = Parameter(Positive)
 
 
 class OverviewRecord(RecordModel):
+    """What 00 records: the run, not an answer."""
+
     role = Metric(str)
     versions = Metric(dict)
     torch = Metric(str, "torch version")

@@ -11,6 +11,8 @@ from ..parameter_kinds import NAF_HUB, PIXAL3D, Count
 
 
 class Parameters(ParameterModel):
+    """01's `parameters` cell."""
+
     host_root = Parameter(PIXAL3D)
     hub_dir = Parameter(NAF_HUB)
     hub_entry = Parameter()
@@ -27,6 +29,8 @@ class Parameters(ParameterModel):
 
 
 class Record(RecordModel):
+    """What 01 records."""
+
     inputs = Metric(dict)
     static_hits = Metric(list)
     host_code_lines_naming_dependency = Metric(int)
