@@ -9,6 +9,7 @@ import ast
 from pathlib import Path
 
 import nbformat
+import pandas as pd
 import pytest
 
 from weftlib.notebook_model import Metric, NotebookModel, RecordModel
@@ -103,10 +104,19 @@ def test_the_recorder_refuses_what_the_model_does_not_allow_naming_the_key(tmp_p
         rec.record("graphs_found", 3, unit="s")
     assert not (tmp_path / "05_gate_pairing" / "metrics.json").exists()  # nothing half-written
     rec.record("graphs_found", 3)
+    rec.record("device_gate_table", pd.DataFrame({"graph": ["a"], "verdict": ["pass"]}))  # a table is a list of rows
     rec.record("public_record_looo_agreement", float("nan"))  # a float that is not finite is still a float
     shown = record.load_metrics(tmp_path, "05_gate_pairing")
     assert shown["metrics"]["graphs_found"] == 3
     assert shown["display"]["public_record_looo_agreement"]["label"].startswith("the gate's agreement")
+
+
+def test_a_plan_is_checked_against_the_models_parameters():
+    assert schema.problem("04_export_dit_block", "timestep_rank", 1, 2) is not None  # never rank 1
+    assert schema.problem("04_export_dit_block", "timestep_rank", 3, 2) is None
+    assert schema.outside_code("04_export_dit_block") == {
+        "host_root": schema.constraints("04_export_dit_block")["host_root"].what
+    }
 
 
 def test_a_notebook_outside_the_suite_records_freely(tmp_path):

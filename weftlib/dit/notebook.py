@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field
 
@@ -21,7 +21,7 @@ class Parameters(ParameterModel):
     opset = Parameter(Count)
     atol = Parameter(Tolerance)
     exact_tol = Parameter(Tolerance)
-    timestep_rank = Parameter()
+    timestep_rank = Parameter(Literal[2, 3])  # the host timestep's input: [B, 256] or [B, 1, 256], never rank 1
     upstream_width = Parameter()
 
 
