@@ -24,12 +24,15 @@ from weftlib.attention import conclusion as attention_conclusion
 from weftlib.gate import device_gate, write_probes
 from weftlib.gate.estimate.calibration import zoo_calibration
 from weftlib.gate.graphs import Builder
+from weftlib.gate.notebooks import CutRecord, GateRecord
 from weftlib.gate.pages import cut_sentences, cut_tables, gate_sentences, plots
 from weftlib.gate.predict import explain
 from weftlib.gate.run import cutting, gating
 from weftlib.gate.vocabulary import PaysOff
+from weftlib.notebook_model import RecordModel
 from weftlib.sparse import summary as sparse_summary
 from weftlib.suite import index_page, params, publish, record, verdicts
+from weftlib.suite.models import OVERVIEW_ROLE, OverviewRecord
 from weftlib.suite.runfolder import NotebookResult, read_summary
 from weftlib.trace.checkpoint import FlagResult, Mismatch
 
@@ -85,11 +88,11 @@ def record_05(run, models, ops, fixed=None):
     results = gating.gate_all(models, ops)
     pairings = gating.pair_all(results, dict.fromkeys(models))
     probes = write_probes(rec.path("probes"), ops, extra=gating.ops_used(results))
-    rec.record("dfc_script", str(rec.path("dfc_pack") / "run_dfc.sh"))
-    rec.record("probe_script", str(probes.script))
-    rec.record("graph_standing", gating.graph_standing(results, pairings, probes))
+    rec.record(GateRecord.dfc_script.key, str(rec.path("dfc_pack") / "run_dfc.sh"))
+    rec.record(GateRecord.probe_script.key, str(probes.script))
+    rec.record(GateRecord.graph_standing.key, gating.graph_standing(results, pairings, probes))
     if fixed:
-        rec.record(verdicts.FIX_KEY, fixed)
+        rec.record(GateRecord.fix_verdicts.key, fixed)
     answer, rests_on, unmet = gate_sentences.conclusion(results, pairings, "not run", rec.path("dfc_pack/run_dfc.sh"))
     rec.conclude(
         answer + " " + LONG, rests_on=rests_on, unmet=unmet, short=gate_sentences.short_answer(results, pairings)
@@ -101,18 +104,18 @@ def record_06(run, models, ops):
     """What 06 records: the answer graphs, the coverage, the device share, node data; and its answer."""
     rec = record.Recorder("06_device_cut", run)
     partitions = cutting.cut_all(models, ops, rec.path("segments"))
-    rec.record("coverage", cut_tables.coverage_table(partitions, run))
-    rec.record("answer_graphs", ANSWER_GRAPHS)
+    rec.record(CutRecord.coverage.key, cut_tables.coverage_table(partitions, run))
+    rec.record(CutRecord.answer_graphs.key, ANSWER_GRAPHS)
     named = cutting.answer_models(models, ANSWER_GRAPHS)
     plots.node_data_files(partitions, cutting.predictions(models, ops, partitions), rec.path("node_data"))
-    rec.record("device_share", cutting.device_share(partitions, named), headline=True)
+    rec.record(CutRecord.device_share.key, cutting.device_share(partitions, named), headline=True)
     estimates = cutting.estimate_cuts(
         {m: partitions[m] for m in named.values()},
         {m: rec.path("segments") / m.stem for m in named.values()},
         zoo_calibration(),
         repeats=1,
     )
-    rec.record(verdicts.PAYOFF_KEY, cutting.payoff_verdicts(estimates, named))
+    rec.record(CutRecord.device_payoff.key, cutting.payoff_verdicts(estimates, named))
     sentence, rests_on, unmet = cut_sentences.conclusion(partitions, named, 1e-6, {}, rec.path("run_dfc.sh"), run)
     rec.conclude(
         sentence,
@@ -134,7 +137,7 @@ def write_run(run, models, ops, fixed=None):
             nb = nbformat.read(folder / f"{name}.ipynb", as_version=4)
             nb.cells[0].source = f"# {title}\n\nWhat was done, in the notebook's own words."
             nbformat.write(nb, folder / f"{name}.ipynb")
-    record.Recorder("00_overview", run).record("role", "overview")
+    record.Recorder("00_overview", run).record(OverviewRecord.role.key, OVERVIEW_ROLE)
     for name in GRAPHS:
         rec = record.Recorder(name, run)
         rec.conclude(LONG, rests_on={"sources": "stand-in"}, short=f"Yes: {name} exports exactly.")
@@ -235,18 +238,19 @@ def onnx_file(folder, layers):
 def test_05_and_06_say_their_answers_in_short(run):
     folder, _summary, results = run
     m05 = record.load_metrics(folder, "05_gate_pairing")["metrics"]
-    assert m05["conclusion"]["short"] == (
+    assert (GateRecord.conclusion.of(m05) or {})["short"] == (
         "Of 6 graphs the gate predicts 1 to parse, 3 refused and 2 unjudged (op Sin refuses 3); 0 verdicts rest "
         "on the DFC, 6 on the public record alone."
     )
     m06 = record.load_metrics(folder, "06_device_cut")["metrics"]
-    short = m06["conclusion"]["short"]
-    assert [m06["device_share"][stems[0]] for stems in ANSWER_GRAPHS.values()] == [1.0, 0.0, 1.0]
+    short = (CutRecord.conclusion.of(m06) or {})["short"]
+    shares = CutRecord.device_share.of(m06) or {}
+    assert [shares[stems[0]] for stems in ANSWER_GRAPHS.values()] == [1.0, 0.0, 1.0]
     assert short == (
         "Every cut is proven equal to its graph within 1 × 10⁻⁶; the faithful graphs put 0 % to 100 % of their MACs "
         "on the device, the best exact variants 100 %."
     )
-    assert all(words(m["conclusion"]["short"]) <= LIMIT for m in (m05, m06))
+    assert all(words((RecordModel.conclusion.of(m) or {})["short"]) <= LIMIT for m in (m05, m06))
     assert len(results) == 6
 
 
@@ -327,9 +331,9 @@ def test_the_verdict_table_is_summary_jsons_in_the_index_and_on_the_page(run):
 
 def test_each_row_is_read_from_05_and_06s_records_and_says_what_settles_the_rest(run):
     folder, summary, _ = run
-    standing = record.load_metrics(folder, "05_gate_pairing")["metrics"]["graph_standing"]
-    shares = record.load_metrics(folder, "06_device_cut")["metrics"]["device_share"]
-    payoffs = record.load_metrics(folder, "06_device_cut")["metrics"][verdicts.PAYOFF_KEY]
+    standing = GateRecord.graph_standing.of(record.load_metrics(folder, "05_gate_pairing")["metrics"])
+    shares = CutRecord.device_share.of(record.load_metrics(folder, "06_device_cut")["metrics"])
+    payoffs = CutRecord.device_payoff.of(record.load_metrics(folder, "06_device_cut")["metrics"])
     rows = {r["graph"]: r for r in summary.verdicts}
     for row in rows.values():
         for side in (row["faithful"], row["variant"]):

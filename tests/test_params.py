@@ -245,17 +245,6 @@ def test_a_value_that_would_fail_late_or_pass_vacuously_is_refused(tmp_path, cap
     refused_by_check(path, capsys, f"{notebook}.parameters.{where}: ", why)
 
 
-def test_every_default_meets_its_constraints_and_every_constraint_names_a_parameter(notebooks):
-    from weftlib.suite import schema
-
-    assert set(schema.CONSTRAINTS) <= set(notebooks)
-    for name, path in notebooks.items():
-        declared = params.declared_parameters(path)
-        assert set(schema.CONSTRAINTS.get(name, {})) <= set(declared), name
-        for key, default in declared.items():
-            assert schema.problem(name, key, default, default) is None, (name, key, default)
-
-
 def test_a_key_written_twice_is_refused_with_both_lines(tmp_path, capsys):
     path = real_plan(
         tmp_path,

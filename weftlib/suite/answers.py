@@ -8,10 +8,11 @@ import re
 from pathlib import Path
 from typing import Any
 
+from ..notebook_model import RecordModel
+from .models import OVERVIEW_ROLE, OverviewRecord
 from .record import answer_status, load_metrics
 from .runfolder import NotebookResult
 
-OVERVIEW_ROLE = "overview"
 NO_CONCLUSION = "unanswered: recorded no conclusion"
 
 
@@ -48,11 +49,11 @@ def answer_rows(run_dir: Path, results: list[NotebookResult], run_note: str | No
     for nb in results:
         recorded = load_metrics(run_dir, nb.name)
         metrics = recorded.get("metrics", {})
-        if metrics.get("role") == OVERVIEW_ROLE:
+        if OverviewRecord.role.of(metrics) == OVERVIEW_ROLE:
             continue
         question, _ = question_of(run_dir / f"{nb.name}.ipynb")
-        conclusion = metrics.get("conclusion")
-        if isinstance(conclusion, dict) and conclusion.get("answer"):
+        conclusion = RecordModel.conclusion.of(metrics)
+        if conclusion and conclusion.get("answer"):
             short = conclusion.get("short") or ""
             answer, details = (short, conclusion["answer"]) if short else (conclusion["answer"], "")
             rests_on = dict(conclusion.get("rests_on") or {})

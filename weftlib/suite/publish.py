@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from ..formatting import format_value
-from .answers import OVERVIEW_ROLE, question_of
+from .answers import question_of
 from .appendix import PublishError
 from .files import write_atomic
 from .index_page import machine_line, outside_code_text
+from .models import OVERVIEW_ROLE, OverviewRecord
 from .pages import ENV
 from .record import load_metrics
 from .runfolder import NotebookResult, RunSummary, SummaryError, read_state, read_summary
@@ -175,7 +176,7 @@ def render_page(run_dir: Path, summary: RunSummary) -> str:
 def _page_section(run_dir: Path, nb: NotebookResult, summary: RunSummary) -> dict[str, Any] | None:
     """What the page says of one notebook (None for the overview, which answers no question)."""
     recorded = load_metrics(run_dir, nb.name)
-    if recorded.get("metrics", {}).get("role") == OVERVIEW_ROLE:
+    if OverviewRecord.role.of(recorded.get("metrics", {})) == OVERVIEW_ROLE:
         return None
     question, done = question_of(run_dir / f"{nb.name}.ipynb")
     figures = nb.headline_text
@@ -218,7 +219,7 @@ def check_questions(run_dir: Path, summary: RunSummary, questions: Sequence[str]
     missing = [
         n
         for n in questions
-        if n not in answered and load_metrics(run_dir, n).get("metrics", {}).get("role") != OVERVIEW_ROLE
+        if n not in answered and OverviewRecord.role.of(load_metrics(run_dir, n).get("metrics", {})) != OVERVIEW_ROLE
     ]
     if missing:
         raise PublishError(

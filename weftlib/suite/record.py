@@ -2,7 +2,9 @@
 
 A notebook makes one `Recorder` and passes every value it asserts through `record`, so the run index and the
 tests read numbers from `metrics.json` instead of scraping printed text. `metrics.json` is rewritten on every
-call, so a notebook that fails half-way still leaves what it had measured.
+call, so a notebook that fails half-way still leaves what it had measured. A notebook of the suite records only
+what its model declares (`models.model_of`), each value of its declared kind and unit: anything else is a
+`RecordError` naming the key, raised before anything is written.
 """
 
 from __future__ import annotations
@@ -17,10 +19,12 @@ from typing import Any
 from .. import metrics_file
 from ..formatting import MAX_ANSWER_WORDS, format_value, word_count
 from ..measure import Claim
+from ..notebook_model import Metric, NotebookModel
 from ..paths import SCRATCH
 from ..workers import map_forked
 from . import shown_tables
 from .files import write_atomic
+from .models import model_of
 
 
 def jsonable(value: Any) -> Any:  # noqa: PLR0911 - one return per kind of value
@@ -45,15 +49,21 @@ def jsonable(value: Any) -> Any:  # noqa: PLR0911 - one return per kind of value
     return str(value)
 
 
+class RecordError(ValueError):
+    """A record its notebook's model does not allow: an undeclared key, a value of another kind, another unit."""
+
+
 class Recorder:
     """Collects one notebook's asserted values in `<run_dir>/<name>/metrics.json` next to its artefacts.
 
     `run_dir` is the notebook's `run_dir` parameter: the suite runner sets it; left empty (an interactive
-    session) the artefacts go to `outputs/scratch/`.
+    session) the artefacts go to `outputs/scratch/`. A notebook of the suite is held to its model (`model`,
+    from `models.model_of`); another name (a scratch notebook) records freely.
     """
 
     def __init__(self, name: str, run_dir: str | os.PathLike = "") -> None:
         self.name = name
+        self.model: NotebookModel | None = model_of(name)
         self.run_dir = Path(run_dir) if str(run_dir) else SCRATCH
         self.dir = self.run_dir / name
         self.dir.mkdir(parents=True, exist_ok=True)
@@ -79,9 +89,18 @@ class Recorder:
         A headline is read by people: `label` names it (default: the key in words), `unit` says what the
         number counts ("B" for bytes, "s" for seconds, "x" for a ratio, any other unit is printed as given)
         and `digits` the significant digits (default 3); see `format_value`. `table` marks a record table
-        (a DataFrame or list of rows) as one of the notebook's key tables for the RFD page.
+        (a DataFrame or list of rows) as one of the notebook's key tables for the RFD page. The model's label
+        and unit stand where none is given; a value, or a unit, the model does not allow is a `RecordError`.
         """
-        self.metrics[key] = jsonable(value)
+        metric = self._declared(key)
+        stored = jsonable(value)
+        if metric is not None:
+            why = metric.problem(stored)
+            if why:
+                raise RecordError(f"{self.name}: the value recorded under {key!r} {why} ({self.model_text})")
+            self._check_unit(metric, unit)
+            label, unit = label or metric.label or None, unit or metric.unit
+        self.metrics[key] = stored
         if headline and key not in self.headline:
             self.headline.append(key)
         shown = {
@@ -107,6 +126,9 @@ class Recorder:
         re-recording it."""
         if key not in self.metrics:
             raise KeyError(f"describe: nothing recorded under {key!r}")
+        metric = self._declared(key)
+        if metric is not None:
+            self._check_unit(metric, unit)
         self.display.setdefault(key, {}).update(
             {k: v for k, v in (("label", label), ("unit", unit), ("digits", digits), ("table", table)) if v is not None}
         )
@@ -115,6 +137,7 @@ class Recorder:
     def demote(self, key: str, reason: str) -> None:
         """Take `key` out of the headline figures and the RFD page's key tables (it stays recorded) and record
         why: e.g. a speed ratio measured on millisecond calls at CI size is noise, not a finding."""
+        self._declared(key)
         if key in self.headline:
             self.headline.remove(key)
         self.display.setdefault(key, {})["not_headline"] = reason
@@ -187,6 +210,28 @@ class Recorder:
     def sibling(self, name: str) -> Path:
         """The artefact folder of another notebook in the same run (notebook 05 reads 02's and 03's)."""
         return self.run_dir / name
+
+    @property
+    def model_text(self) -> str:
+        """Where the notebook's model is declared, for errors."""
+        return f"its model: {self.model.where}" if self.model else "no model"
+
+    def _declared(self, key: str) -> Metric[Any] | None:
+        """The model's field for `key` (None when the notebook has no model); an undeclared key is refused."""
+        if self.model is None:
+            return None
+        metric = self.model.record.metrics().get(key)
+        if metric is None:
+            raise RecordError(
+                f"{self.name} records {key!r}, which its model does not declare: add `{key} = Metric(<kind>)` to "
+                f"{self.model.record.__name__} in {self.model.where} (docs/notebooks.md)"
+            )
+        return metric
+
+    def _check_unit(self, metric: Metric[Any], unit: str | None) -> None:
+        if unit is not None and unit != metric.unit:
+            declared = f"declares {metric.unit!r}" if metric.unit else "declares none"
+            raise RecordError(f"{self.name}: {metric.key!r} given the unit {unit!r}, but {self.model_text} {declared}")
 
     def _write(self) -> None:
         text = metrics_file.dumps(self.name, self.headline, self.metrics, self.display)

@@ -21,10 +21,7 @@ from ..formatting import format_value
 from .pages import ENV
 from .record import load_metrics, save_figure
 
-GATE_NOTEBOOK, CUT_NOTEBOOK = "05_gate_pairing", "06_device_cut"
-STANDING_KEY = "graph_standing"  # 05: stem -> verdict, basis, refused_by, unjudged_by, probes
-FIX_KEY = "fix_verdicts"  # 05, once `gate fix` runs there: faithful stem -> verdict of its fixed graph
-PAYOFF_KEY = "device_payoff"  # 06: stem -> does the device pay off (`gate.vocabulary.PaysOff`), an estimate
+GATE_NOTEBOOK, CUT_NOTEBOOK = "05_gate_pairing", "06_device_cut"  # `gate.notebooks`' GATE and CUT
 VERDICTS = ("pass", "unjudged", "refused")
 CELL_COLOURS = {"pass": "#d7f5dd", "unjudged": "#fff1c2", "refused": "#fbd5d5", "not run": "#eeeeee"}
 FIGURE = "verdicts.png"
@@ -33,21 +30,24 @@ _RANK = {"pass": 0, "unjudged": 1, "refused": 2}
 
 def verdict_rows(run_dir: str | os.PathLike) -> list[dict[str, Any]]:
     """One row per RFD graph; none when 05 or 06 left no record to read (a plan without them, or a failed run)."""
+    from ..gate.notebooks import CutRecord, GateRecord  # the gate's package imports onnx: only when read
+
     gate = load_metrics(run_dir, GATE_NOTEBOOK)["metrics"]
     cut = load_metrics(run_dir, CUT_NOTEBOOK)["metrics"]
-    standing, graphs = gate.get(STANDING_KEY) or {}, cut.get("answer_graphs") or {}
+    standing, graphs = GateRecord.graph_standing.of(gate) or {}, CutRecord.answer_graphs.of(cut) or {}
     if not standing or not graphs:
         return []
+    coverage = CutRecord.coverage.of(cut) or []
     context = {
         "run_dir": Path(run_dir),
-        "files": {Path(row["graph"]).stem: row["graph"] for row in cut.get("coverage") or []},
-        "coverage": {Path(row["graph"]).stem: row for row in cut.get("coverage") or []},
-        "share": cut.get("device_share") or {},
-        "payoff": cut.get(PAYOFF_KEY) or {},
-        "dfc_script": _in_run(gate.get("dfc_script")),
-        "probe_script": _in_run(gate.get("probe_script")),
+        "files": {Path(row["graph"]).stem: row["graph"] for row in coverage},
+        "coverage": {Path(row["graph"]).stem: row for row in coverage},
+        "share": CutRecord.device_share.of(cut) or {},
+        "payoff": CutRecord.device_payoff.of(cut) or {},
+        "dfc_script": _in_run(GateRecord.dfc_script.of(gate)),
+        "probe_script": _in_run(GateRecord.probe_script.of(gate)),
     }
-    fixed = gate.get(FIX_KEY) or {}
+    fixed = GateRecord.fix_verdicts.of(gate) or {}
     return [_row(label, stems, standing, fixed, context) for label, stems in graphs.items() if stems]
 
 
@@ -125,9 +125,11 @@ def _settle(side: dict[str, Any], context: dict[str, Any]) -> dict[str, str]:
 def pack_scripts(run_dir: str | os.PathLike) -> dict[str, str]:
     """The DFC packs' scripts a DFC run needs, by notebook (05's graphs, 06's cuts), each as its path inside
     the run folder; a notebook that recorded none is left out."""
+    from ..gate.notebooks import CutRecord, GateRecord
+
     recorded = {
-        GATE_NOTEBOOK: load_metrics(run_dir, GATE_NOTEBOOK)["metrics"].get("dfc_script"),
-        CUT_NOTEBOOK: load_metrics(run_dir, CUT_NOTEBOOK)["metrics"].get("cut_pack_script"),
+        GATE_NOTEBOOK: GateRecord.dfc_script.of(load_metrics(run_dir, GATE_NOTEBOOK)["metrics"]),
+        CUT_NOTEBOOK: CutRecord.cut_pack_script.of(load_metrics(run_dir, CUT_NOTEBOOK)["metrics"]),
     }
     return {name: _in_run(script, name) for name, script in recorded.items() if script}
 
