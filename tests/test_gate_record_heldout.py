@@ -282,15 +282,15 @@ def test_before_the_narrowing_a_split_off_rule_judges_as_its_parent_and_the_rule
     now = gating.gate_all([path], ops)
     with narrowing.rules_before():
         before = gating.gate_all([path], ops)
-    assert R.RULES == saved
+    assert saved == R.RULES
     with pytest.raises(RuntimeError), narrowing.rules_before():
         raise RuntimeError("inside")
-    assert R.RULES == saved
+    assert saved == R.RULES
     assert {f.rule for f in before[path].findings} >= {"image_channel_split"}
     assert "image_channel_split_other" in {f.rule for f in now[path].findings}
     rows = T.narrowing_rows(before, now, tmp_path)
     assert len(rows) == 1 and "image_channel_split" in str(rows[0]["refused before"])
     assert "image_channel_split_other (split from image_channel_split): unjudged" in str(rows[0]["what changed it"])
     assert T.verdicts_changed(rows) == {"naf_like.onnx": f"FAIL -> {now[path].verdict.upper()}"}
-    with pytest.raises(KeyError, match="naf_like.onnx: judged now but not before"):
+    with pytest.raises(KeyError, match=r"naf_like\.onnx: judged now but not before"):
         T.narrowing_rows({}, now, tmp_path)
