@@ -294,3 +294,14 @@ def test_before_the_narrowing_a_split_off_rule_judges_as_its_parent_and_the_rule
     assert T.verdicts_changed(rows) == {"naf_like.onnx": f"FAIL -> {now[path].verdict.upper()}"}
     with pytest.raises(KeyError, match=r"naf_like\.onnx: judged now but not before"):
         T.narrowing_rows({}, now, tmp_path)
+
+
+def test_the_targets_sentence_names_what_is_not_met_and_why():
+    from weftlib.rebuild import zoo_backtest as Z
+
+    met = Z.targets({"agreement_judged": 1.0, "coverage": 0.9}, {"agreement_judged": 1.0, "coverage": 0.75})
+    assert "Not met" not in Z.targets_sentence(met, "5.3.0")
+    short = Z.targets({"agreement_judged": 1.0, "coverage": 0.8}, {"agreement_judged": 0.98, "coverage": 0.49})
+    words = Z.targets_sentence(short, "5.3.0")
+    assert "Not met: in sample: coverage 0.8 < 0.85; each origin held out: coverage 0.49 < 0.7." in words
+    assert "no DFC 5.3.0 run shows" in words

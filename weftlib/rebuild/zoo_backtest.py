@@ -207,3 +207,18 @@ def unmet(rows: list[dict[str, object]], figure: str) -> list[str]:
         for r in rows
         if r["figure"] == figure and not r["met"]
     ]
+
+
+def targets_sentence(rows: list[dict[str, object]], target_dfc: str) -> str:
+    """The `targets` rows in one paragraph: which are met, and for those that are not, why not."""
+    met = [f"{r['backtest']} {r['figure']} {r['measured']} (target {r['target']})" for r in rows if r["met"]]
+    words = "Met: " + ("; ".join(met) if met else "none") + "."
+    missed = unmet(rows, "agreement") + unmet(rows, "coverage")
+    if missed:
+        words += (
+            f" Not met: {'; '.join(missed)}. The cases left unjudged rest on rules and ops no DFC "
+            f"{target_dfc} run shows; the zoo's parses are on DFC 5.x versions before the target's, which the "
+            "weighing shows beside the target's observations and never lets decide alone, so they judge no more "
+            "cases; no rule is broadened to reach a target."
+        )
+    return words
