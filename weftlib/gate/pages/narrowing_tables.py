@@ -32,7 +32,7 @@ def narrowing_rows(
 ) -> list[dict[str, object]]:
     """One row per graph whose verdict or refused rules differ between `before` (judged inside
     `narrowing.rules_before`) and `now`; a graph missing from `before` is a `KeyError` naming it."""
-    rows = []
+    rows: list[dict[str, object]] = []
     for path, result in now.items():
         if path not in before:
             raise KeyError(f"{graph_label(path, root)}: judged now but not before the narrowing")
