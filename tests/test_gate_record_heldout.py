@@ -248,6 +248,7 @@ def test_the_combined_backtest_holds_each_origin_out_the_vendor_one_of_them(ops)
     in_sample = Z.backtest(ops, judged)
     assert [r["graph"] for r in in_sample] == ["exporter", "exporter", "hand-built"]
     assert Z.kinds(judged) == {"cases": 3, "zoo parses": 2, "record, exporter": 0, "record, hand-built": 1}
+    assert Z.zoo_dfcs(in_sample) == ["5.2.0"]
 
 
 def test_targets_say_which_figures_meet_issue_42s_thresholds():
@@ -300,8 +301,16 @@ def test_the_targets_sentence_names_what_is_not_met_and_why():
     from weftlib.rebuild import zoo_backtest as Z
 
     met = Z.targets({"agreement_judged": 1.0, "coverage": 0.9}, {"agreement_judged": 1.0, "coverage": 0.75})
-    assert "Not met" not in Z.targets_sentence(met, "5.3.0")
+    assert "Not met" not in Z.targets_sentence(met, "5.3.0", ["5.2.0"], {})
     short = Z.targets({"agreement_judged": 1.0, "coverage": 0.8}, {"agreement_judged": 0.98, "coverage": 0.49})
-    words = Z.targets_sentence(short, "5.3.0")
+    rows = [
+        {"agreement": "unjudged", "unjudged by": "gather_constant_index, op Reshape"},
+        {"agreement": "unjudged", "unjudged by": "gather_constant_index"},
+        {"agreement": "agrees", "unjudged by": ""},
+    ]
+    causes = Z.unjudged_causes(rows)
+    assert causes == {"gather_constant_index": 2, "op Reshape": 1}
+    words = Z.targets_sentence(short, "5.3.0", ["5.2.0", "5.1.0", "5.2.0"], causes)
     assert "Not met: in sample: coverage 0.8 < 0.85; each origin held out: coverage 0.49 < 0.7." in words
-    assert "no DFC 5.3.0 run shows" in words
+    assert "no DFC 5.3.0 run decides (most often: gather_constant_index (2), op Reshape (1))" in words
+    assert "the zoo's parses are on DFC 5.1.0, 5.2.0, not the target" in words

@@ -15,6 +15,7 @@ exporter join the hand-built cases, and the zoo's parses become evidence for wha
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -26,7 +27,7 @@ from ..gate.record import zoo
 from ..gate.record.allowlist import Case, DeviceOps, Evidence
 from ..gate.record.public_record import BUILDERS
 from ..gate.record.standing import op_key
-from ..gate.vocabulary import Outcome, Seen, Stage
+from ..gate.vocabulary import Agreement, Outcome, Prediction, Seen, Stage
 from ..onnx_core.walk import Graph, index_model
 from . import rebuilt
 from .recipes import RECIPES, Recipe
@@ -145,7 +146,10 @@ def zoo_evidence(ops: DeviceOps, judged: dict[str, Judged]) -> DeviceOps:
 
 def _row(item: Judged, prediction: GraphPrediction, ops: DeviceOps) -> dict[str, object]:
     row = record_backtest.row(item.case, prediction, ops)
-    return {**row, "graph": item.kind, "origin": ops.origin(item.case.source)}
+    causes = sorted(
+        {f.subject for f in prediction.findings if f.prediction == Prediction.UNJUDGED and not f.downstream}
+    )
+    return {**row, "graph": item.kind, "origin": ops.origin(item.case.source), "unjudged by": ", ".join(causes)}
 
 
 def backtest(ops: DeviceOps, judged: dict[str, Judged]) -> list[dict[str, object]]:
@@ -209,16 +213,40 @@ def unmet(rows: list[dict[str, object]], figure: str) -> list[str]:
     ]
 
 
-def targets_sentence(rows: list[dict[str, object]], target_dfc: str) -> str:
-    """The `targets` rows in one paragraph: which are met, and for those that are not, why not."""
+def zoo_dfcs(rows: list[dict[str, object]]) -> list[str]:
+    """The DFC versions the zoo's cases among `rows` are on, each once, sorted."""
+    return sorted({str(r["dfc"]) for r in rows if str(r["source"]).startswith(f"{ZOO_KEY} ")})
+
+
+def unjudged_causes(rows: list[dict[str, object]]) -> dict[str, int]:
+    """The rules and ops behind the unjudged cases (each case's first-hand unjudged findings, not those
+    downstream of them), with how many unjudged cases each leaves so, most first."""
+    counts = Counter(
+        cause
+        for r in rows
+        if r["agreement"] == Agreement.UNJUDGED
+        for cause in str(r.get("unjudged by", "")).split(", ")
+        if cause
+    )
+    return dict(counts.most_common())
+
+
+def targets_sentence(
+    rows: list[dict[str, object]], target_dfc: str, zoo_dfcs: list[str], causes: dict[str, int]
+) -> str:
+    """The `targets` rows in one paragraph: which are met, and for those that are not, why not: the rules and
+    ops that leave the most cases unjudged (`unjudged_causes`), and the DFC versions the zoo's parses are on."""
     met = [f"{r['backtest']} {r['figure']} {r['measured']} (target {r['target']})" for r in rows if r["met"]]
     words = "Met: " + ("; ".join(met) if met else "none") + "."
     missed = unmet(rows, "agreement") + unmet(rows, "coverage")
     if missed:
+        most = ", ".join(f"{cause} ({count})" for cause, count in list(causes.items())[:6])
+        versions = ", ".join(sorted(set(zoo_dfcs)))
         words += (
-            f" Not met: {'; '.join(missed)}. The cases left unjudged rest on rules and ops no DFC "
-            f"{target_dfc} run shows; the zoo's parses are on DFC 5.x versions before the target's, which the "
-            "weighing shows beside the target's observations and never lets decide alone, so they judge no more "
-            "cases; no rule is broadened to reach a target."
+            f" Not met: {'; '.join(missed)}. The unjudged cases rest on rules and ops no DFC {target_dfc} run "
+            f"decides (most often: {most or 'none'}); the zoo's parses are on DFC {versions or 'no version'}, "
+            f"{'not the target' if target_dfc not in zoo_dfcs else 'among them the target'}: the weighing shows "
+            "another 5.x's parse beside the target's observations and never lets it decide alone. No rule is "
+            "broadened to reach a target."
         )
     return words
