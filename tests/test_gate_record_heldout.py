@@ -173,7 +173,7 @@ def _zoo_like(name: str, builder: str, dfc: str = "5.2.0"):
     case = Case(
         name, "a zoo-like parse", dfc, "hailo10h", Stage.COMPILE, Outcome.PARSED, f"ZOO docs/page.rst @abc ({name})"
     )
-    return Z.Judged(case, index_model(P.BUILDERS[builder]()), "exporter")
+    return Z.Judged(case, index_model(P.BUILDERS[builder]()), Z.GraphKind.EXPORTER)
 
 
 def test_the_vendor_is_one_origin_its_tables_and_its_zoo(ops):
@@ -239,7 +239,7 @@ def test_the_combined_backtest_holds_each_origin_out_the_vendor_one_of_them(ops)
         "zoo-conv": _zoo_like("zoo-conv", "ugv-conv-relu"),
         "zoo-tokens": _zoo_like("zoo-tokens", "qvl-block-tokens"),
     }
-    judged["ugv-conv-relu"] = Z.Judged(ops.cases["ugv-conv-relu"], judged["zoo-conv"].graph, "hand-built")
+    judged["ugv-conv-relu"] = Z.Judged(ops.cases["ugv-conv-relu"], judged["zoo-conv"].graph, Z.GraphKind.HAND_BUILT)
     rows = Z.leave_one_origin_out(ops, judged)
     assert {r["held out"] for r in rows} == {ops.origin("ZOO x"), "weftspun"}
     assert {r["case"]: r["held out"] for r in rows}["zoo-conv"] == ops.origin("ZOO x")

@@ -3,8 +3,9 @@ exporter join the hand-built cases, and the zoo's parses become evidence for wha
 
 - Cases. Every zoo network with a recipe whose hailo10h (else hailo15h) page states a DFC 5.x is a parse on the
   newest 5.x version that page states; a record case with a recipe is judged on its exporter's graph instead of
-  its hand-built likeness (one row per case: one observation is not two). Both read the rebuild cache
-  (`weftlib.rebuild.rebuilt`) and never export: `cached_graphs` names what is missing.
+  its hand-built likeness (one row per case: one observation is not two). The graphs come by path:
+  `cached_graphs` reads them from the rebuild cache (`weftlib.rebuild.rebuilt`) and never exports, naming what
+  is missing (the tests' path); 05 takes them from `rebuilt.rebuild_all`, which exports only what is missing.
 - Evidence. A zoo parse is an observation of every op entry and graph rule that judged a node of its graph
   (`zoo_evidence`): `seen: parsed` at the page's DFC and arch, cited to the `ZOO` source. The vendor is one origin
   with its op tables (`USDA` in params/device_ops.yaml), so holding the vendor out removes both. The evidence is
@@ -17,6 +18,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, replace
+from enum import StrEnum
 from pathlib import Path
 
 import onnx
@@ -36,6 +38,13 @@ ZOO_KEY = "ZOO"  # the short name of the zoo's source in params/device_ops.yaml 
 ARCHS = (zoo.ZooArch.HAILO10H, zoo.ZooArch.HAILO15H)  # the arch whose observation a case stands on, in order
 
 
+class GraphKind(StrEnum):
+    """What built the graph a case is judged on."""
+
+    EXPORTER = "exporter"  # the real exporter, cut at the zoo's nodes (`weftlib.rebuild`)
+    HAND_BUILT = "hand-built"  # a likeness built node by node (`weftlib.gate.record.public_record.BUILDERS`)
+
+
 class NotCached(LookupError):
     """A rebuilt graph the backtest needs is not in the cache (the backtest never exports)."""
 
@@ -46,7 +55,7 @@ class Judged:
 
     case: Case
     graph: Graph
-    kind: str  # "exporter" (cut at the zoo's nodes, `weftlib.rebuild`) or "hand-built" (`public_record.BUILDERS`)
+    kind: GraphKind
 
 
 def zoo_case(observation: zoo.ParseObservation, recipe: Recipe) -> Case | None:
@@ -104,12 +113,12 @@ def judged_cases(ops: DeviceOps, graphs: dict[str, Path]) -> dict[str, Judged]:
     out: dict[str, Judged] = {}
     for name, case in ops.cases.items():
         if name in recipe_of and recipe_of[name] in graphs:
-            out[name] = Judged(case, _load(graphs[recipe_of[name]]), "exporter")
+            out[name] = Judged(case, _load(graphs[recipe_of[name]]), GraphKind.EXPORTER)
         elif case.rebuilt:
-            out[name] = Judged(case, index_model(BUILDERS[name]()), "hand-built")
+            out[name] = Judged(case, index_model(BUILDERS[name]()), GraphKind.HAND_BUILT)
     for name, (case, recipe) in exported.items():
         if name not in ops.cases and recipe.network in graphs:
-            out[name] = Judged(case, _load(graphs[recipe.network]), "exporter")
+            out[name] = Judged(case, _load(graphs[recipe.network]), GraphKind.EXPORTER)
     return out
 
 
@@ -130,7 +139,7 @@ def zoo_evidence(ops: DeviceOps, judged: dict[str, Judged]) -> DeviceOps:
     added: dict[str, list[Evidence]] = {}
     for name, item in _zoo_cases(judged).items():
         case = item.case
-        note = f"the vendor parsed {name}; {item.kind}'s graph, rebuilt by weftlib.rebuild"
+        note = f"the vendor parsed {name}; its exporter's graph, rebuilt by weftlib.rebuild"
         seen = Evidence(Seen.PARSED, case.dfc, case.arch, f"{case.source} [{name}]", note)
         for key in sorted({f.key for f in predict(item.graph, ops).judgements}):
             added.setdefault(key, []).append(seen)
@@ -182,7 +191,7 @@ def by_origin(rows: list[dict[str, object]]) -> dict[str, dict[str, object]]:
 def kinds(judged: dict[str, Judged]) -> dict[str, int]:
     """How many cases each kind of graph stands for, and how many are the zoo's."""
     zoo_count = len(_zoo_cases(judged))
-    exported = sum(j.kind == "exporter" for j in judged.values())
+    exported = sum(j.kind == GraphKind.EXPORTER for j in judged.values())
     return {"cases": len(judged), "zoo parses": zoo_count, "record, exporter": exported - zoo_count,
             "record, hand-built": len(judged) - exported}  # fmt: skip
 
