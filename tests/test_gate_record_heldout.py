@@ -246,6 +246,8 @@ def test_the_combined_backtest_holds_each_origin_out_the_vendor_one_of_them(ops)
     figures = Z.by_origin(rows)
     assert figures["all origins"]["cases"] == 3 and set(figures) == {ops.origin("ZOO x"), "weftspun", "all origins"}
     in_sample = Z.backtest(ops, judged)
+    listing = Z.zoo_evidence(ops, judged)
+    assert Z.backtest(ops, judged, listing) == in_sample and Z.leave_one_origin_out(ops, judged, listing) == rows
     assert [r["graph"] for r in in_sample] == ["exporter", "exporter", "hand-built"]
     assert Z.kinds(judged) == {"cases": 3, "zoo parses": 2, "record, exporter": 0, "record, hand-built": 1}
     assert Z.zoo_dfcs(in_sample) == ["5.2.0"]

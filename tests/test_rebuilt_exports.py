@@ -141,7 +141,8 @@ def combined(built, ops):
     from weftlib.rebuild import zoo_backtest as Z
 
     judged = Z.judged_cases(ops, Z.cached_graphs(list(built)))
-    return judged, Z.backtest(ops, judged), Z.leave_one_origin_out(ops, judged)
+    listing = Z.zoo_evidence(ops, judged)
+    return judged, Z.backtest(ops, judged, listing), Z.leave_one_origin_out(ops, judged, listing)
 
 
 def test_the_zoos_parses_and_the_exported_record_cases_join_the_backtest(combined, ops):

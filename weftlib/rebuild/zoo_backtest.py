@@ -161,17 +161,21 @@ def _row(item: Judged, prediction: GraphPrediction, ops: DeviceOps) -> dict[str,
     return {**row, "graph": item.kind, "origin": ops.origin(item.case.source), "unjudged by": ", ".join(causes)}
 
 
-def backtest(ops: DeviceOps, judged: dict[str, Judged]) -> list[dict[str, object]]:
+def backtest(ops: DeviceOps, judged: dict[str, Judged], listing: DeviceOps | None = None) -> list[dict[str, object]]:
     """In sample: every case judged by the listing with the zoo's evidence in it (a row as
-    `weftlib.gate.predict.backtest.judge` writes it, with the graph's kind and the case's origin)."""
-    listing = zoo_evidence(ops, judged)
+    `weftlib.gate.predict.backtest.judge` writes it, with the graph's kind and the case's origin). `listing`:
+    `zoo_evidence(ops, judged)` made once for this and `leave_one_origin_out` (it judges every zoo graph)."""
+    listing = listing or zoo_evidence(ops, judged)
     return [_row(item, predict(item.graph, listing), listing) for item in judged.values()]
 
 
-def leave_one_origin_out(ops: DeviceOps, judged: dict[str, Judged]) -> list[dict[str, object]]:
+def leave_one_origin_out(
+    ops: DeviceOps, judged: dict[str, Judged], listing: DeviceOps | None = None
+) -> list[dict[str, object]]:
     """Held out: for each origin (the vendor one of them, its zoo and its tables together), the listing with the
-    zoo's evidence and then without every source of that origin, judged on that origin's cases."""
-    listing = zoo_evidence(ops, judged)
+    zoo's evidence (`listing`, as `backtest` takes it) and then without every source of that origin, judged on
+    that origin's cases."""
+    listing = listing or zoo_evidence(ops, judged)
     rows = []
     for origin in sorted({listing.origin(item.case.source) for item in judged.values()}):
         without = record_backtest.without_origin(listing, origin)
