@@ -131,3 +131,76 @@ def test_torchvision_imports_beside_cpu_torch_and_its_nms_is_declared_not_run():
 def test_every_cut_graph_is_a_checked_onnx_file(built):
     for b in built.values():
         onnx.checker.check_model(onnx.load(str(b.path)))
+
+
+# ------------------------------------------------------------- the backtest with the exporters' graphs (issue 42)
+
+
+@pytest.fixture(scope="module")
+def combined(built, ops):
+    from weftlib.rebuild import zoo_backtest as Z
+
+    judged = Z.judged_cases(ops, Z.cached_graphs(list(built)))
+    listing = Z.zoo_evidence(ops, judged)
+    return judged, Z.backtest(ops, judged, listing), Z.leave_one_origin_out(ops, judged, listing)
+
+
+def test_the_zoos_parses_and_the_exported_record_cases_join_the_backtest(combined, ops):
+    from weftlib.rebuild import zoo_backtest as Z
+
+    judged, rows, _ = combined
+    counts = Z.kinds(judged)
+    assert counts["zoo parses"] >= 40 and counts["record, exporter"] == sum(
+        bool(r.record_case) for r in RECIPES.values()
+    )
+    zoo_rows = [r for r in rows if str(r["source"]).startswith("ZOO ")]
+    assert {r["arch"] for r in zoo_rows} <= {"hailo10h", "hailo15h"} and all(str(r["dfc"])[0] == "5" for r in zoo_rows)
+    assert {r["origin"] for r in zoo_rows} == {ops.origin("USDA")}
+    assert {r["graph"] for r in rows if r["case"] == "benchy-yolov8-det-530"} == {"exporter"}
+
+
+def test_in_sample_every_judged_case_agrees(combined):
+    from weftlib.gate.predict import backtest as B
+    from weftlib.rebuild import zoo_backtest as Z
+
+    _, rows, held = combined
+    figures = Z.targets(B.agreement(rows), Z.by_origin(held)["all origins"])
+    assert Z.unmet(figures, "agreement") == [], figures
+
+
+def test_coverage_does_not_fall_below_what_it_is(combined):
+    """Floors at the figures measured when the zoo joined (in sample 0.80, held out 0.49): a guard against
+    regress, not the target (the next test)."""
+    from weftlib.gate.predict import backtest as B
+    from weftlib.rebuild import zoo_backtest as Z
+
+    _, rows, held = combined
+    assert B.agreement(rows)["coverage"] >= 0.8
+    assert Z.by_origin(held)["all origins"]["coverage"] >= 0.48
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason="issue 42's coverage targets are not met honestly: the unjudged cases rest on rules no DFC 5.3.0 run "
+    "shows (gather_constant_index, batch_axis_windows, channels_last_transpose_nchw, ...), and the zoo's own parses "
+    "are DFC 5.2.0, another 5.x than the target's, which the ladder shows and never lets decide alone",
+)
+def test_coverage_meets_issue_42s_targets(combined):
+    from weftlib.gate.predict import backtest as B
+    from weftlib.rebuild import zoo_backtest as Z
+
+    _, rows, held = combined
+    assert Z.unmet(Z.targets(B.agreement(rows), Z.by_origin(held)["all origins"]), "coverage") == []
+
+
+def test_holding_the_vendor_out_removes_its_zoo_and_its_tables(combined, ops):
+    from weftlib.rebuild import zoo_backtest as Z
+
+    judged, rows, held = combined
+    vendor = ops.origin("ZOO x")
+    in_sample = {r["case"]: r["agreement"] for r in rows}
+    held_out = {r["case"]: r["agreement"] for r in held if r["held out"] == vendor}
+    assert set(held_out) == {n for n, j in judged.items() if j.case.source.startswith("ZOO ")}
+    # without the vendor's tables, ops only the tables vouch for go unjudged: fewer zoo cases agree
+    assert sum(a == "agrees" for a in held_out.values()) < sum(in_sample[n] == "agrees" for n in held_out)
+    assert Z.by_origin(held)[vendor]["disagrees"] == 0

@@ -27,12 +27,16 @@ from ..record.public_record import BUILDERS
 from ..record.standing import op_key, op_standing, reach, rule_standing
 from ..vocabulary import Agreement, GateVerdict, Outcome, Prediction, Reach, Seen
 from .device import graph_limits
-from .nodes import predict
+from .nodes import GraphPrediction, predict
 
 
 def judge(case: Case, model: onnx.ModelProto, ops: DeviceOps) -> dict[str, object]:
     """One row: the gate's verdict on the rebuilt `case`, and whether it agrees with the recorded outcome."""
-    prediction = predict(index_model(model), ops)
+    return row(case, predict(index_model(model), ops), ops)
+
+
+def row(case: Case, prediction: GraphPrediction, ops: DeviceOps) -> dict[str, object]:
+    """`judge`'s row from a prediction already made (the graph may be a hand-built one or an exporter's)."""
     where = reach_of(case, ops)
     refused_nodes = {f.node for f in prediction.refused()}
     named = sorted({f"{f.subject} @ {f.node}" for f in prediction.findings})
