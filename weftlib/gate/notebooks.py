@@ -56,6 +56,33 @@ class GateRecord(RecordModel):
         float, "the gate's agreement, leave one origin out (share of the judged cases)"
     )
     public_record_looo_coverage = Metric(float, "the share of cases the gate judges at all, leave one origin out")
+    exported_backtest_by_origin = Metric(dict)
+    exported_backtest_in_sample = Metric(dict)
+    exported_backtest_kinds = Metric(dict)
+    exported_backtest_cases = Metric(list)
+    exported_backtest_held_out_cases = Metric(list)
+    exported_backtest_targets = Metric(list)
+    exported_backtest_unjudged_causes = Metric(dict)
+    exported_in_sample_agreement = Metric(
+        float,
+        "the gate with the exporters' graphs, the zoo one origin: in sample, agreement (share of the judged cases)",
+        nullable=True,
+    )
+    exported_in_sample_coverage = Metric(
+        float,
+        "the gate with the exporters' graphs, the zoo one origin: in sample, coverage (share of the cases judged)",
+    )
+    exported_looo_agreement = Metric(
+        float,
+        "the gate with the exporters' graphs, the zoo one origin: each origin held out, agreement (share of the judged cases)",
+        nullable=True,
+    )
+    exported_looo_coverage = Metric(
+        float,
+        "the gate with the exporters' graphs, the zoo one origin: each origin held out, coverage (share of the cases judged)",
+    )
+    narrowing_changes = Metric(list)
+    narrowing_verdicts_changed = Metric(dict, "graphs whose verdict the narrowing of the rules changed (before -> now)")
     limits_on_public_parses = Metric(list)
     refusals_on_nearest_parses = Metric(list)
     allowlist_size = Metric(int)
