@@ -13,10 +13,11 @@ import onnx
 import pytest
 import torch
 
+from weftlib.gate.compiler.dfc_target import default_arch
 from weftlib.gate.fix import fix_model, write_fix
 from weftlib.gate.graphs import Builder
 from weftlib.gate.record import public_record
-from weftlib.gate.run import fixing
+from weftlib.gate.run import fixing, gating
 from weftlib.gate.run_graphs import (
     UNKNOWN,
     GraphIdentity,
@@ -77,6 +78,19 @@ def test_the_kind_follows_the_parity_file_whatever_the_graph_is_named(tmp_path):
     assert fixing.faithful(renamed, skip=["x__variant"]) == []
 
 
+def test_06s_answer_graphs_are_held_to_their_identities_a_faithful_graph_first_then_its_variants(tmp_path):
+    from weftlib.gate.run import cutting
+
+    faithful, variant = _graph(tmp_path, "16p2_shift", FAITHFUL), _graph(tmp_path, "image_16p2", VARIANT)
+    user = _graph(tmp_path, "attn", None)
+    models = [faithful, variant, user]
+    right = {"attention": ["16p2_shift", "image_16p2"], "a user's": ["attn"], "absent": ["nowhere"]}
+    assert cutting.answer_models(models, right) == {"16p2_shift": faithful, "image_16p2": variant, "attn": user}
+    assert cutting.misplaced({"16p2_shift": faithful, "image_16p2": variant}, right) == []
+    with pytest.raises(ValueError, match=r"image_16p2 is variant \(02, 16\^2, of 16p2_shift\), not faithful"):
+        cutting.answer_models(models, {"attention": ["image_16p2", "16p2_shift"]})
+
+
 def test_a_graph_of_unknown_identity_is_still_gated_and_says_so(tmp_path, ops):
     from weftlib.gate import device_gate, gate_table
 
@@ -87,6 +101,8 @@ def test_a_graph_of_unknown_identity_is_still_gated_and_says_so(tmp_path, ops):
     table = gate_table(results, tmp_path)
     assert list(table["graph"]) == [UNKNOWN, "faithful (02, shift, 16^2)"]
     assert table["torch vs onnxruntime"].iloc[0] == "no export check"
+    _, copies = gating.pack_models([user, ours], tmp_path / "pack", default_arch())  # what 05 gates: the pack's copies
+    assert [identity(c) for c in copies] == [None, FAITHFUL] and fixing.faithful(copies) == ["16p2_shift"]
 
 
 def test_an_identity_is_checked_when_made_and_when_read(tmp_path):
