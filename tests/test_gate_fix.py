@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from pathlib import Path
 
 import numpy as np
 import onnx
@@ -281,7 +280,12 @@ def test_the_command_writes_the_fixed_graph_and_its_record(tmp_path, capsys):
     path = _save(tmp_path, public_record.BUILDERS["clef-expand"](), "clef_expand")
     out = tmp_path / "fixed"
     assert main(["fix", str(path), "--out", str(out)]) == 0
-    assert sorted(p.name for p in out.iterdir()) == [".weftlib-folder.json", "clef_expand.fixed.onnx", "fix.json"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".weftlib-folder.json",
+        "clef_expand.fixed.onnx",
+        "clef_expand.fixed.parity.json",  # its identity: fixed, of clef_expand
+        "fix.json",
+    ]
     (out / "notes.txt").write_text("mine")  # the suite's folder rule: a second fix into it keeps a user's file
     assert main(["fix", str(path), "--out", str(out)]) == 0 and (out / "notes.txt").read_text() == "mine"
     record = json.loads((out / "fix.json").read_text())
@@ -351,6 +355,7 @@ def test_write_fix_follows_the_suites_folder_rule(tmp_path, ops):
     assert path == out / "clef_expand.fixed.onnx" and sorted(p.name for p in out.iterdir()) == [
         ".weftlib-folder.json",
         "clef_expand.fixed.onnx",
+        "clef_expand.fixed.parity.json",
         "fix.json",
         "notes.txt",
     ]
@@ -401,18 +406,28 @@ def test_the_notebook_tables_fix_each_named_graph_and_compare_it_with_a_variant(
     assert fix_tables.holds([{**compared[0], "fixed": "fail"}])
 
 
-def test_the_faithful_graphs_of_a_run_are_told_from_the_variants_by_the_names_their_notebooks_give():
+def test_each_exporter_writes_faithful_only_for_the_model_as_written_or_with_a_formulation_swapped():
+    from types import SimpleNamespace
+
+    from torch import nn
+
     from weftlib.attention import naf_variants, neighborhood
     from weftlib.dit import variants as dit_variants
-    from weftlib.gate.run import fixing as tables
-    from weftlib.sparse import conv
+    from weftlib.gate.vocabulary import GraphKind
+    from weftlib.sparse import conv, exports
 
-    assert set(tables.FORMULATIONS) == set(neighborhood.METHODS) | set(conv.SPARSE_METHODS)
-    plan = [dit_variants.variant_name(layout, changes) for layout, changes in dit_variants.variant_plan()]
-    dit = {name: Path(dit_variants.onnx_name(name)).stem for name in plan}
-    assert [name for name, stem in dit.items() if tables.is_faithful(stem)] == ["faithful"]
+    dit = {
+        name: dit_variants.identity(
+            dit_variants.Variant(name, nn.Identity(), (), changes, "", SimpleNamespace(resolution=4), layout), prefix
+        )
+        for prefix in ("dit", "dit_upstream")
+        for layout, changes in dit_variants.variant_plan()
+        for name in [dit_variants.variant_name(layout, changes)]
+    }
+    assert [name for name, found in dit.items() if found.kind == GraphKind.FAITHFUL] == ["faithful"]
+    assert {found.variant_of for found in dit.values()} - {""} == {"dit_upstream_faithful"}  # the last prefix's
     naf = {
-        (graph, variant): naf_variants.stem(graph, variant, method)
+        (graph, variant, method): naf_variants.identity(graph, variant, method, "192x192")
         for graph, named in (
             (naf_variants.UPSAMPLER, naf_variants.UPSAMPLER_VARIANTS),
             (naf_variants.LAYER, naf_variants.LAYER_VARIANTS),
@@ -420,12 +435,14 @@ def test_the_faithful_graphs_of_a_run_are_told_from_the_variants_by_the_names_th
         for variant in named
         for method in neighborhood.METHODS
     }
-    assert {variant for (_, variant), stem in naf.items() if tables.is_faithful(stem)} == {"faithful"}
-    others = ["16p2_shift", "naf_512_lowres", "conv_im2col", "conv_scatter", "dit_upstream_faithful"]
-    layouts = ["image_16p2", "conv_gathered", "conv_dense_2d", "naf_device", "naf_attention_image", "attn"]
-    assert all(tables.is_faithful(s) for s in others) and not any(tables.is_faithful(s) for s in layouts)
-    models = [Path(f"{s}.onnx") for s in [*layouts, *others]]
-    assert tables.faithful(models, skip=["conv_scatter"]) == [s for s in others if s != "conv_scatter"]
+    assert {variant for (_, variant, _), found in naf.items() if found.kind == GraphKind.FAITHFUL} == {"faithful"}
+    assert all(
+        found.variant_of == naf_variants.stem(graph, "faithful", method)
+        for (graph, variant, method), found in naf.items()
+        if variant != "faithful"
+    )
+    sparse = {m: exports.identity(m, "64 voxels").kind for m in conv.METHODS if m != "compact"}
+    assert sparse == {"dense": GraphKind.VARIANT} | {m: GraphKind.FAITHFUL for m in conv.SPARSE_METHODS}
 
 
 def _rank5_input() -> onnx.ModelProto:

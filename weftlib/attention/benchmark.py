@@ -34,6 +34,8 @@ import torch
 
 from weftlib import measure
 from weftlib.formatting import error_sentence
+from weftlib.gate.run_graphs import GraphIdentity
+from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import export as onnx_export
 
 from . import calls
@@ -325,7 +327,8 @@ def _measure_export(
     settings: Settings,
 ) -> dict[str, Any]:
     """One formulation exported to `settings.folder` and its onnxruntime row (or the row saying the export failed)."""
-    path = settings.folder / f"{geom.name.replace('^', 'p')}_{method}.onnx"
+    path = settings.folder / f"{geom.graph_stem(method)}.onnx"
+    identity = GraphIdentity(GraphNotebook.ATTENTION, GraphKind.FAITHFUL, method, geom.name)
     args = method_args(geom, method, inputs)
     try:
         rep = onnx_export.export(
@@ -334,6 +337,7 @@ def _measure_export(
             path,
             input_names=["q", "k", "v"],
             output_names=["out"],
+            identity=identity.as_json(),
         )
     except (onnx_export.ExportError, MemoryError) as exc:
         return _row(geom, method, "onnxruntime", status=f"export failed: {error_sentence(str(exc))[:200]}")

@@ -17,6 +17,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from weftlib.gate.run_graphs import GraphIdentity
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport
 
@@ -77,15 +78,25 @@ def export_attention(
     path: str | os.PathLike,
     *,
     atol: float = 1e-4,
+    identity: GraphIdentity | None = None,
 ) -> LayoutExport:
-    """Export `na2d(q, k, v, method)` with image inputs; compare the layout with `attention.na2d` first."""
+    """Export `na2d(q, k, v, method)` with image inputs; compare the layout with `attention.na2d` first.
+    `identity`: what the graph is, kept in its parity file (None: of unknown identity; no notebook exports it)."""
     heads, kv_heads = q.shape[3], k.shape[3]
     module = NA2dImage(kernel_size, dilation, heads=heads, kv_heads=kv_heads, method=method).eval()
     images = tuple(to_image(t) for t in (q, k, v))
     with torch.no_grad():
         faithful = attention.na2d(q, k, v, kernel_size, dilation, method=method)
         layout = from_image(module(*images), heads)
-    report = onnx_export.export(module, images, path, input_names=["q", "k", "v"], output_names=["out"], atol=atol)
+    report = onnx_export.export(
+        module,
+        images,
+        path,
+        input_names=["q", "k", "v"],
+        output_names=["out"],
+        atol=atol,
+        identity=identity.as_json() if identity is not None else None,
+    )
     return LayoutExport(
         Path(path).stem,
         report,

@@ -42,6 +42,15 @@ class Geometry:
             raise ValueError(f"geometry {self.name!r}: kernel x dilation exceeds size {self.size}")
 
     @property
+    def stem(self) -> str:
+        """The geometry's name as file names carry it ('^' written 'p': 16^2 -> 16p2)."""
+        return self.name.replace("^", "p")
+
+    def graph_stem(self, method: str) -> str:
+        """The stem of the sweep's faithful graph of `method` at this geometry (`benchmark`): `<stem>_<method>`."""
+        return f"{self.stem}_{method}"
+
+    @property
     def tokens(self) -> int:
         return self.size[0] * self.size[1]
 

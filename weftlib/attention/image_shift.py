@@ -36,6 +36,8 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 
+from weftlib.gate.run_graphs import GraphIdentity
+from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport
 from weftlib.workers import map_forked
@@ -291,9 +293,11 @@ def export_image(
     path: str | os.PathLike,
     *,
     atol: float = 1e-4,
+    identity: GraphIdentity | None = None,
 ) -> LayoutExport:
     """Export `na2d_image` (images in, image out); before that, compare it in torch with the `shift`
-    formulation on the same inputs (itself proven equal to natten), recorded as `vs_faithful`."""
+    formulation on the same inputs (itself proven equal to natten), recorded as `vs_faithful`. `identity`: what
+    the graph is, kept in its parity file (`export_image_all` names it; None: of unknown identity)."""
     from .device_layout import from_image
 
     module = NA2dImageShift(kernel_size, dilation, heads=heads).eval()
@@ -304,7 +308,15 @@ def export_image(
         q5, k5, v5 = as_5d
         faithful = attention.na2d(q5, k5, v5, kernel_size, dilation, method="shift")
         image = from_image(module(q, k, v), heads)
-    report = onnx_export.export(module, (q, k, v), path, input_names=["q", "k", "v"], output_names=["out"], atol=atol)
+    report = onnx_export.export(
+        module,
+        (q, k, v),
+        path,
+        input_names=["q", "k", "v"],
+        output_names=["out"],
+        atol=atol,
+        identity=identity.as_json() if identity is not None else None,
+    )
     inputs = {n: tuple(t.shape) for n, t in zip("qkv", (q, k, v))}
     return LayoutExport(Path(path).stem, report, inputs, float((image - faithful).abs().max()))
 
@@ -313,7 +325,8 @@ def export_image_all(
     geometries: Sequence[Any], folder: str | os.PathLike, *, atol: float = 1e-4, workers: int | None = None
 ) -> dict[str, LayoutExport]:
     """`export_image` at each `geometry.Geometry` (k/v on its coarse grid where it has one, NAF's case),
-    written to `folder/image_<geometry>.onnx`; keyed by geometry name. The geometries run `workers` at a
+    written to `folder/image_<geometry>.onnx`, each a variant of the sweep's `shift` graph at its geometry (what
+    it is compared with); keyed by geometry name. The geometries run `workers` at a
     time (`weftlib.workers.map_forked`; default: one per CPU): each export is mostly single-threaded tracing."""
     names = [g.name for g in geometries]
     if len(set(names)) != len(names):
@@ -321,8 +334,10 @@ def export_image_all(
 
     def one(geom: Any) -> LayoutExport:
         images = image_inputs(geom, make_inputs(geom))
-        path = Path(folder) / f"image_{geom.name.replace('^', 'p')}.onnx"
-        return export_image(*images, geom.kernel, geom.dilation, geom.heads, path, atol=atol)
+        path = Path(folder) / f"image_{geom.stem}.onnx"
+        of = geom.graph_stem("shift")
+        identity = GraphIdentity(GraphNotebook.ATTENTION, GraphKind.VARIANT, geometry=geom.name, variant_of=of)
+        return export_image(*images, geom.kernel, geom.dilation, geom.heads, path, atol=atol, identity=identity)
 
     return dict(zip(names, map_forked(one, geometries, workers)))
 

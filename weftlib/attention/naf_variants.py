@@ -21,6 +21,8 @@ import torch
 from torch import nn
 
 from weftlib import console
+from weftlib.gate.run_graphs import GraphIdentity
+from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import compare, origins
 from weftlib.onnx_core import export as onnx_export
 from weftlib.workers import map_forked
@@ -48,6 +50,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
     "rope": ("Cos", "Sin", "Tile", "Neg"),
     "resize": ("GatherND",),
 }
+ON_IMAGES = ("device", "image")  # the variants computing the attention on images, in no formulation of natten's
 CONTROL_METHOD = "shift"  # a control's k/v are no longer nearest-upsampled, which 'lowres' itself refuses
 
 
@@ -217,9 +220,19 @@ def stem(graph: str, variant: str, method: str) -> str:
     `naf_attention_<method>` its attention layer; `__<variant>` marks an exact rewrite; the variants that
     compute the attention on images carry no formulation name."""
     base = "naf" if graph == UPSAMPLER else "naf_attention"
-    if variant in ("device", "image"):
+    if variant in ON_IMAGES:
         return f"{base}_{variant}"
     return f"{base}_{method}" + ("" if variant == "faithful" else f"__{variant}")
+
+
+def identity(graph: str, variant: str, method: str, geometry: str) -> GraphIdentity:
+    """What a NAF graph is: the faithful graph with natten swapped for `method`, or a variant of it (the ones on
+    images compute the attention in a layout of their own, so with no formulation of natten's)."""
+    if variant == "faithful":
+        return GraphIdentity(GraphNotebook.ATTENTION, GraphKind.FAITHFUL, method, geometry)
+    formulation = "" if variant in ON_IMAGES else method
+    of = stem(graph, "faithful", method)
+    return GraphIdentity(GraphNotebook.ATTENTION, GraphKind.VARIANT, formulation, geometry, variant_of=of)
 
 
 def export_variants(
@@ -252,10 +265,16 @@ def export_variants(
                 build(), *args, reference=reference
             )
     one = functools.partial(
-        _export_one, folder=Path(folder), method=method, reference=reference, atol=atol, references=references
+        _export_one,
+        folder=Path(folder),
+        method=method,
+        reference=reference,
+        atol=atol,
+        references=references,
+        geometry="x".join(map(str, prepared.size)),
     )
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
-    heavy_first = sorted(todo, key=lambda job: job[4] not in ("device", "image"))
+    heavy_first = sorted(todo, key=lambda job: job[4] not in ON_IMAGES)
     bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
@@ -298,8 +317,10 @@ def _export_one(
     reference: str,
     atol: float,
     references: dict[tuple, torch.Tensor],
+    geometry: str,
 ) -> VariantExport:
-    """One variant built, compared with its reference output, and exported (natten swapped for `method`)."""
+    """One variant built, compared with its reference output, and exported (natten swapped for `method`), its
+    identity written beside it (`identity`)."""
     graph, build, args, names, variant, changes = job
     module = build(changes).eval()
     ran = _run(module, args, method)
@@ -313,6 +334,7 @@ def _export_one(
             output_names=["upsampled" if graph == UPSAMPLER else "out"],
             atol=atol,
             outputs=ran,  # the forward just compared with the reference: the export's own check reuses it
+            identity=identity(graph, variant, method, geometry).as_json(),
         )
     return VariantExport(graph, variant, tuple(changes), report, vs)
 

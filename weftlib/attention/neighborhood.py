@@ -19,7 +19,7 @@ from torch import Tensor, nn
 from . import formulations
 from .formulations import Pair
 
-METHODS = ("masked", "gather", "matmul", "shift", "lowres")
+METHODS = tuple(formulations.FORMULATIONS)  # the formulations' names, defined once with them
 
 
 # ---------------------------------------------------------------------------------------------- checks

@@ -19,6 +19,8 @@ from typing import Any
 import torch
 from torch import nn
 
+from weftlib.gate.run_graphs import GraphIdentity
+from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import export as onnx_export
 
 from .layouts import LAYOUTS, HostTimestep, TokensLayout, from_tokens, host_timestep_features, image_layout, to_tokens
@@ -165,10 +167,21 @@ def onnx_name(variant_name: str, prefix: str = "dit") -> str:
     return f"{prefix}_{variant_name.replace('+', '__')}.onnx"
 
 
+def identity(variant: Variant, prefix: str = "dit") -> GraphIdentity:
+    """What a DiT graph is: the faithful model (`variant_plan`'s first, the model's own layout, no change), or an
+    exact variant of the faithful graph exported with the same `prefix`."""
+    geometry = f"{int(variant.flow.resolution)}^3"
+    if variant.layout == "model" and not variant.changes:
+        return GraphIdentity(GraphNotebook.DIT, GraphKind.FAITHFUL, geometry=geometry)
+    of = Path(onnx_name(variant_name("model", ()), prefix)).stem
+    return GraphIdentity(GraphNotebook.DIT, GraphKind.VARIANT, geometry=geometry, variant_of=of)
+
+
 def export_variant(
     variant: Variant, folder: str | Path, *, prefix: str = "dit", opset: int = 17, atol: float = 1e-4
 ) -> onnx_export.ExportReport:
-    """Export one variant under its patches with `weftlib.onnx_core.export` to `<folder>/<onnx_name>`."""
+    """Export one variant under its patches with `weftlib.onnx_core.export` to `<folder>/<onnx_name>`, its
+    identity (`identity`) kept in its parity file."""
     with variant.patches():
         return onnx_export.export(
             variant.module,
@@ -178,4 +191,5 @@ def export_variant(
             output_names=list(OUTPUT_NAMES),
             opset=opset,
             atol=atol,
+            identity=identity(variant, prefix).as_json(),
         )

@@ -59,12 +59,13 @@ from .compiler.probes import write_probes
 from .cut.partition import WHOLE_FILE, PartitionError, write_partition
 from .cut.segments import TOLERANCE
 from .estimate.calibration import zoo_calibration
-from .fix import FixError, fix_model, write_fix
+from .fix import FIXED_SUFFIX, FixError, fix_model, write_fix
 from .folder_swap import signals_as_ctrl_c
 from .pages import command_lines as closing
 from .pages.cut_sentences import estimate_lines
 from .predict.summary_lines import finding_lines, static_nodes_of
 from .run.cutting import estimate_cuts
+from .run_graphs import kind_label
 from .vocabulary import DfcVerdict, FolderKind, PairVerdict, Side
 
 
@@ -140,6 +141,7 @@ def _device(args: argparse.Namespace) -> int:
     print(
         f"{result.verdict.upper()}: {args.model} ({result.nodes} nodes, IR {result.ir_version}, opset {result.opset})"
     )
+    print(f"  graph: {kind_label(args.model)}")  # what its exporter says it is (`run_graphs.GraphIdentity`)
     static = static_nodes_of(args.model)  # constants and shape arithmetic, listed as one line
     closing.print_lines(finding_lines(result, static))
     for problem in result.problems:
@@ -201,7 +203,7 @@ def _pair(args: argparse.Namespace) -> int:
     return 0 if result.verdict == PairVerdict.HELD else 1
 
 
-WRITTEN_FROM_MODEL = {FolderKind.FIX: ".fixed.onnx", FolderKind.PARTITION: ".00.device.onnx"}  # after its stem
+WRITTEN_FROM_MODEL = {FolderKind.FIX: FIXED_SUFFIX, FolderKind.PARTITION: ".00.device.onnx"}  # after its stem
 BUILD_NAME = 40  # what the build folder's name adds to the target's: `.<name>.build-<pid>-<random>`
 
 

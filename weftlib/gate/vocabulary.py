@@ -221,3 +221,20 @@ class PaysOff(StrEnum):
     WITHIN_ERROR = "within the error"  # the host alone lies inside the band
     CONTENDED = "not judged: contended"  # the host's times were taken while other work held the cores
     NO_DEVICE = "nothing on the device"  # the cut has no device segment
+
+
+class GraphKind(StrEnum):
+    """What an exported graph is, as its exporter wrote it in the graph's parity file (`run_graphs.GraphIdentity`):
+    the gate fixes the faithful graphs and sets each beside its variants, never guessing from a file name."""
+
+    FAITHFUL = "faithful"  # the model as written, or natten or the sparse convolution swapped for a formulation
+    VARIANT = "variant"  # an exact rewrite by hand of a faithful graph: a layout, a NAF variant, DiT's tokens+<change>
+    FIXED = "fixed"  # `gate fix`'s exact rewrite of a graph, proven equal to it
+
+
+class GraphNotebook(StrEnum):
+    """The notebooks whose graphs the gate reads (05, 06), each named once for the identity its exports write."""
+
+    ATTENTION = "02_export_attention"
+    SPARSE = "03_sparse_conv_memory"
+    DIT = "04_export_dit_block"

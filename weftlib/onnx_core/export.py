@@ -27,7 +27,7 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -37,7 +37,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from . import inventory
+from . import inventory, parity
 from . import opset as onnx_opset
 from .compare import max_abs_diff
 from .runtime import session
@@ -76,6 +76,7 @@ class ExportReport:
     input_shapes: dict[str, list[int]] = field(default_factory=dict)
     output_shapes: dict[str, list[int]] = field(default_factory=dict)
     export_seconds: float = 0.0
+    identity: dict[str, str] | None = None  # what the graph is (`gate.run_graphs.GraphIdentity`); None: unknown
 
     @property
     def node_count(self) -> int:
@@ -345,6 +346,7 @@ def export(
     opset: int = 17,
     atol: float = 1e-4,
     outputs: Any = None,
+    identity: Mapping[str, str] | None = None,
 ) -> ExportReport:
     """Export `module` at the fixed shapes of `args` to one ONNX file at `path` and check it.
 
@@ -352,6 +354,8 @@ def export(
     `parity_ok` says whether onnxruntime matched torch within `atol` (a measurement, not an error).
     `outputs`: what `module(*args)` already returned in eval mode without gradients (at NAF's geometry a
     forward is seconds; the caller that compared it with a reference need not pay for it twice).
+    `identity`: what the graph is (`gate.run_graphs.GraphIdentity.as_json`), kept in its parity file for the gate;
+    None leaves it of unknown identity, as a user's ONNX is.
     """
     target, ins, outs = _check_export_args(module, args, path, input_names, output_names, opset, atol)
     if outputs is not None and module.training:
@@ -375,25 +379,21 @@ def export(
         raise ExportError(f"onnxruntime could not run the exported graph: {type(exc).__name__}: {exc}") from exc
     os.replace(tmp, target)
     report = _describe(proto, target, atol, max_abs_diff(expected, actual), seconds)
+    report.identity = dict(identity) if identity is not None else None
     write_parity(report)
     return report
 
 
 def parity_path(onnx_path: str | os.PathLike) -> Path:
-    """Where the numeric check of an exported file is kept: `<stem>.parity.json` beside it."""
-    return Path(onnx_path).with_suffix(".parity.json")
+    """Where the numeric check of an exported file is kept: `<stem>.parity.json` beside it (`parity.path`)."""
+    return parity.path(onnx_path)
 
 
 def write_parity(report: ExportReport) -> Path:
-    """Keep the torch-versus-onnxruntime check next to the file, so the device gate (which reads ONNX
-    files and never the torch model) can include it."""
-    import json
-
-    target = parity_path(report.path)
-    target.write_text(
-        json.dumps({"max_abs_diff": float(report.max_abs_diff), "atol": report.atol, "parity_ok": report.parity_ok})
-    )
-    return target
+    """Keep the torch-versus-onnxruntime check and the graph's identity next to the file, so the device gate
+    (which reads ONNX files and never the torch model) can include the one and read the other."""
+    check = {"max_abs_diff": float(report.max_abs_diff), "atol": report.atol, "parity_ok": report.parity_ok}
+    return parity.write(report.path, check, report.identity)
 
 
 # ----------------------------------------------------------------------------------- as-written attempt

@@ -30,8 +30,8 @@ from .method_choice import auto_chunk_rows, choose_method
 from .neighbours import check_coords, check_kernel_size
 from .pairs import Rulebook
 
-METHODS = ("dense", "im2col", "accumulate", "scatter", "compact")
 SPARSE_METHODS = ("im2col", "accumulate", "scatter")  # the sparse methods that export with static shapes
+METHODS = ("dense", *SPARSE_METHODS, "compact")
 AUTO = "auto"
 DEFAULT_DENSE_BUDGET = 8 << 30  # bytes the dense method may allocate before it refuses
 

@@ -14,6 +14,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from weftlib.gate.run_graphs import GraphIdentity
+from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core.layout import LayoutExport, layout_table
 
@@ -116,27 +118,42 @@ def export_gathered_conv(
     atol: float = 1e-4,
 ) -> LayoutExport:
     """Export the device half on the rows the host gathered from (feats, nbr); compare it with
-    `weftlib.sparse.submanifold_conv3d(method)` on the same voxels first."""
+    `weftlib.sparse.submanifold_conv3d(method)` on the same voxels first. The graph is a variant of the faithful
+    layer whose method gathers the same rows (`exports.ROWS_METHOD`)."""
     from . import conv as sparse
+    from .exports import ROWS_METHOD, conv_stem
 
     rows = rows_as_image(gather_rows(feats, nbr))
     module = GatheredConv(weight, bias).eval()
     with torch.no_grad():
         layout = image_as_rows(module(rows))
         faithful = sparse.submanifold_conv3d(feats, nbr, weight, bias, method=method)
-    report = onnx_export.export(module, (rows,), path, input_names=["rows"], output_names=["out"], atol=atol)
+    of = conv_stem(ROWS_METHOD)
+    identity = GraphIdentity(
+        GraphNotebook.SPARSE, GraphKind.VARIANT, geometry=f"{feats.shape[0]} voxels", variant_of=of
+    )
+    report = onnx_export.export(
+        module, (rows,), path, input_names=["rows"], output_names=["out"], atol=atol, identity=identity.as_json()
+    )
     return LayoutExport(Path(path).stem, report, {"rows": tuple(rows.shape)}, float((layout - faithful).abs().max()))
 
 
 def export_dense_as_2d(
     grid: Tensor, weight: Tensor, bias: Tensor | None, path: str | os.PathLike, *, atol: float = 1e-4
 ) -> LayoutExport:
-    """Export the densify route's Conv with the depth folded into channels; compare with conv3d first."""
+    """Export the densify route's Conv with the depth folded into channels; compare with conv3d first. The graph
+    is a variant of the densify route's own (`exports.export_dense`)."""
+    from .exports import conv_stem
+
     depth = grid.shape[2]
     module = DenseConvAs2d(weight, bias, depth).eval()
     folded = fold_depth(grid)
     with torch.no_grad():
         layout = module(folded)
         faithful = fold_depth(torch.nn.functional.conv3d(grid, weight, bias, padding=weight.shape[2] // 2))
-    report = onnx_export.export(module, (folded,), path, input_names=["grid"], output_names=["out"], atol=atol)
+    geometry, of = "x".join(map(str, grid.shape[2:])), conv_stem("dense")
+    identity = GraphIdentity(GraphNotebook.SPARSE, GraphKind.VARIANT, "dense", geometry, variant_of=of)
+    report = onnx_export.export(
+        module, (folded,), path, input_names=["grid"], output_names=["out"], atol=atol, identity=identity.as_json()
+    )
     return LayoutExport(Path(path).stem, report, {"grid": tuple(folded.shape)}, float((layout - faithful).abs().max()))

@@ -20,6 +20,27 @@ from .conv import SPARSE_METHODS, submanifold_conv3d
 if TYPE_CHECKING:
     import pandas as pd
 
+    from weftlib.gate.run_graphs import GraphIdentity
+
+ROWS_METHOD = "im2col"  # the sparse method that gathers each voxel's neighbour rows: what the other routes rewrite
+
+
+def conv_stem(method: str) -> str:
+    """The stem of a method's exported graph: `conv_<method>` (`dense` the densify route's device half)."""
+    return f"conv_{method}"
+
+
+def identity(method: str, geometry: str) -> GraphIdentity:
+    """What a graph of 03 is: a sparse method's graph is the faithful layer with the sparse convolution swapped for
+    that method; the densify route's (`dense`) a variant of it, taking the dense grid for the voxels."""
+    from weftlib.gate.run_graphs import GraphIdentity
+    from weftlib.gate.vocabulary import GraphKind, GraphNotebook
+
+    if method in SPARSE_METHODS:
+        return GraphIdentity(GraphNotebook.SPARSE, GraphKind.FAITHFUL, method, geometry)
+    of = conv_stem(ROWS_METHOD)
+    return GraphIdentity(GraphNotebook.SPARSE, GraphKind.VARIANT, method, geometry, variant_of=of)
+
 
 class SubmanifoldConv3d(nn.Module):
     """One sparse method as a module taking (feats, nbr), so it exports with the kernel map as a graph input.
@@ -70,10 +91,11 @@ def export_methods(
         m: onnx_export.export(
             SubmanifoldConv3d(weight, bias, m),
             (feats, nbr),
-            Path(folder) / f"conv_{m}.onnx",
+            Path(folder) / f"{conv_stem(m)}.onnx",
             input_names=["feats", "nbr"],
             output_names=["out"],
             atol=atol,
+            identity=identity(m, f"{feats.shape[0]} voxels").as_json(),
         )
         for m in methods
     }
@@ -119,8 +141,9 @@ def export_dense(
     return onnx_export.export(
         DenseConv3d(weight, bias),
         (grid,),
-        Path(folder) / "conv_dense.onnx",
+        Path(folder) / f"{conv_stem('dense')}.onnx",
         input_names=["grid"],
         output_names=["out"],
         atol=atol,
+        identity=identity("dense", "x".join(map(str, grid.shape[2:]))).as_json(),
     )

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -23,10 +22,12 @@ from pathlib import Path
 import numpy as np
 import onnx
 
+from ...onnx_core import parity
 from ..folder_swap import building
 from ..predict.device import device_gate
 from ..predict.graph_checks import proof_problem
 from ..record.allowlist import DeviceOps, load_device_ops
+from ..run_graphs import fixed_identity, identity
 from ..vocabulary import FolderKind
 from .base import ExactRewrite
 from .exact import exact_reference
@@ -37,6 +38,8 @@ from .reach import nested_nodes
 from .report import Fix, interface, unanswered
 from .sets import mismatch
 from .valid import at_ir, refusal
+
+FIXED_SUFFIX = ".fixed.onnx"  # `write_fix`'s name for a fixed graph, after the original's stem
 
 
 class FixError(ValueError):
@@ -133,23 +136,26 @@ def _prove(
 def write_fix(fix: Fix, out: str | os.PathLike) -> Path | None:
     """`out/<stem>.fixed.onnx` and `out/fix.json`, written by the suite's folder rule (`folder_swap.building`:
     swapped in whole, only over a folder of the same kind, a user's files and the input model kept); returns
-    the fixed graph's path, with the original's export check (`<stem>.parity.json`) beside it where there is one
-    (the graphs compute the same in onnxruntime, so it holds for both). A fix whose graph is not offered (`Fix.offered`: unproven, refuted, invalid) writes
+    the fixed graph's path, with its parity file beside it (`<stem>.parity.json`): the original's export check where
+    there is one (the graphs compute the same in onnxruntime, so it holds for both) and the fixed graph's identity,
+    `fixed` of the original (`run_graphs.fixed_identity`: the original's notebook, formulation and geometry). A fix whose graph is not offered (`Fix.offered`: unproven, refuted, invalid) writes
     `fix.json` alone, saying why, and returns None; a fix with no rewrite writes nothing and returns None."""
     if not fix.rewrites:
         return None
-    name = f"{Path(fix.source).stem}.fixed.onnx" if fix.offered else None
-    check = Path(fix.source).with_suffix(".parity.json")
+    name = f"{Path(fix.source).stem}{FIXED_SUFFIX}" if fix.offered else None
+    original = parity.read(fix.source) or {}  # proven equal in onnxruntime: the original's export check holds too
+    fixed = fixed_identity(identity(fix.source), Path(fix.source).stem)
     with building(Path(out), FolderKind.FIX, inputs=[fix.source]) as folder:
         if name is not None:
             onnx.save(fix.fixed, folder / name)
-            if check.is_file():  # proven equal in onnxruntime: the original's export check holds for it too
-                shutil.copyfile(check, (folder / name).with_suffix(".parity.json"))
+            check = {key: original[key] for key in parity.CHECK_KEYS} if set(parity.CHECK_KEYS) <= set(original) else {}
+            parity.write(folder / name, check, fixed.as_json())
         (folder / "fix.json").write_text(json.dumps(fix.as_json(name), indent=2) + "\n")
     return Path(out) / name if name is not None else None
 
 
 __all__ = [
+    "FIXED_SUFFIX",
     "RELATIVE",
     "Applied",
     "ExactRewrite",

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from ..cut.segments import Partition
 from ..fix import Fix
-from ..run.fixing import FIXED
+from ..run_graphs import fixed_of
 from ..vocabulary import GateVerdict
 
 NO_RULE = "none"  # what a row names when no rule is left
@@ -74,9 +74,10 @@ def holds(rows: list[dict]) -> list[dict]:
 def coverage_rows(
     before: Mapping[Path, Partition], after: Mapping[Path, Partition], fixes: Iterable[str]
 ) -> list[dict[str, object]]:
-    """Per fixed graph: the device's share of the nodes and MACs cut as exported and cut after the fix."""
+    """Per fixed graph: the device's share of the nodes and MACs cut as exported and cut after the fix (each fixed
+    graph set beside the one its identity says it fixes, `run_graphs.fixed_of`)."""
     original = {p.stem: part for p, part in before.items()}
-    fixed = {p.name.removesuffix(FIXED): part for p, part in after.items()}
+    fixed = {fixed_of(p): part for p, part in after.items()}
     rows = []
     for stem in fixes:
         old, new = original[stem].coverage, fixed[stem].coverage

@@ -19,7 +19,7 @@ from ..predict.device import GateResult
 from ..record.allowlist import DeviceOps
 from ..record.standing import worst
 from ..run.gating import BASIS_DFC, BASIS_PREDICTION
-from ..run_graphs import graph_label
+from ..run_graphs import graph_label, kind_label
 from ..vocabulary import Agreement, GateVerdict, Listing, Prediction, Subject
 
 if TYPE_CHECKING:
@@ -30,13 +30,14 @@ BY_AGREEMENT = (Agreement.AGREES, Agreement.UNJUDGED, Agreement.DISAGREES)  # `b
 
 
 def gate_table(results: dict[Path, GateResult], root: str | os.PathLike) -> pd.DataFrame:
-    """One row per graph: the gate's verdict, its inputs, the rules and ops refused or unjudged, its size and
-    export check."""
+    """One row per graph: what its exporter says it is (`run_graphs.kind_label`: unknown for a user's ONNX), the
+    gate's verdict, its inputs, the rules and ops refused or unjudged, its size and export check."""
     import pandas as pd
 
     rows = [
         {
             "model": graph_label(path, root),
+            "graph": kind_label(path),
             "gate": r.verdict.upper(),
             "inputs": ", ".join(f"{n} {list(s)}" for n, s in r.inputs),
             "refused": ", ".join(sorted({f.subject for f in r.findings if f.prediction == Prediction.REFUSED})),

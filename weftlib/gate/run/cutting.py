@@ -31,7 +31,8 @@ from ..estimate.host_time import REPEATS, host_times
 from ..estimate.payoff import CutEstimate, estimate_cut
 from ..predict.nodes import GraphPrediction, predict
 from ..record.allowlist import DeviceOps
-from ..vocabulary import DfcVerdict, FailureCause, PaysOff, SegmentVerdict, Side
+from ..run_graphs import identity
+from ..vocabulary import DfcVerdict, FailureCause, GraphKind, PaysOff, SegmentVerdict, Side
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
 
@@ -194,9 +195,27 @@ def host_ops(part: Partition, model: Path) -> dict[str, int]:
 
 
 def answer_models(models: Sequence[Path], answer_graphs: Mapping[str, Sequence[str]]) -> dict[str, Path]:
-    """Stem -> model for every graph `answer_graphs` names (question -> stems) that this run exported."""
+    """Stem -> model for every graph `answer_graphs` names (question -> stems, its faithful graph first, then its
+    exact variants) that this run exported; a ValueError where a graph's identity says otherwise (`misplaced`)."""
     by_stem = {m.stem: m for m in models}
-    return {stem: by_stem[stem] for stems in answer_graphs.values() for stem in stems if stem in by_stem}
+    named = {stem: by_stem[stem] for stems in answer_graphs.values() for stem in stems if stem in by_stem}
+    wrong = misplaced(named, answer_graphs)
+    if wrong:
+        raise ValueError(f"answer_graphs: a faithful graph first, then its variants; by their identities {wrong}")
+    return named
+
+
+def misplaced(named: Mapping[str, Path], answer_graphs: Mapping[str, Sequence[str]]) -> list[str]:
+    """The graphs `answer_graphs` names out of place by the identity their exporter wrote: a first graph that is
+    not faithful, a later one that is not a variant. A graph of unknown identity (a user's ONNX) is not judged."""
+    wrong = []
+    for stems in answer_graphs.values():
+        for place, stem in enumerate(stems):
+            found = identity(named[stem]) if stem in named else None
+            expected = GraphKind.FAITHFUL if place == 0 else GraphKind.VARIANT
+            if found is not None and found.kind != expected:
+                wrong.append(f"{stem} is {found}, not {expected}")
+    return wrong
 
 
 def absent_graphs(models: Sequence[Path], answer_graphs: Mapping[str, Sequence[str]]) -> list[str]:

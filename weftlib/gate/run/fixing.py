@@ -1,4 +1,5 @@
-"""`gate fix` over a run's graphs, for notebooks 05 and 06: which graphs are faithful exports, each one fixed and
+"""`gate fix` over a run's graphs, for notebooks 05 and 06: which graphs are faithful exports (as each graph's
+exporter wrote in its parity file, `run_graphs.GraphIdentity`; never read from a file name), each one fixed and
 written into its own folder, the fixes the proof offers, and the fixed graphs read back for 06 to cut. The rows
 05 and 06 show of them are `pages.fix_tables`."""
 
@@ -10,30 +11,17 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from ...console import progress as tqdm
-from ..fix import Fix, ProofVerdict, fix_model, write_fix
+from ..fix import FIXED_SUFFIX, Fix, ProofVerdict, fix_model, write_fix
 from ..record.allowlist import DeviceOps
-from ..vocabulary import Prediction
-
-FORMULATIONS = ("masked", "gather", "matmul", "shift", "lowres", "im2col", "accumulate", "scatter")
-"""The formulations a faithful export's stem ends with: natten swapped for one of `attention.neighborhood.METHODS`
-(02: `<geometry>_<method>`, `naf_<method>`, `naf_attention_<method>`) or a sparse method of
-`sparse.conv.SPARSE_METHODS` (03: `conv_<method>`). Those lists live in packages above the gate, which it may not
-import (the layers contract), so a test holds the two lists equal."""
-FIXED = ".fixed.onnx"  # how `write_fix` names a fixed graph: `<stem>.fixed.onnx`
-VARIANT_MARK = "__"  # `<faithful stem>__<variant>`: an exact rewrite (02's NAF variants, 04's `tokens+<change>`)
-
-
-def is_faithful(stem: str) -> bool:
-    """Whether a graph of the run is a faithful export by the name its notebook gives it: the model as
-    written (04: `dit_faithful`, `dit_upstream_faithful`) or with only natten or the sparse convolution
-    swapped for a proven formulation (02, 03). A variant carries `VARIANT_MARK` or a layout's name instead
-    (`image_16p2`, `naf_device`, `conv_gathered`, `dit_tokens`)."""
-    return VARIANT_MARK not in stem and stem.endswith(("_faithful", *(f"_{m}" for m in FORMULATIONS)))
+from ..run_graphs import fixed_of, of_kind
+from ..vocabulary import GraphKind, Prediction
 
 
 def faithful(models: Sequence[Path], skip: Sequence[str] = ()) -> list[str]:
-    """The stems of every faithful graph of the run (`is_faithful`), in the models' order, less `skip`."""
-    return [m.stem for m in models if is_faithful(m.stem) and m.stem not in skip]
+    """The stems of every faithful graph of the run, in the models' order, less `skip`: each graph whose identity
+    says so (the model as written, or with only natten or the sparse convolution swapped for a formulation). A
+    graph of unknown identity (no parity file, a user's ONNX) is gated, but not taken for a faithful export."""
+    return [m.stem for m in of_kind(models, GraphKind.FAITHFUL) if m.stem not in skip]
 
 
 def absent(models: Sequence[Path], stems: Sequence[str]) -> list[str]:
@@ -83,17 +71,19 @@ def unproven(fixes: Mapping[str, Fix]) -> dict[str, dict[str, object]]:
 
 def fixed_paths(fixes: Mapping[str, Fix], folder: str | os.PathLike) -> list[Path]:
     """Where `fix_all` wrote each offered fixed graph."""
-    return [Path(folder) / stem / f"{stem}{FIXED}" for stem, fix in fixes.items() if fix.offered]
+    return [Path(folder) / stem / f"{stem}{FIXED_SUFFIX}" for stem, fix in fixes.items() if fix.offered]
 
 
 def proven_fixed(folder: str | os.PathLike) -> dict[str, Path]:
-    """Stem -> fixed graph, for each fix `fix_all` wrote under `folder` (05's) whose proof held: what 06 cuts,
-    read from each `fix.json` rather than fixed a second time. A missing folder has none."""
+    """Original stem -> fixed graph, for each fix `fix_all` wrote under `folder` (05's) whose proof held: what 06
+    cuts, read from each `fix.json` rather than fixed a second time, each keyed by the graph its identity says
+    it fixes (`run_graphs.fixed_of`). A missing folder has none."""
     out = {}
     for record in sorted(Path(folder).glob("*/fix.json")) if Path(folder).is_dir() else []:
         data = json.loads(record.read_text())
         if data["proof"]["proven"] and data["fixed"]:
-            out[record.parent.name] = record.parent / str(data["fixed"])
+            fixed = record.parent / str(data["fixed"])
+            out[fixed_of(fixed)] = fixed
     return out
 
 
