@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,7 @@ from weftlib.onnx_core import compare, origins
 from weftlib.onnx_core import export as onnx_export
 from weftlib.workers import map_forked
 
-from . import naf
+from . import naf, naf_records
 from . import naf_rewrites as rewrites
 from .swap import swap_natten
 
@@ -117,6 +118,18 @@ def prepare_at(model: nn.Module, low: int, ratio: int, channels: int, *, seed: i
     image = torch.rand(1, 3, *size, generator=torch.Generator().manual_seed(seed))
     features = torch.randn(1, channels, low, low, generator=torch.Generator().manual_seed(seed + 1))
     return prepare(model, size, image, features)
+
+
+def reduced(prepared: Prepared, *, seed: int = 7) -> Prepared | None:
+    """The same model at the smallest grid natten's call takes (low = the kernel size, the ratio and the
+    channels kept), where a fix of the faithful graphs is proven on random sets (`naf_records`); None where the
+    grid is not square or already that small."""
+    low, ratio = prepared.features.shape[-1], prepared.size[0] // prepared.features.shape[-1]
+    small = max(prepared.layer.kernel_size)
+    if prepared.features.shape[-2] != low or prepared.size != (low * ratio, low * ratio) or small >= low:
+        return None
+    root = prepared.fixed.model
+    return prepare_at(root, small, ratio, prepared.features.shape[1], seed=seed)
 
 
 def families_left(changes: Sequence[str], ops: Iterable[str]) -> list[str]:
@@ -251,15 +264,18 @@ def export_variants(
             references[_reference_key(graph, reference, args)] = naf.reference_output(
                 build(), *args, reference=reference
             )
+    small = reduced(prepared) if any(job[4] == "faithful" for job in todo) else None
+    twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}
     one = functools.partial(
         _export_one, folder=Path(folder), method=method, reference=reference, atol=atol, references=references
     )
+    todo = [(*job, twins.get(job[0]) if job[4] == "faithful" else None) for job in todo]
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
     heavy_first = sorted(todo, key=lambda job: job[4] not in ("device", "image"))
     bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
-    return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, _ in todo}
+    return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
 
 
 def _jobs(
@@ -299,8 +315,12 @@ def _export_one(
     atol: float,
     references: dict[tuple, torch.Tensor],
 ) -> VariantExport:
-    """One variant built, compared with its reference output, and exported (natten swapped for `method`)."""
-    graph, build, args, names, variant, changes = job
+    """One variant built, compared with its reference output, and exported (natten swapped for `method`); a
+    faithful graph with its `twin` job at the reduced geometry records its run and that graph (`naf_records`)."""
+    graph, build, args, names, variant, changes, twin = job
+    proof = folder / f"{stem(graph, variant, method)}{naf_records.recorded.FOLDER}"
+    if variant == "faithful":
+        shutil.rmtree(proof, ignore_errors=True)  # an earlier run's record never stands for this export
     module = build(changes).eval()
     ran = _run(module, args, method)
     vs = _max_diff(ran, references[_reference_key(graph, reference, args)])
@@ -313,6 +333,19 @@ def _export_one(
             output_names=["upsampled" if graph == UPSAMPLER else "out"],
             atol=atol,
             outputs=ran,  # the forward just compared with the reference: the export's own check reuses it
+            keep_run=naf_records.keeper(proof) if twin else None,
+        )
+    if twin:
+        _, build_small, args_small, *_ = twin
+        naf_records.write_reduced(
+            build_small(()).eval(),
+            args_small,
+            proof,
+            method=method,
+            input_names=names,
+            output_names=["upsampled" if graph == UPSAMPLER else "out"],
+            builder=f"naf_variants.export_variants (NAF's {graph}, the same model at the smallest grid)",
+            atol=atol,
         )
     return VariantExport(graph, variant, tuple(changes), report, vs)
 
