@@ -6,6 +6,7 @@ saying per set where it came from."""
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ from weftlib.gate.fix.proof import ProofVerdict
 from weftlib.gate.fix.sets import Geometry, Plan
 from weftlib.gate.fix.shuffles import WrongOrderBatchFold
 from weftlib.gate.graphs import Builder
+from weftlib.gate.pages import fix_tables
 from weftlib.gate.run import fixing
 from weftlib.onnx_core.export import run_onnx
 
@@ -151,3 +153,10 @@ def test_05_proves_on_the_record_where_the_run_left_one(tmp_path, ops):
     assert fixes[path.stem].proof.plan == Plan.RECORDED and fixes[path.stem].offered
     record = json.loads((tmp_path / "fixed" / path.stem / "fix.json").read_text())["proof"]
     assert record["plan"] == str(Plan.RECORDED) and len(record["sets"]) == 4
+    (row,) = fix_tables.fix_rows(fixes)
+    assert row["proof sets"].startswith(
+        "1 at full geometry against the recorded outputs, 3 at reduced geometry against the original"
+    )
+    shutil.rmtree(rec.folder_for(path))  # the record gone (05 run alone): the full proof, and why, on the page
+    (row,) = fix_tables.fix_rows(fixing.fix_all([path], [path.stem], ops, tmp_path / "again"))
+    assert row["proof sets"].startswith("3 at full geometry against the original; in full: no run recorded")

@@ -60,3 +60,20 @@ def test_fix_leaves_only_named_refusals_and_is_proven(faithful, graph, tmp_path)
     # notebook 06 cuts the fixed graph: every cut of it proven equal to it
     (cut,) = cutting.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "segments").values()
     assert cut.proven and cut.device_segments
+
+
+def test_the_naf_export_records_its_run_and_the_fix_is_proven_on_it_and_on_the_reduced_graph(faithful, tmp_path):
+    from weftlib.gate.fix import recorded
+    from weftlib.gate.fix.sets import Geometry, Plan
+
+    paths, ops = faithful
+    record, why = recorded.read(paths["naf"])
+    assert record is not None, why
+    assert [list(a.shape) for a in record.inputs.values()] == [[1, 3, 24, 24], [1, 8, 6, 6]]
+    assert list(record.outputs) == ["upsampled"] and record.reduced.suffix == ".pb"  # not a graph of the run
+    fix = fix_model(paths["naf"], ops, recorded=True)
+    plain = fix_model(paths["naf"], ops)
+    assert [a.rewrite for a in fix.rewrites] == [a.rewrite for a in plain.rewrites]
+    assert fix.proof.plan == Plan.RECORDED and fix.proof.proven, (fix.proof.plan_note, fix.proof.summary())
+    assert [o.geometry for o in fix.proof.origins] == [Geometry.FULL] + [Geometry.REDUCED] * 3
+    assert "lr_feats [1, 8, 4, 4]" in fix.proof.origins[1].shapes  # the same model on the kernel size + 1

@@ -121,11 +121,12 @@ def prepare_at(model: nn.Module, low: int, ratio: int, channels: int, *, seed: i
 
 
 def reduced(prepared: Prepared, *, seed: int = 7) -> Prepared | None:
-    """The same model at the smallest grid natten's call takes (low = the kernel size, the ratio and the
-    channels kept), where a fix of the faithful graphs is proven on random sets (`naf_records`); None where the
-    grid is not square or already that small."""
+    """The same model on the smallest grid whose graph has the same nodes (low = the kernel size + 1: at the
+    kernel size itself every clamped window is the whole grid and the Slices differ), the ratio and the channels
+    kept, where a fix of the faithful graphs is proven on random sets (`naf_records`); None where the grid is not
+    square or not larger. The gate still compares the two graphs' ops before it uses it (`fix.recorded`)."""
     low, ratio = prepared.features.shape[-1], prepared.size[0] // prepared.features.shape[-1]
-    small = max(prepared.layer.kernel_size)
+    small = max(prepared.layer.kernel_size) + 1
     if prepared.features.shape[-2] != low or prepared.size != (low * ratio, low * ratio) or small >= low:
         return None
     root = prepared.fixed.model
