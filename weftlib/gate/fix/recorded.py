@@ -2,6 +2,8 @@
 onnxruntime's every run of the original is minutes (NAF's 512², notebook 02), the fix is proven once at full
 geometry on the inputs the export itself ran, held to the outputs the exported graph gave there, and on random
 sets on the same builder's graph at a reduced geometry, fixed by the same rewrites (`Plan.RECORDED`).
+The reduced graph must be the graph at another size: the same inputs and outputs (names, types, ranks) and the
+same ops on the inputs' path, and the rewrites must fix it alike (the same rewrites, rounds and node counts).
 
 The folder holds `run.npz` (`input/<name>` and `output/<name>`: every input and output of the graph, as
 onnxruntime ran the exported file), `reduced.pb` (the builder's graph at the smaller size; not `.onnx`, so a
@@ -98,15 +100,26 @@ def misfit(record: Record, model: onnx.ModelProto) -> str | None:
 
 
 def _ops(model: onnx.ModelProto) -> Counter[str]:
-    """Every node's op at every depth, counted."""
+    """The op of every node that reads the graph's inputs (directly or through other nodes), counted, with every
+    node inside a subgraph. A node that reads only constants is left out: the exporter folds it or not by its
+    size (NAF's rotary tables at 512² stay nodes, at 176² they fold), a difference of size, not of graph."""
+    weights = {t.name for t in model.graph.initializer}
+    live = {v.name for v in model.graph.input if v.name not in weights}
     out: Counter[str] = Counter()
-    stack = [model.graph]
-    while stack:
-        graph = stack.pop()
-        for node in graph.node:
-            out[f"{node.domain}:{node.op_type}"] += 1
-            stack += [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
-            stack += [g for a in node.attribute for g in a.graphs]
+    for node in model.graph.node:
+        subgraphs = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
+        subgraphs += [g for a in node.attribute for g in a.graphs]
+        if not subgraphs and not live & set(node.input):
+            continue
+        live |= set(node.output)
+        out[f"{node.domain}:{node.op_type}"] += 1
+        stack = subgraphs
+        while stack:
+            graph = stack.pop()
+            for inner in graph.node:
+                out[f"{inner.domain}:{inner.op_type}"] += 1
+                stack += [a.g for a in inner.attribute if a.type == onnx.AttributeProto.GRAPH]
+                stack += [g for a in inner.attribute for g in a.graphs]
     return out
 
 
@@ -118,8 +131,8 @@ def _interface(model: onnx.ModelProto) -> list[tuple[str, int, int]]:
 
 
 def not_the_same_graph(reduced: onnx.ModelProto, model: onnx.ModelProto) -> str | None:
-    """Why the reduced graph is not the graph at another size (other inputs or outputs, other ops or op counts),
-    None when it is."""
+    """Why the reduced graph is not the graph at another size (other inputs or outputs, other ops or op counts on
+    the inputs' path: `_ops`), None when it is."""
     if _interface(reduced) != _interface(model):
         return f"the reduced graph's inputs and outputs {_interface(reduced)} are not the graph's {_interface(model)}"
     mine, theirs = _ops(model), _ops(reduced)
@@ -130,12 +143,15 @@ def not_the_same_graph(reduced: onnx.ModelProto, model: onnx.ModelProto) -> str 
 
 
 def _shape(applied: Sequence[Applied]) -> list[tuple[Any, ...]]:
-    return [(a.rewrite, a.answers, len(a.replaced), len(a.produced), a.round) for a in applied]
+    """Each rewrite applied: its name, what it answers, how many nodes it took out, its round. Not how many it put
+    in: that may follow the size (GroupNormByReductions pools a larger image in more levels), and the recorded
+    set at full geometry runs what it put in there."""
+    return [(a.rewrite, a.answers, len(a.replaced), a.round) for a in applied]
 
 
 def fixed_otherwise(full: Sequence[Applied], reduced: Sequence[Applied]) -> str | None:
     """Why the rewrites fixed the reduced graph otherwise than the graph (another rewrite, round, or number of
-    nodes taken out or put in), None when they fixed both alike."""
+    nodes taken out), None when they fixed both alike."""
     if _shape(full) == _shape(reduced):
         return None
     names = [a.rewrite for a in reduced]
