@@ -166,9 +166,11 @@ def _on_record(
     is fixed by unused copies of the same rewrites and proven on random sets; the fixed graph on the recorded
     set."""
     why = misfit(record, model)
+    small = onnx.ModelProto()
     if why is None:
         try:
-            why = not_the_same_graph(onnx.load(os.fspath(record.reduced)), model)
+            small = onnx.load(os.fspath(record.reduced))
+            why = not_the_same_graph(small, model)
         except Exception as exc:  # OSError, protobuf's DecodeError: a file that is no ONNX graph
             why = f"the reduced graph cannot be read ({type(exc).__name__}: {exc})"
     if why is not None:
@@ -177,7 +179,9 @@ def _on_record(
         twin = fix_model(record.reduced, plan.ops, library=plan.spare, tolerance=kept["tolerance"])
     except FixError as exc:
         return None, f"the reduced graph cannot be fixed ({exc})"
-    why = fixed_otherwise(applied, twin.rewrites) or (f"reduced: {twin.proof.not_run}" if twin.proof.not_run else None)
+    why = fixed_otherwise(applied, twin.rewrites, model, small) or (
+        f"reduced: {twin.proof.not_run}" if twin.proof.not_run else None
+    )
     if why is not None:
         return None, why
     full = prove_on_record(fixed, record.inputs, record.outputs, record.origin(), **kept)

@@ -99,17 +99,20 @@ def misfit(record: Record, model: onnx.ModelProto) -> str | None:
     return None
 
 
-def _ops(model: onnx.ModelProto) -> Counter[str]:
+def _live(model: onnx.ModelProto) -> tuple[Counter[str], set[str]]:
     """The op of every node that reads the graph's inputs (directly or through other nodes), counted, with every
-    node inside a subgraph. A node that reads only constants is left out: the exporter folds it or not by its
-    size (NAF's rotary tables at 512² stay nodes, at 176² they fold), a difference of size, not of graph."""
+    node inside a subgraph; and the names of the main graph's nodes that read only constants. Those are left out
+    of the count: the exporter folds them or not by their size (NAF's rotary tables at 512² stay nodes, at 160²
+    they fold), a difference of size, not of graph."""
     weights = {t.name for t in model.graph.initializer}
     live = {v.name for v in model.graph.input if v.name not in weights}
     out: Counter[str] = Counter()
+    constant: set[str] = set()
     for node in model.graph.node:
         subgraphs = [a.g for a in node.attribute if a.type == onnx.AttributeProto.GRAPH]
         subgraphs += [g for a in node.attribute for g in a.graphs]
         if not subgraphs and not live & set(node.input):
+            constant.add(node.name)
             continue
         live |= set(node.output)
         out[f"{node.domain}:{node.op_type}"] += 1
@@ -120,7 +123,7 @@ def _ops(model: onnx.ModelProto) -> Counter[str]:
                 out[f"{inner.domain}:{inner.op_type}"] += 1
                 stack += [a.g for a in inner.attribute if a.type == onnx.AttributeProto.GRAPH]
                 stack += [g for a in inner.attribute for g in a.graphs]
-    return out
+    return out, constant
 
 
 def _interface(model: onnx.ModelProto) -> list[tuple[str, int, int]]:
@@ -132,27 +135,31 @@ def _interface(model: onnx.ModelProto) -> list[tuple[str, int, int]]:
 
 def not_the_same_graph(reduced: onnx.ModelProto, model: onnx.ModelProto) -> str | None:
     """Why the reduced graph is not the graph at another size (other inputs or outputs, other ops or op counts on
-    the inputs' path: `_ops`), None when it is."""
+    the inputs' path: `_live`), None when it is."""
     if _interface(reduced) != _interface(model):
         return f"the reduced graph's inputs and outputs {_interface(reduced)} are not the graph's {_interface(model)}"
-    mine, theirs = _ops(model), _ops(reduced)
+    mine, theirs = _live(model)[0], _live(reduced)[0]
     if mine != theirs:
         diff = sorted(set((mine - theirs) | (theirs - mine)))
         return f"the reduced graph's ops differ from the graph's ({', '.join(diff[:6])})"
     return None
 
 
-def _shape(applied: Sequence[Applied]) -> list[tuple[Any, ...]]:
-    """Each rewrite applied: its name, what it answers, how many nodes it took out, its round. Not how many it put
-    in: that may follow the size (GroupNormByReductions pools a larger image in more levels), and the recorded
-    set at full geometry runs what it put in there."""
-    return [(a.rewrite, a.answers, len(a.replaced), a.round) for a in applied]
+def _shape(applied: Sequence[Applied], constant: set[str]) -> list[tuple[Any, ...]]:
+    """Each rewrite applied on the inputs' path: its name, what it answers, how many nodes it took out, its round.
+    Not one that took out only nodes reading constants (`_live`: at a size where the exporter folded them a
+    rewrite of constants applies, TrigOfConstant on NAF's rotary tables at 160²), and not how many nodes it put
+    in: that may follow the size (GroupNormByReductions pools a larger image in more levels); the recorded set
+    at full geometry runs what it put in there."""
+    return [(a.rewrite, a.answers, len(a.replaced), a.round) for a in applied if not set(a.replaced) <= constant]
 
 
-def fixed_otherwise(full: Sequence[Applied], reduced: Sequence[Applied]) -> str | None:
-    """Why the rewrites fixed the reduced graph otherwise than the graph (another rewrite, round, or number of
-    nodes taken out), None when they fixed both alike."""
-    if _shape(full) == _shape(reduced):
+def fixed_otherwise(
+    full: Sequence[Applied], reduced: Sequence[Applied], model: onnx.ModelProto, small: onnx.ModelProto
+) -> str | None:
+    """Why the rewrites fixed the reduced graph `small` otherwise than the graph `model` on the inputs' path
+    (another rewrite, round, or number of nodes taken out), None when they fixed both alike."""
+    if _shape(full, _live(model)[1]) == _shape(reduced, _live(small)[1]):
         return None
     names = [a.rewrite for a in reduced]
     return f"the rewrites fixed the reduced graph otherwise ({', '.join(names) or 'none applied'})"
