@@ -4,6 +4,7 @@ rule, the rewrites that apply answer findings, and each fixed graph is proven eq
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ from weftlib import dit, gate, standins
 from weftlib.attention import naf, naf_variants
 from weftlib.gate.fix import fix_model, write_fix
 from weftlib.gate.run import cutting
+from weftlib.onnx_core.export import run_onnx
 
 
 @pytest.fixture(scope="module")
@@ -71,6 +73,9 @@ def test_the_naf_export_records_its_run_and_the_fix_is_proven_on_it_and_on_the_r
     assert record is not None, why
     assert [list(a.shape) for a in record.inputs.values()] == [[1, 3, 24, 24], [1, 8, 6, 6]]
     assert list(record.outputs) == ["upsampled"] and record.reduced.suffix == ".pb"  # not a graph of the run
+    (again,) = run_onnx(paths["naf"], record.inputs)  # what the exported graph gives on the recorded inputs
+    np.testing.assert_allclose(record.outputs["upsampled"], again, rtol=0, atol=1e-6)
+    assert not gate.find_models([record.folder])  # 05 and 06 gate, pack and cut none of it
     fix = fix_model(paths["naf"], ops, recorded=True)
     plain = fix_model(paths["naf"], ops)
     assert [a.rewrite for a in fix.rewrites] == [a.rewrite for a in plain.rewrites]
