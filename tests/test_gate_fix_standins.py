@@ -82,3 +82,28 @@ def test_the_naf_export_records_its_run_and_the_fix_is_proven_on_it_and_on_the_r
     assert fix.proof.plan == Plan.RECORDED and fix.proof.proven, (fix.proof.plan_note, fix.proof.summary())
     assert [o.geometry for o in fix.proof.origins] == [Geometry.FULL] + [Geometry.REDUCED] * 3
     assert "lr_feats [1, 8, 4, 4]" in fix.proof.origins[1].shapes  # the same model on the kernel size + 1
+
+
+def test_a_reduced_graph_that_cannot_be_exported_leaves_no_record_and_says_so(tmp_path):
+    from weftlib.attention import naf_records
+    from weftlib.gate.fix import recorded
+
+    class Refuses(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("no graph at this size")
+
+    folder = tmp_path / "naf_lowres.proof"
+    naf_records.keeper(folder)({"x": np.zeros(2, np.float32)}, {"y": np.zeros(2, np.float32)})
+    with pytest.warns(UserWarning, match="no record for the fix's proof"):
+        naf_records.write_reduced(
+            Refuses(),
+            [torch.zeros(2)],
+            folder,
+            method="lowres",
+            input_names=["x"],
+            output_names=["y"],
+            builder="",
+            atol=1,
+        )
+    assert not folder.exists()
+    assert recorded.read(tmp_path / "naf_lowres.onnx")[0] is None
