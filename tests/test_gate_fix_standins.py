@@ -36,6 +36,7 @@ def faithful(tmp_path_factory):
         upsampler_variants=["faithful"],
         layer_variants=[],
         workers=1,
+        record_from=0,  # at any size: the record's path at a test's size (02 records from NAF's)
     )
     return {"dit": block.report.path, "naf": exports["naf_lowres"].report.path}, ops
 

@@ -22,6 +22,9 @@ from weftlib.onnx_core import export as onnx_export
 
 from .swap import swap_natten
 
+RECORD_FROM = 1 << 24  # output elements (NAF's upsampler at 512²: 2^28) from which a faithful graph records its run
+"""Below it the full proof is cheaper than the record: at 02's CI size (32 x 192², 2^20) the reduced graphs' exports
+added 10 s to 02 and saved 1 s in 05; at NAF's 512² a run of the original is a minute and the record saves two."""
 INPUTS_FROM = "the inputs notebook 02 exported the graph on (its seeded NAF inputs)"
 
 

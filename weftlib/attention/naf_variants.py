@@ -251,6 +251,7 @@ def export_variants(
     layer_variants: Iterable[str] | None = None,
     references: dict[tuple, torch.Tensor] | None = None,
     workers: int | None = None,
+    record_from: int = naf_records.RECORD_FROM,
 ) -> dict[str, VariantExport]:
     """Each variant of the upsampler and of the attention layer exported at the prepared geometry (natten
     swapped for `method`), keyed by file stem. Before each export its torch output is compared with the
@@ -259,7 +260,8 @@ def export_variants(
     minutes of work), keyed by graph, reference and input shapes. The references are computed here, then the
     variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
     mostly single-threaded tracing. Notebook 02 passes 1 at NAF's full geometry: one such graph's onnxruntime
-    run holds gigabytes, and two at once would not fit the appendix machine's memory."""
+    run holds gigabytes, and two at once would not fit the appendix machine's memory. A faithful graph whose
+    output has `record_from` elements or more records its run and the reduced graph beside it (`naf_records`)."""
     if reference == method:
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     todo = _jobs(prepared, upsampler_variants, layer_variants)
@@ -269,7 +271,8 @@ def export_variants(
             references[_reference_key(graph, reference, args)] = naf.reference_output(
                 build(), *args, reference=reference
             )
-    small = reduced(prepared) if any(job[4] == "faithful" for job in todo) else None
+    large = prepared.features.shape[1] * prepared.size[0] * prepared.size[1] >= record_from
+    small = reduced(prepared) if large and any(job[4] == "faithful" for job in todo) else None
     twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}
     one = functools.partial(
         _export_one, folder=Path(folder), method=method, reference=reference, atol=atol, references=references

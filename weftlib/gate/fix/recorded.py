@@ -65,7 +65,10 @@ def read(model_path: str | os.PathLike) -> tuple[Record | None, str]:
     """The record beside `model_path`, or None and why there is none or it cannot be read (in words)."""
     folder = folder_for(model_path)
     if not folder.is_dir():
-        return None, f"no run recorded beside the graph ({folder.name}/ absent: a user's graph, or 05 run alone)"
+        return None, (
+            f"no run recorded beside the graph ({folder.name}/ absent: a graph its exporter records none for, as 02's "
+            "below NAF's size, a user's graph, or 05 run alone)"
+        )
     try:
         manifest = json.loads((folder / MANIFEST).read_text())
         with np.load(folder / RUN, allow_pickle=False) as data:
