@@ -4,6 +4,7 @@ rule, the rewrites that apply answer findings, and each fixed graph is proven eq
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 import torch
 
@@ -11,6 +12,7 @@ from weftlib import dit, gate, standins
 from weftlib.attention import naf, naf_variants
 from weftlib.gate.fix import fix_model, write_fix
 from weftlib.gate.run import cutting
+from weftlib.onnx_core.export import run_onnx
 
 
 @pytest.fixture(scope="module")
@@ -34,6 +36,7 @@ def faithful(tmp_path_factory):
         upsampler_variants=["faithful"],
         layer_variants=[],
         workers=1,
+        record_from=0,  # at any size: the record's path at a test's size (02 records from NAF's)
     )
     return {"dit": block.report.path, "naf": exports["naf_lowres"].report.path}, ops
 
@@ -60,3 +63,48 @@ def test_fix_leaves_only_named_refusals_and_is_proven(faithful, graph, tmp_path)
     # notebook 06 cuts the fixed graph: every cut of it proven equal to it
     (cut,) = cutting.cut_all([write_fix(fix, tmp_path / "fixed")], ops, tmp_path / "segments").values()
     assert cut.proven and cut.device_segments
+
+
+def test_the_naf_export_records_its_run_and_the_fix_is_proven_on_it_and_on_the_reduced_graph(faithful, tmp_path):
+    from weftlib.gate.fix import recorded
+    from weftlib.gate.fix.sets import Geometry, Plan
+
+    paths, ops = faithful
+    record, why = recorded.read(paths["naf"])
+    assert record is not None, why
+    assert [list(a.shape) for a in record.inputs.values()] == [[1, 3, 24, 24], [1, 8, 6, 6]]
+    assert list(record.outputs) == ["upsampled"] and record.reduced.suffix == ".pb"  # not a graph of the run
+    (again,) = run_onnx(paths["naf"], record.inputs)  # what the exported graph gives on the recorded inputs
+    np.testing.assert_allclose(record.outputs["upsampled"], again, rtol=0, atol=1e-6)
+    assert not gate.find_models([record.folder])  # 05 and 06 gate, pack and cut none of it
+    fix = fix_model(paths["naf"], ops, recorded=True)
+    plain = fix_model(paths["naf"], ops)
+    assert [a.rewrite for a in fix.rewrites] == [a.rewrite for a in plain.rewrites]
+    assert fix.proof.plan == Plan.RECORDED and fix.proof.proven, (fix.proof.plan_note, fix.proof.summary())
+    assert [o.geometry for o in fix.proof.origins] == [Geometry.FULL] + [Geometry.REDUCED] * 3
+    assert "lr_feats [1, 8, 4, 4]" in fix.proof.origins[1].shapes  # the same model on the kernel size + 1
+
+
+def test_a_reduced_graph_that_cannot_be_exported_leaves_no_record_and_says_so(tmp_path):
+    from weftlib.attention import naf_records
+    from weftlib.gate.fix import recorded
+
+    class Refuses(torch.nn.Module):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("no graph at this size")
+
+    folder = tmp_path / "naf_lowres.proof"
+    naf_records.keeper(folder)({"x": np.zeros(2, np.float32)}, {"y": np.zeros(2, np.float32)})
+    with pytest.warns(UserWarning, match="no record for the fix's proof"):
+        naf_records.write_reduced(
+            Refuses(),
+            [torch.zeros(2)],
+            folder,
+            method="lowres",
+            input_names=["x"],
+            output_names=["y"],
+            builder="",
+            atol=1,
+        )
+    assert not folder.exists()
+    assert recorded.read(tmp_path / "naf_lowres.onnx")[0] is None

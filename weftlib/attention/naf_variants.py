@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import functools
 import os
+import shutil
+import warnings
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,7 +29,7 @@ from weftlib.onnx_core import compare, origins
 from weftlib.onnx_core import export as onnx_export
 from weftlib.workers import map_forked
 
-from . import naf
+from . import naf, naf_records
 from . import naf_rewrites as rewrites
 from .swap import swap_natten
 
@@ -120,6 +122,22 @@ def prepare_at(model: nn.Module, low: int, ratio: int, channels: int, *, seed: i
     image = torch.rand(1, 3, *size, generator=torch.Generator().manual_seed(seed))
     features = torch.randn(1, channels, low, low, generator=torch.Generator().manual_seed(seed + 1))
     return prepare(model, size, image, features)
+
+
+def reduced(prepared: Prepared, *, seed: int = 7) -> Prepared | None:
+    """The same model on the smallest grid whose graph has the same nodes (low = the kernel size + 1: at the
+    kernel size itself every clamped window is the whole grid and the Slices differ), the ratio and the channels
+    kept, where a fix of the faithful graphs is proven on random sets (`naf_records`); None where the grid is not
+    square or not larger. The gate still compares the two graphs' ops before it uses it (`fix.recorded`)."""
+    low, ratio = prepared.features.shape[-1], prepared.size[0] // prepared.features.shape[-1]
+    small = max(prepared.layer.kernel_size) + 1
+    if prepared.features.shape[-2] != low or prepared.size != (low * ratio, low * ratio) or small >= low:
+        return None
+    try:
+        return prepare_at(prepared.fixed.model, small, ratio, prepared.features.shape[1], seed=seed)
+    except (ValueError, RuntimeError) as exc:  # a checkout that refuses the size: 05 proves its fixes in full
+        warnings.warn(f"NAF at low {small}: no reduced graph for the fix's proof ({exc})", stacklevel=2)
+        return None
 
 
 def families_left(changes: Sequence[str], ops: Iterable[str]) -> list[str]:
@@ -246,6 +264,7 @@ def export_variants(
     layer_variants: Iterable[str] | None = None,
     references: dict[tuple, torch.Tensor] | None = None,
     workers: int | None = None,
+    record_from: int = naf_records.RECORD_FROM,
 ) -> dict[str, VariantExport]:
     """Each variant of the upsampler and of the attention layer exported at the prepared geometry (natten
     swapped for `method`), keyed by file stem. Before each export its torch output is compared with the
@@ -254,7 +273,8 @@ def export_variants(
     minutes of work), keyed by graph, reference and input shapes. The references are computed here, then the
     variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
     mostly single-threaded tracing. Notebook 02 passes 1 at NAF's full geometry: one such graph's onnxruntime
-    run holds gigabytes, and two at once would not fit the appendix machine's memory."""
+    run holds gigabytes, and two at once would not fit the appendix machine's memory. A faithful graph whose
+    output has `record_from` elements or more records its run and the reduced graph beside it (`naf_records`)."""
     if reference == method:
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     todo = _jobs(prepared, upsampler_variants, layer_variants)
@@ -264,6 +284,9 @@ def export_variants(
             references[_reference_key(graph, reference, args)] = naf.reference_output(
                 build(), *args, reference=reference
             )
+    large = prepared.features.shape[1] * prepared.size[0] * prepared.size[1] >= record_from
+    small = reduced(prepared) if large and any(job[4] == "faithful" for job in todo) else None
+    twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}
     one = functools.partial(
         _export_one,
         folder=Path(folder),
@@ -273,12 +296,13 @@ def export_variants(
         references=references,
         geometry="x".join(map(str, prepared.size)),
     )
+    todo = [(*job, twins.get(job[0]) if job[4] == "faithful" else None) for job in todo]
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
     heavy_first = sorted(todo, key=lambda job: job[4] not in ON_IMAGES)
     bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
-    return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, _ in todo}
+    return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
 
 
 def _jobs(
@@ -320,8 +344,12 @@ def _export_one(
     geometry: str,
 ) -> VariantExport:
     """One variant built, compared with its reference output, and exported (natten swapped for `method`), its
-    identity written beside it (`identity`)."""
-    graph, build, args, names, variant, changes = job
+    identity written beside it; a faithful graph with its `twin` job at the reduced geometry records its run and
+    that graph (`naf_records`)."""
+    graph, build, args, names, variant, changes, twin = job
+    proof = folder / f"{stem(graph, variant, method)}{naf_records.recorded.FOLDER}"
+    if variant == "faithful":
+        shutil.rmtree(proof, ignore_errors=True)  # an earlier run's record never stands for this export
     module = build(changes).eval()
     ran = _run(module, args, method)
     vs = _max_diff(ran, references[_reference_key(graph, reference, args)])
@@ -335,6 +363,19 @@ def _export_one(
             atol=atol,
             outputs=ran,  # the forward just compared with the reference: the export's own check reuses it
             identity=identity(graph, variant, method, geometry).as_json(),
+            keep_run=naf_records.keeper(proof) if twin else None,
+        )
+    if twin:
+        _, build_small, args_small, *_ = twin
+        naf_records.write_reduced(
+            build_small(()).eval(),
+            args_small,
+            proof,
+            method=method,
+            input_names=names,
+            output_names=["upsampled" if graph == UPSAMPLER else "out"],
+            builder=f"naf_variants.export_variants (NAF's {graph}, the same model at the smallest grid)",
+            atol=atol,
         )
     return VariantExport(graph, variant, tuple(changes), report, vs)
 

@@ -27,7 +27,7 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -347,6 +347,7 @@ def export(
     atol: float = 1e-4,
     outputs: Any = None,
     identity: Mapping[str, str] | None = None,
+    keep_run: Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], None] | None = None,
 ) -> ExportReport:
     """Export `module` at the fixed shapes of `args` to one ONNX file at `path` and check it.
 
@@ -356,6 +357,8 @@ def export(
     forward is seconds; the caller that compared it with a reference need not pay for it twice).
     `identity`: what the graph is (`gate.run_graphs.GraphIdentity.as_json`), kept in its parity file for the gate;
     None leaves it of unknown identity, as a user's ONNX is.
+    `keep_run`: given the inputs and onnxruntime's outputs of the written file, by name, once it is written (the
+    run a fix of the graph is proven on, where running it again would be minutes: `gate.fix.recorded`).
     """
     target, ins, outs = _check_export_args(module, args, path, input_names, output_names, opset, atol)
     if outputs is not None and module.training:
@@ -373,7 +376,8 @@ def export(
     seconds = time.perf_counter() - start
     tmp = _write_checked(proto, target.parent)
     try:
-        actual = run_onnx(tmp, {n: a.detach().cpu().numpy() for n, a in zip(ins, args)})
+        feeds = {n: a.detach().cpu().numpy() for n, a in zip(ins, args)}
+        actual = run_onnx(tmp, feeds)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
         raise ExportError(f"onnxruntime could not run the exported graph: {type(exc).__name__}: {exc}") from exc
@@ -381,6 +385,8 @@ def export(
     report = _describe(proto, target, atol, max_abs_diff(expected, actual), seconds)
     report.identity = dict(identity) if identity is not None else None
     write_parity(report)
+    if keep_run is not None:
+        keep_run(feeds, dict(zip(outs, actual, strict=True)))
     return report
 
 

@@ -6,18 +6,24 @@ the refused and unjudged nodes, gates again until no rewrite applies, checks the
 kept and the result is valid at the original's IR and opset (`valid`), and proves the fixed graph equal
 (`proof`: to the original, or where the original's own float32 rounding is the larger, to it with the replaced
 nodes in float64, `exact`; every output on a set where the original is finite, every rewritten node reached,
-`reach`). `write_fix` writes `<stem>.fixed.onnx` and `fix.json` into a folder swapped in whole (`folder_swap`),
+`reach`). With `recorded`, a graph whose exporter recorded a run beside it (`recorded`: NAF's 512² graphs of
+02) is proven on that run at full geometry and on random sets at a reduced geometry of the same builder, fixed by
+the same rewrites; anything missing or not fitting is named and the full proof runs. `write_fix` writes `<stem>.fixed.onnx` and `fix.json` into a folder swapped in whole (`folder_swap`),
 so a failure leaves nothing half written; a fixed graph is written only when proven, and nothing at all when no
 rewrite applied.
 """
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import json
 import os
 import tempfile
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import onnx
@@ -33,8 +39,10 @@ from .base import ExactRewrite
 from .exact import exact_reference
 from .library import answered_keys, default_library
 from .loop import Applied, rewrite_until_settled, to_ir, to_proto
-from .proof import RELATIVE, Proof, ProofVerdict, prove
+from .proof import RELATIVE, Proof, ProofVerdict, joined, prove, prove_on_record
 from .reach import nested_nodes
+from .recorded import Record, fixed_otherwise, misfit, not_the_same_graph
+from .recorded import read as read_record
 from .report import Fix, interface, unanswered
 from .sets import mismatch
 from .valid import at_ir, refusal
@@ -54,12 +62,15 @@ def fix_model(
     library: Sequence[ExactRewrite] | None = None,
     examples: Mapping[str, Mapping[str, np.ndarray]] | None = None,
     tolerance: float = RELATIVE,
+    recorded: bool = False,
 ) -> Fix:
     """The fixed graph of `model_path` and its record (nothing is written; see `write_fix`). Every file it
     makes on the way (each round's graph for the gate, the graphs the proof runs, their profiles) lives in one
-    temporary folder, removed on return, on error and on interrupt."""
+    temporary folder, removed on return, on error and on interrupt. `recorded`: prove on the run recorded
+    beside the graph where there is one (`Plan.RECORDED`), else say why not and prove in full."""
     ops = ops or load_device_ops()
     library = list(default_library() if library is None else library)
+    spare = copy.deepcopy(library) if recorded else []  # unused rewrites, for the reduced graph
     before = device_gate(model_path, ops)
     if not before.read:  # unreadable, malformed, rejected by the ONNX checker: each problem names the file
         raise FixError("; ".join(before.problems))
@@ -82,7 +93,8 @@ def fix_model(
             raise FixError(f"{model_path}: the rewrites changed the graph's inputs or outputs (a rewrite's bug)")
         if applied:
             fixed = at_ir(fixed, model)
-            proof = _prove(model_path, model, fixed, applied, examples, tolerance, Path(scratch))
+            plan = _Plan(ops, spare, recorded, examples)
+            proof = _prove(model_path, model, fixed, applied, plan, tolerance, Path(scratch))
         else:
             proof = Proof.skipped("the graph is the original, nothing to prove", tolerance, unchanged=True)
     after = gates[-1]
@@ -91,18 +103,30 @@ def fix_model(
     return Fix(str(model_path), fixed, before, after, tuple(applied), tuple(left), proof)
 
 
+@dataclass(frozen=True)
+class _Plan:
+    """What the proof may use beside the two graphs: the gate's ops and unused rewrites (for a reduced graph),
+    whether to read a recorded run, the caller's example sets."""
+
+    ops: DeviceOps
+    spare: Sequence[ExactRewrite]
+    recorded: bool
+    examples: Mapping[str, Mapping[str, np.ndarray]] | None
+
+
 def _prove(
     model_path: str | os.PathLike,
     model: onnx.ModelProto,
     fixed: onnx.ModelProto,
     applied: Sequence[Applied],
-    examples: Mapping[str, Mapping[str, np.ndarray]] | None,
+    plan: _Plan,
     tolerance: float,
     scratch: Path,
 ) -> Proof:
     """The proof of `fixed` against the original, in `scratch`: not run where the checker refuses the fixed graph
     at the original's IR and opset (`valid`); else run with the rewritten nodes inside subgraphs to reach (the
-    produced ones in the fixed graph, the replaced ones in the original as the rewrites read it, `named`)."""
+    produced ones in the fixed graph, the replaced ones in the original as the rewrites read it, `named`): on
+    the recorded run and the reduced graph where `plan.recorded` finds them fitting, else in full."""
     path, exact, named_path = scratch / "fixed.onnx", scratch / "exact.onnx", scratch / "named.onnx"
     onnx.save(fixed, path)
     why = refusal(fixed, model, path)
@@ -117,20 +141,57 @@ def _prove(
     replaced = region & nested_nodes(named)
     if replaced:
         onnx.save(named, named_path)
+    kept = {
+        "tolerance": tolerance,
+        "reference": exact if reference is not None else None,
+        "produced": produced,
+        "replaced": replaced,
+        "named": named_path if replaced else None,
+        "scratch": scratch,
+    }
+    record, why = read_record(model_path) if plan.recorded else (None, "")
+    if record is not None:
+        proof, why = _on_record(record, model, path, applied, plan, kept)
+        if proof is not None:
+            return proof
     try:
-        return prove(
-            model_path,
-            path,
-            examples,
-            tolerance=tolerance,
-            reference=exact if reference is not None else None,
-            produced=produced,
-            replaced=replaced,
-            named=named_path if replaced else None,
-            scratch=scratch,
-        )
+        full = prove(model_path, path, plan.examples, **kept)  # type: ignore[arg-type]
     except ValueError as exc:  # an input the proof cannot feed (a string, a sequence)
         raise FixError(f"{model_path}: {exc}") from exc
+    return dataclasses.replace(full, plan_note=f"in full: {why}") if why else full
+
+
+def _on_record(
+    record: Record, model: onnx.ModelProto, fixed: Path, applied: Sequence[Applied], plan: _Plan, kept: dict[str, Any]
+) -> tuple[Proof | None, str]:
+    """`Plan.RECORDED`'s proof, or None and why it cannot stand (the record or the reduced graph not fitting,
+    the rewrites fixing the reduced graph otherwise, or the sets leaving the fix unjudged): the reduced graph
+    is fixed by unused copies of the same rewrites and proven on random sets; the fixed graph on the recorded
+    set."""
+    why = misfit(record, model)
+    small = onnx.ModelProto()
+    if why is None:
+        try:
+            small = onnx.load(os.fspath(record.reduced))
+            why = not_the_same_graph(small, model)
+        except Exception as exc:  # OSError, protobuf's DecodeError: a file that is no ONNX graph
+            why = f"the reduced graph cannot be read ({type(exc).__name__}: {exc})"
+    if why is not None:
+        return None, why
+    try:
+        twin = fix_model(record.reduced, plan.ops, library=plan.spare, tolerance=kept["tolerance"])
+    except FixError as exc:
+        return None, f"the reduced graph cannot be fixed ({exc})"
+    why = fixed_otherwise(applied, twin.rewrites, model, small) or (
+        f"reduced: {twin.proof.not_run}" if twin.proof.not_run else None
+    )
+    if why is not None:
+        return None, why
+    full = prove_on_record(fixed, record.inputs, record.outputs, record.origin(), **kept)
+    proof = joined(full, twin.proof, f"reduced graph by {record.builder} ({record.folder.name}/)")
+    if proof.verdict not in (ProofVerdict.PROVEN, ProofVerdict.NOT_EQUAL):
+        return None, f"the recorded run and the reduced graph's sets leave it {proof.verdict}: {proof.summary()}"
+    return proof, ""
 
 
 def write_fix(fix: Fix, out: str | os.PathLike) -> Path | None:

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import os
 import tempfile
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,7 +38,7 @@ import numpy as np
 from ...onnx_core import runtime
 from ..vocabulary import ProofVerdict
 from .reach import Profiled
-from .sets import random_sets, varied_sets
+from .sets import THE_ORIGINAL, Geometry, Plan, SetOrigin, random_sets, shapes_text, varied_sets
 
 RELATIVE = 1e-5  # float32: a rewrite may reorder a sum, nothing more
 SEEDS = (0, 1, 2)
@@ -103,6 +103,9 @@ class Proof:
     reached_by: Mapping[str, tuple[str, ...]] = field(default_factory=dict)  # nested rewritten node -> sets
     not_run: str = ""  # why the graphs were never run (INVALID, NO_REWRITE)
     unchanged: bool = False  # no rewrite: the fixed graph is the original
+    origins: tuple[SetOrigin, ...] = ()  # per set: its geometry, where its inputs and its reference came from
+    plan: Plan = Plan.FULL
+    plan_note: str = ""  # why this plan (a recorded run missing or not fitting: the full proof instead)
 
     @classmethod
     def skipped(cls, why: str, tolerance: float = RELATIVE, *, unchanged: bool = False) -> Proof:
@@ -159,6 +162,7 @@ class Proof:
     def as_json(self) -> dict[str, object]:
         def row(i: int, label: str, w: float) -> dict[str, object]:
             out: dict[str, object] = {"inputs": label, "worst_relative_diff": w}
+            out |= self.origins[i].as_json() if i < len(self.origins) else {}
             out["original_not_finite"] = list(self.original_not_finite[i]) if i < len(self.original_not_finite) else []
             if self._exact(i) is not None:
                 out["vs_exact_reference"] = self._exact(i)
@@ -168,6 +172,8 @@ class Proof:
         return {
             "proven": self.proven,
             "verdict": str(self.verdict),
+            "plan": str(self.plan),
+            "plan_note": self.plan_note,
             "tolerance": f"{self.tolerance:g} of each output's largest finite |value| (float) from the original, or "
             "from the original with the replaced nodes in float64 where the original's own rounding is larger; "
             "NaN and inf the same value in the same place; equal otherwise",
@@ -205,9 +211,13 @@ class _Run:
     blind: list[tuple[str, ...]] = field(default_factory=list)
     reached: dict[str, list[str]] = field(default_factory=dict)
     exact_session: Any = False  # opened on the first set that needs it
+    origins: list[SetOrigin] = field(default_factory=list)
 
-    def judge(self, label: str, expected: list[Any], got: list[Any] | None, feeds: dict[str, Any]) -> None:
+    def judge(
+        self, label: str, expected: list[Any], got: list[Any] | None, feeds: dict[str, Any], origin: SetOrigin
+    ) -> None:
         self.sets.append(label)
+        self.origins.append(origin)
         self.worst.append(float("inf") if got is None else _worst(expected, got))
         self.blind.append(tuple(n for n, e in zip(self.names, expected, strict=True) if _not_finite(e)))
         far = got is not None and self.worst[-1] > self.tolerance
@@ -241,6 +251,7 @@ class _Run:
             tuple(self.unproven()),
             tuple(sorted(set(wanted) - set(self.reached))),
             {node: tuple(self.reached.get(node, ())) for node in sorted(wanted)},
+            origins=tuple(self.origins),
         )
 
 
@@ -259,11 +270,14 @@ def _phase(
     sets: Mapping[str, Mapping[str, Any]],
     nested: Sequence[Collection[str]],
     folder: Path,
+    origin: Callable[[str, Mapping[str, Any]], SetOrigin] | None = None,
 ) -> None:
     """Run `sets` through the original (`first`) and the graphs at `paths` (the fixed graph, then the named
-    original where nested replaced nodes need reaching), profiled; record each set and which nodes of `nested`
-    (one collection per path) each set ran. A fixed graph onnxruntime cannot open differs on every set the
-    original runs; a graph that cannot be opened reaches nothing."""
+    original where nested replaced nodes need reaching), profiled; record each set, where it came from (`origin`,
+    by default a set at full geometry held to the original), and which nodes of `nested` (one collection per
+    path) each set ran. A fixed graph onnxruntime cannot open differs on every set the original runs; a graph
+    that cannot be opened reaches nothing."""
+    origin = origin or (lambda label, feeds: SetOrigin(Geometry.FULL, shapes_text(feeds), label))
     sessions = [_open(p, folder, bool(wanted)) for p, wanted in zip(paths, nested, strict=True)]
     calls: list[list[str]] = [[] for _ in paths]  # per profiled session: the label of each call
     for label, given in sets.items():
@@ -283,7 +297,7 @@ def _phase(
             except Exception:  # the fixed graph cannot run what the original runs: not equal
                 outputs = None
             got = outputs if i == 0 else got
-        run.judge(label, expected, got, feeds)
+        run.judge(label, expected, got, feeds, origin(label, feeds))
     for session, labels, wanted in zip(sessions, calls, nested, strict=True):
         for label, ran in zip(labels, session.ran() if session else [], strict=True):
             for node in set(wanted) & ran:
@@ -340,3 +354,72 @@ def prove(
     if not run.refuted() and (run.unproven() or wanted - set(run.reached) or not run.sets):
         _phase(run, first, paths, varied_sets(first), nested, Path(scratch))
     return run.proof(wanted)
+
+
+class _Recorded:
+    """The original's outputs as its exporter recorded them, answering the one call on the recorded inputs in
+    place of a session on the original (at full geometry that run is the proof's largest cost)."""
+
+    def __init__(self, inputs: Mapping[str, Any], outputs: Mapping[str, Any]) -> None:
+        self.inputs, self.outputs = inputs, outputs
+
+    def run(self, names: Sequence[str], feeds: Mapping[str, Any]) -> list[Any]:
+        if set(feeds) != set(self.inputs) or any(feeds[n] is not self.inputs[n] for n in feeds):
+            raise ValueError("the recorded outputs answer the recorded inputs only")
+        return [self.outputs[n] for n in names]
+
+
+def prove_on_record(
+    fixed: str | os.PathLike,
+    inputs: Mapping[str, np.ndarray],
+    outputs: Mapping[str, np.ndarray],
+    origin: SetOrigin,
+    *,
+    tolerance: float = RELATIVE,
+    reference: str | os.PathLike | None = None,
+    produced: Collection[str] = (),
+    replaced: Collection[str] = (),
+    named: str | os.PathLike | None = None,
+    scratch: str | os.PathLike,
+) -> Proof:
+    """The fixed graph on one recorded set (`inputs`), held to the original's recorded `outputs` (every output of
+    the graph, by name) as `prove` holds it to the original's run: the same tolerance, the same exact reference
+    where it is further, the same nested nodes to reach. The original itself is run only where replaced nodes
+    inside a subgraph must be reached (`named`)."""
+    run = _Run(list(outputs), tolerance, reference)
+    wanted = set(produced) | set(replaced)
+    paths: list[str | os.PathLike] = [fixed, *([named] if replaced and named is not None else [])]
+    nested = [set(produced), set(replaced)][: len(paths)]
+    _phase(run, _Recorded(inputs, outputs), paths, {origin.inputs: inputs}, nested, Path(scratch), lambda *_: origin)
+    return run.proof(wanted)
+
+
+def joined(full: Proof, reduced: Proof, note: str) -> Proof:
+    """One proof of `Plan.RECORDED` from the recorded set at full geometry and the sets at the reduced one: every
+    set of both, an output unproven only where no set of either proved it, a rewritten node unreached where
+    either graph's sets left its own unreached."""
+    reduced_origins = tuple(
+        SetOrigin(Geometry.REDUCED, o.shapes, o.inputs, o.reference) for o in reduced.origins
+    ) or tuple(SetOrigin(Geometry.REDUCED, "", s, THE_ORIGINAL) for s in reduced.sets)
+    reached = {f"{node} (full)": sets for node, sets in full.reached_by.items()}
+    reached |= {f"{node} (reduced)": sets for node, sets in reduced.reached_by.items()}
+    return Proof(
+        full.sets + reduced.sets,
+        full.worst + reduced.worst,
+        full.tolerance,
+        full.refused + reduced.refused,
+        _padded(full.exact, full.sets) + _padded(reduced.exact, reduced.sets),
+        _padded(full.original_exact, full.sets) + _padded(reduced.original_exact, reduced.sets),
+        _padded(full.original_not_finite, full.sets, ()) + _padded(reduced.original_not_finite, reduced.sets, ()),
+        tuple(sorted(set(full.unproven) & set(reduced.unproven))),
+        tuple(sorted({*full.unreached, *reduced.unreached})),
+        reached,
+        origins=full.origins + reduced_origins,
+        plan=Plan.RECORDED,
+        plan_note=note,
+    )
+
+
+def _padded(values: tuple[Any, ...], sets: tuple[str, ...], fill: Any = None) -> tuple[Any, ...]:
+    """`values` one per set (a proof's per-set tuples may stop short where nothing was run)."""
+    return values + (fill,) * (len(sets) - len(values))

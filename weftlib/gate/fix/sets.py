@@ -7,11 +7,17 @@ so where the first sets leave something unproven the proof tries inputs pushed o
 positive, negative, zero, a thousand times larger or smaller, integers at the ends of their range, booleans
 all true or all false, then further seeds. Each is an input set like any other: both graphs run it and it is
 judged as the others are.
+
+Each set says where it came from (`SetOrigin`): the geometry it ran at, where its inputs came from and what
+its outputs were held to. A graph whose exporter recorded a run beside it (`recorded`) is proven by `Plan.RECORDED`:
+that run at full geometry, and random sets on the same builder's graph at a reduced geometry.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 import numpy as np
@@ -23,6 +29,42 @@ from ...onnx_core import runtime
 SYMBOLIC = 2  # the size a symbolic dimension takes in the random sets
 INDEX_RANGE = 3  # integer inputs are drawn from [0, 3): most int inputs index something small
 MORE_SEEDS = (3, 4, 5)  # the plain random sets tried after the varied ones
+THE_ORIGINAL = "the original graph in onnxruntime"  # what a set's outputs are held to, unless recorded
+
+
+class Plan(StrEnum):
+    """How a fix was proven: which sets, at which geometry (`fix.json`'s `proof.plan`)."""
+
+    FULL = "every set at the graph's own geometry"  # random (and varied) sets, the original run on each
+    RECORDED = (
+        "the exporter's own run at full geometry, its outputs the reference, and random sets on the same "
+        "builder's graph at a reduced geometry"
+    )
+
+
+class Geometry(StrEnum):
+    """The geometry a set ran at."""
+
+    FULL = "full"  # the graph being fixed, as exported
+    REDUCED = "reduced"  # the same builder's graph at a smaller size (`recorded`), fixed by the same rewrites
+
+
+@dataclass(frozen=True)
+class SetOrigin:
+    """Where one input set came from: its geometry (with its input shapes), its inputs, its reference."""
+
+    geometry: Geometry
+    shapes: str  # "name [d, ...], ..." of the inputs it fed
+    inputs: str  # "random seed 0", "recorded by the exporter (02)", ...
+    reference: str = THE_ORIGINAL
+
+    def as_json(self) -> dict[str, str]:
+        return {"geometry": f"{self.geometry} ({self.shapes})", "inputs_from": self.inputs, "reference": self.reference}
+
+
+def shapes_text(feeds: Mapping[str, Any]) -> str:
+    """The inputs' shapes in words: "x [1, 4, 8], y [2]"."""
+    return ", ".join(f"{name} {list(np.shape(a))}" for name, a in feeds.items())
 
 
 def _push(floats: Callable[[np.ndarray], np.ndarray], ints: int | None, flag: bool | None) -> Callable[..., Any]:

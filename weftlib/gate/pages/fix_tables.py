@@ -8,7 +8,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from ..cut.segments import Partition
-from ..fix import Fix
+from ..fix import Fix, Proof
+from ..fix.sets import THE_ORIGINAL
 from ..run_graphs import fixed_of
 from ..vocabulary import GateVerdict
 
@@ -20,6 +21,17 @@ def _rules(rows: list[dict[str, object]]) -> str:
     for row in rows:
         counts[str(row["rule"])] = counts.get(str(row["rule"]), 0) + 1
     return ", ".join(f"{k} ×{n}" if n > 1 else k for k, n in sorted(counts.items())) or NO_RULE
+
+
+def proof_sets(proof: Proof) -> str:
+    """Which sets proved it, in words: how many at each geometry and what their outputs were held to, and why
+    the full proof ran where a recorded run could not stand in (`fix.recorded`)."""
+    counts: dict[tuple[str, str], int] = {}
+    for o in proof.origins:
+        held = "the recorded outputs" if o.reference != THE_ORIGINAL else "the original"
+        counts[(str(o.geometry), held)] = counts.get((str(o.geometry), held), 0) + 1
+    text = ", ".join(f"{n} at {geometry} geometry against {held}" for (geometry, held), n in counts.items())
+    return "; ".join(t for t in (text or "none", proof.plan_note) if t)
 
 
 def fix_rows(fixes: Mapping[str, Fix]) -> list[dict[str, object]]:
@@ -39,6 +51,7 @@ def fix_rows(fixes: Mapping[str, Fix]) -> list[dict[str, object]]:
                 "proven": fix.proof.proven,
                 "worst relative diff": max(fix.proof.worst) if fix.proof.worst else float("nan"),
                 "proof": fix.proof.summary() if fix.proof.worst else "no input set ran",
+                "proof sets": proof_sets(fix.proof),
             }
         )
     return rows

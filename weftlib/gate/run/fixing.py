@@ -34,7 +34,8 @@ def fix_all(
     models: Sequence[Path], stems: Sequence[str], ops: DeviceOps, folder: str | os.PathLike, *, strict: bool = True
 ) -> dict[str, Fix]:
     """Each model whose stem is in `stems` fixed and written to `folder/<stem>/` (`write_fix`: the fixed graph
-    only where offered, `fix.json` alone where not, nothing where no rewrite applied). A stem not found raises
+    only where offered, `fix.json` alone where not, nothing where no rewrite applied), proven on the run its
+    exporter recorded beside it where there is one (`fix.recorded`). A stem not found raises
     when `strict`, else is left out (the caller names it: `absent`)."""
     missing = absent(models, stems)
     if missing and strict:
@@ -42,7 +43,7 @@ def fix_all(
     found = {m.stem: m for m in models}
     out = {}
     for stem in tqdm([s for s in stems if s in found], desc="gate fix", unit="graph"):
-        out[stem] = fix_model(found[stem], ops)
+        out[stem] = fix_model(found[stem], ops, recorded=True)  # a run recorded beside it: `fix.recorded`
         write_fix(out[stem], Path(folder) / stem)
     return out
 
