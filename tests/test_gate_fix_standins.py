@@ -105,6 +105,7 @@ def test_a_reduced_graph_that_cannot_be_exported_leaves_no_record_and_says_so(tm
             output_names=["y"],
             builder="",
             atol=1,
+            identity={},
         )
     assert not folder.exists()
     assert recorded.read(tmp_path / "naf_lowres.onnx")[0] is None

@@ -10,7 +10,7 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +53,7 @@ def write_reduced(
     output_names: list[str],
     builder: str,
     atol: float,
+    identity: Mapping[str, str],
 ) -> None:
     """`module` (the builder's graph at the reduced geometry) exported with natten swapped for `method`, as the
     full graph was, to `folder/reduced.pb`, with `record.json` saying who built it and at which sizes. Where that
@@ -67,6 +68,7 @@ def write_reduced(
                 input_names=input_names,
                 output_names=output_names,
                 atol=atol,
+                identity=identity,  # the same builder's faithful graph, at the reduced geometry
             )
     except Exception as exc:  # any exporter failure: the record is an optimisation of 05's proof, never required
         shutil.rmtree(folder, ignore_errors=True)

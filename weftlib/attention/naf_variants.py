@@ -295,6 +295,7 @@ def export_variants(
         atol=atol,
         references=references,
         geometry="x".join(map(str, prepared.size)),
+        reduced_geometry="x".join(map(str, small.size)) if small is not None else "",
     )
     todo = [(*job, twins.get(job[0]) if job[4] == "faithful" else None) for job in todo]
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
@@ -342,6 +343,7 @@ def _export_one(
     atol: float,
     references: dict[tuple, torch.Tensor],
     geometry: str,
+    reduced_geometry: str,
 ) -> VariantExport:
     """One variant built, compared with its reference output, and exported (natten swapped for `method`), its
     identity written beside it; a faithful graph with its `twin` job at the reduced geometry records its run and
@@ -376,6 +378,7 @@ def _export_one(
             output_names=["upsampled" if graph == UPSAMPLER else "out"],
             builder=f"naf_variants.export_variants (NAF's {graph}, the same model at the smallest grid)",
             atol=atol,
+            identity=identity(graph, variant, method, reduced_geometry).as_json(),
         )
     return VariantExport(graph, variant, tuple(changes), report, vs)
 
