@@ -189,6 +189,24 @@ def test_the_measuring_child_times_the_calls_that_give_the_peak_and_saves_the_fi
     assert np.load(tmp_path / "out.npy").shape == ()  # alloc_workload returns an int
 
 
+def minus(result, offset):
+    """A check the measuring child runs on its first result (`peak_rss_subprocess(check=...)`)."""
+    return result - offset
+
+
+def test_the_measuring_child_judges_its_first_result_and_sends_back_only_the_answer():
+    """At NAF's geometry an output is a gigabyte: the child answers what was asked of it (its difference from a
+    reference, in 02), and nothing is saved unless asked."""
+    got = measure.peak_rss_subprocess(
+        "tests.test_measure:alloc_workload",
+        {"megabytes": 1},
+        check="tests.test_measure:minus",
+        check_kwargs={"offset": 1},
+    )
+    assert got["checked"] == 256 - 1  # 1 MiB of ones, every 4096th byte summed, less the offset
+    assert measure.peak_rss_subprocess("tests.test_measure:alloc_workload", {"megabytes": 1})["checked"] is None
+
+
 def test_a_forked_measuring_process_counts_as_this_blocks_own_work(monkeypatch):
     """The forkserver's children are not this process's: their CPU, noted with the window, is not other work."""
     block = _fake_bracket(monkeypatch, _rates(190, 30), _rates(190, 30), busy_s=10.0, own_s=2.0, wall=10.0)
