@@ -172,9 +172,13 @@ def _peak(
         "onnx_path": str(onnx_path) if onnx_path else None,
     }
     try:
-        check = {"check": f"{__name__}:differs_from", "check_kwargs": {"reference": str(against)}} if against else {}
         return measure.peak_rss_subprocess(
-            "weftlib.attention.benchmark:workload", kwargs, repeats=repeats, save=save, **check
+            "weftlib.attention.benchmark:workload",
+            kwargs,
+            repeats=repeats,
+            save=save,
+            check="weftlib.attention.benchmark:differs_from" if against else None,
+            check_kwargs={"reference": str(against)} if against else None,
         ), "ok"
     except measure.MeasurementStopped as exc:  # its window and CPU let the bracket judge the machine (`_timed`)
         return {"stopped": exc}, f"{STOPPED}: {exc}"

@@ -90,7 +90,8 @@ def measure_here(
 def _function(target: str) -> Callable[..., Any]:
     """`package.module:function`, imported."""
     module_name, _, func_name = target.partition(":")
-    return getattr(importlib.import_module(module_name), func_name)  # type: ignore[no-any-return]
+    function: Callable[..., Any] = getattr(importlib.import_module(module_name), func_name)
+    return function
 
 
 def _child(

@@ -20,8 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...measure.others import CONTENDED, cpu_seconds, others_cores
-from ...measure.timing import settled
+from ...measure.others import CONTENDED, cpu_seconds, others_cores, settled
 from ...onnx_core import runtime
 from ..cut.proof import run_chain
 from ..cut.segments import Partition, Segment
