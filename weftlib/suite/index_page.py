@@ -83,7 +83,9 @@ def write_index(
         verdict_figure=figure.name if figure else "",
         state=summary.state,
         verdict=verdict,
-        notebooks=[_index_row(run_dir, r, summary.timings[r.name]) for r in results],
+        notebooks=[
+            _index_row(run_dir, r, summary.timings[r.name], summary.durations[r.name]["long_steps"]) for r in results
+        ],
         provenance=provenance_rows(summary),
     )
     write_atomic(run_dir / "index.html", page)
@@ -164,8 +166,11 @@ def step_text(step: dict[str, Any]) -> str:
     return f"{format_duration(float(step['seconds']))} {where}{step['line']}"
 
 
-def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dict[str, Any]:
-    """One notebook's row of the index: its status, duration, timing quality, parameters, figures, links."""
+def _index_row(
+    run_dir: Path, r: NotebookResult, timings: dict[str, Any], steps: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One notebook's row of the index: its status, duration and long steps, timing quality, parameters,
+    figures, links."""
     links = [(p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb") if p.exists()]
     if (run_dir / r.name / "metrics.json").exists():
         links.append(("metrics", f"{r.name}/metrics.json"))
@@ -174,7 +179,7 @@ def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dic
         "status": r.status,
         "css": r.status.replace(" ", "-"),
         "duration": _duration(r.seconds),
-        "steps": [step_text(s) for s in long_steps(run_dir, r)],
+        "steps": [step_text(s) for s in steps],
         "timings": timings,
         "given": ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults",
         "figures": r.headline_text,
