@@ -229,3 +229,29 @@ def test_a_child_that_raised_is_a_sentence_on_the_page_not_its_exception_class(m
     result, status = benchmark._peak("torch", "masked", geometry.grid([16], kernel=3)[0], 1, 2**30)
     assert result is None and status == f"failed: M{said[1:]}"
     assert raw_values(f"<td>{status}</td>") == []
+
+
+@pytest.mark.parametrize("natten", [True, False])
+def test_only_the_reference_is_saved_and_every_other_child_answers_its_difference(tmp_path, monkeypatch, natten):
+    """Measuring memory, the reference's child (natten's, or the fallback's when natten is skipped) saves its
+    output once; every other child reads it in place and sends back only its largest difference (at NAF's
+    geometry each output is a gigabyte: one saved and loaded per row cost seconds)."""
+    real, seen = measure.peak_rss_subprocess, []
+
+    def recorded(target, kwargs=None, **rest):
+        seen.append(((kwargs or {}).get("method"), (kwargs or {}).get("backend"), rest))
+        return real(target, kwargs, **rest)
+
+    monkeypatch.setattr(measure, "peak_rss_subprocess", recorded)
+    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
+    limit = {} if natten else {"natten_max_bytes": g.natten_dense_bytes() - 1}
+    rows = benchmark.measure_geometry(g, ["gather", "shift"], folder=tmp_path, repeats=1, memory=True, **limit)
+    saved = [(m, b, r["save"]) for m, b, r in seen if r.get("save")]
+    assert [(m, b) for m, b, _ in saved] == [("natten", "natten") if natten else ("shift", "torch")]
+    others = [r for m, b, r in seen if not r.get("save")]
+    assert len(others) == (4 if natten else 3) and all(
+        r["check_kwargs"] == {"reference": str(saved[0][2])} for r in others
+    )
+    compared = [r for r in rows if r["method"] != "natten"]
+    assert all(r["max_abs_diff"] is not None and r["max_abs_diff"] <= 1e-5 for r in compared)
+    assert {r["reference"] for r in compared} == {"natten" if natten else "shift"}

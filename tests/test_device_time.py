@@ -212,3 +212,66 @@ def test_a_host_segment_handed_a_shape_is_timed_on_what_the_chain_hands_it(tmp_p
     assert main(["partition", str(path), "--out", str(tmp_path / "cut")]) == 0
     out = capsys.readouterr().out
     assert "proven" in out and "time per inference: host alone" in out
+
+
+def _count_sessions(monkeypatch) -> list[str]:
+    """Every onnxruntime session the host timing opens, and the chain's (which must not open any here)."""
+    from weftlib.gate.cut import proof
+    from weftlib.gate.estimate import host_time
+
+    opened: list[str] = []
+    real = host_time.runtime.session
+    monkeypatch.setattr(host_time.runtime, "session", lambda path, *a, **k: opened.append(str(path)) or real(path))
+    monkeypatch.setattr(proof, "_session", lambda path: pytest.fail(f"the chain ran: {path}"))
+    return opened
+
+
+def test_a_cut_that_is_the_graph_itself_is_timed_once(ops, tmp_path, monkeypatch):
+    """Nothing on the device: the one host segment is the whole graph, so its time is the whole's, taken once
+    (at NAF's geometry the attention layer's graph takes seconds a call; it was timed twice and run once more)."""
+    from weftlib.gate.estimate import host_time
+
+    part, path, folder = cut_of(chain("host", ["sin", "sin"]), ops, tmp_path)
+    assert not part.device_segments and host_time.is_whole(part)
+    opened = _count_sessions(monkeypatch)
+    host = host_time.host_times(part, path, folder)
+    assert opened == [str(path)] and host.segments == {part.segments[0].file: host.whole}
+
+
+def test_a_cut_with_no_host_segment_runs_no_chain(ops, tmp_path, monkeypatch):
+    from weftlib.gate.estimate import host_time
+
+    part, path, folder = cut_of(chain("device", ["conv", "relu", "conv"]), ops, tmp_path)
+    assert len(part.segments) == len(part.device_segments) == 1 and not host_time.is_whole(part)
+    opened = _count_sessions(monkeypatch)
+    host = host_time.host_times(part, path, folder)
+    assert opened == [str(path)] and host.segments == {} and host.host_segments == 0.0
+
+
+def test_a_cut_with_host_and_device_segments_still_times_each_host_segment(ops, tmp_path):
+    from weftlib.gate.estimate import host_time
+
+    part, path, folder = cut_of(chain("mixed", ["conv", "sin", "conv"]), ops, tmp_path)
+    assert not host_time.is_whole(part)
+    host = host_time.host_times(part, path, folder, repeats=2)
+    hosts = [s.file for s in part.segments if s not in part.device_segments]
+    assert list(host.segments) == hosts and all(t > 0 for t in host.segments.values())
+
+
+def test_host_samples_stop_once_two_calls_of_a_second_agree(monkeypatch):
+    """On a fake clock: each call takes the next duration; short calls or disagreeing ones take every repeat."""
+    from weftlib.gate.estimate import host_time
+
+    clock = [0.0]
+    durations = iter([1.5, 1.45, 1.5, 0.9, 1.5, 1.1, 1.5, 0.2, 0.2, 0.2, 0.2, 0.2])
+
+    def run():
+        clock[0] += next(durations)
+
+    monkeypatch.setattr(host_time.time, "perf_counter", lambda: clock[0])
+    assert host_time.settled_samples(run, 5)[0] == pytest.approx([1.5, 1.45])  # over SETTLE_S, within 10 %
+    assert host_time.settled_samples(run, 3)[0] == pytest.approx([1.5, 0.9, 1.5])  # 0.9 is under SETTLE_S
+    assert host_time.settled_samples(run, 2)[0] == pytest.approx([1.1, 1.5])  # disagree: every repeat (two)
+    assert len(host_time.settled_samples(run, 5)[0]) == 5  # short calls: every repeat
+    with pytest.raises(ValueError, match="repeats"):
+        host_time.settled_samples(run, 0)

@@ -172,7 +172,8 @@ def test_adaptive_samples_stop_at_two_that_agree_for_a_call_of_seconds(monkeypat
     durations = iter([1.0, 1.0, 1.0])
     assert len(measure.sample_adaptive(fn, 3)) == 3  # short calls: every repeat
     assert measure.spread([1.0, 1.2, 1.1]) == pytest.approx(0.2 / 1.1) and measure.spread([1.0]) is None
-    assert not measure.settled([6.0]) and not measure.settled([4.9, 4.9]) and measure.settled([5.1, 5.2])
+    assert not measure.settled([6.0]) and not measure.settled([1.9, 1.9]) and measure.settled([2.1, 2.2])
+    assert measure.settled([4.9, 4.6])  # NAF's 512^2 rows (2 to 5 s a call) settle at two samples that agree
     with pytest.raises(ValueError, match="repeats"):
         measure.sample_adaptive(fn, 0)
 
@@ -186,6 +187,24 @@ def test_the_measuring_child_times_the_calls_that_give_the_peak_and_saves_the_fi
     import numpy as np
 
     assert np.load(tmp_path / "out.npy").shape == ()  # alloc_workload returns an int
+
+
+def minus(result, offset):
+    """A check the measuring child runs on its first result (`peak_rss_subprocess(check=...)`)."""
+    return result - offset
+
+
+def test_the_measuring_child_judges_its_first_result_and_sends_back_only_the_answer():
+    """At NAF's geometry an output is a gigabyte: the child answers what was asked of it (its difference from a
+    reference, in 02), and nothing is saved unless asked."""
+    got = measure.peak_rss_subprocess(
+        "tests.test_measure:alloc_workload",
+        {"megabytes": 1},
+        check="tests.test_measure:minus",
+        check_kwargs={"offset": 1},
+    )
+    assert got["checked"] == 256 - 1  # 1 MiB of ones, every 4096th byte summed, less the offset
+    assert measure.peak_rss_subprocess("tests.test_measure:alloc_workload", {"megabytes": 1})["checked"] is None
 
 
 def test_a_forked_measuring_process_counts_as_this_blocks_own_work(monkeypatch):

@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 from datetime import UTC, datetime
 
+import nbformat
+
 from tests.conftest import write_notebook
 from weftlib.suite import index_page, params, publish, record
 from weftlib.suite.runfolder import NotebookResult
@@ -55,3 +57,30 @@ def test_index_and_summary_say_which_notebooks_timings_were_contended(tmp_path):
     rfd_page = publish.render_page(run_dir, summary)  # the RFD page says it beside the notebook's figures
     assert "*Timings:* CONTENDED: 1 of 2 timed rows (bench_rows 1 of 2)." in rfd_page
     assert rfd_page.count("*Timings:*") == 1  # a notebook without timed rows gets no such line
+
+
+def test_index_and_summary_say_where_a_notebooks_minutes_went(tmp_path):
+    """Each long step of a notebook is listed beside its duration, longest first, under the section it ran in."""
+    nb_dir, run_dir = tmp_path / "nbs", tmp_path / "run"
+    nb_dir.mkdir()
+    write_notebook(nb_dir / "10_timed.ipynb", 'run_dir = ""', "")
+    (tmp_path / "p.yaml").write_text("notebooks: [10_timed]\n")
+    plan = params.load_plan(tmp_path / "p.yaml", None, nb_dir)
+    run_dir.mkdir()
+    executed = write_notebook(run_dir / "10_timed.ipynb", 'run_dir = ""', "sweep = benchmark.sweep(geoms)")
+    nb = nbformat.read(executed, as_version=4)
+    nb.cells.insert(3, nbformat.v4.new_markdown_cell("## 2 · Time every formulation\nwhy it is timed"))
+    nbformat.write(nb, executed)  # cells: heading, imports, parameters, the section's heading, the sweep
+    steps = [
+        {"cell": 1, "seconds": 12.0, "exec_count": 1, "line": "from weftlib.suite import record"},
+        {"cell": 4, "seconds": 191.0, "exec_count": 3, "line": "sweep = benchmark.sweep(geoms)"},
+    ]
+    results = [NotebookResult("10_timed", status="passed", seconds=210.0, long_steps=steps)]
+    summary = index_page.write_index(run_dir, plan, results, datetime.now(UTC))
+    recorded = json.loads((run_dir / "summary.json").read_text())["durations"]["10_timed"]["long_steps"]
+    assert [(s["cell"], s["section"]) for s in recorded] == [(4, "2 · Time every formulation"), (1, "tiny")]
+    assert summary.durations["10_timed"]["seconds"] == 210.0
+    page = (run_dir / "index.html").read_text()
+    assert "where the minutes went" in page
+    first = page.index("3 min 11 s 2 · Time every formulation: sweep = benchmark.sweep(geoms)")
+    assert first < page.index("12 s tiny: from weftlib.suite import record")

@@ -5,7 +5,10 @@ Why it is built this way:
   peak_rss_subprocess`), under an address-space cap: natten's CPU path (Flex, uncompiled) is dense
   attention over all H*W keys, and 'gather' holds kh*kw copies of k and v, so at NAF's geometry some
   entries cannot run at all. A capped child fails alone and its row says so; the sweep goes on.
-- That child also gives the entry's output and its timing samples, from the same calls: its first call,
+- That child also gives the entry's timing samples and its output's largest difference from the reference, from
+  the same calls (the reference's child saves its output once, a .npy file in memory-backed scratch where there
+  is room, and each later child reads it in place: at NAF's geometry an output is a gigabyte, and writing and
+  loading one per row cost seconds): its first call,
   after a warm-up on a tiny map, is the peak and the first sample, so no call (natten's dense one is long at
   128^2) is made twice for the two measurements; a call of seconds stops at two samples that agree
   (`measure.settled`). Without memory measured, entries are timed here, the output call their
@@ -21,7 +24,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 import resource
+import shutil
 import statistics
 import tempfile
 import time
@@ -36,6 +41,7 @@ from weftlib import measure
 from weftlib.formatting import error_sentence
 from weftlib.gate.run_graphs import GraphIdentity
 from weftlib.gate.vocabulary import GraphKind, GraphNotebook
+from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
 
 from . import calls
@@ -44,6 +50,8 @@ from .geometry import Geometry, make_inputs, method_args, methods_for, tiny
 
 BACKENDS = ("torch", "onnxruntime", "natten")
 DEFAULT_CAP_BYTES = 16 << 30
+SHM = Path("/dev/shm")  # where the reference output is kept between children, when it has `SHM_FREE` free
+SHM_FREE = 8 << 30
 STOPPED = (
     "stopped"  # a row's status when its measuring process ran out of time (its `contended` says if others slowed it)
 )
@@ -60,6 +68,7 @@ class Settings:
     threads: int
     memory: bool
     cap_bytes: int
+    scratch: Path | None = None  # measuring memory: where the reference output is saved for the children
 
     def child(self, backend: str, method: str, geom: Geometry) -> dict[str, Any]:
         """The arguments of the capped child (`_peak`) that measures one entry."""
@@ -70,6 +79,44 @@ class Settings:
             "threads": self.threads,
             "cap_bytes": self.cap_bytes,
         }
+
+
+@dataclasses.dataclass
+class Reference:
+    """The output every row of a geometry is compared with (natten's, or the fallback formulation's) and its
+    name. Measuring memory it is the .npy `file` its own child saved, which each later child reads in place and
+    answers only its largest difference from; otherwise the tensor `out`."""
+
+    name: str | None = None
+    out: torch.Tensor | None = None
+    file: Path | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.out is not None or self.file is not None
+
+    def keep(self, out: torch.Tensor, settings: Settings) -> None:
+        """`out` (computed here) as the reference, saved for the children when they measure memory."""
+        if settings.memory and settings.scratch is not None:
+            self.file = settings.scratch / "reference.npy"
+            np.save(self.file, out.numpy())
+        else:
+            self.out = out
+
+
+def scratch_root() -> str | None:
+    """Memory-backed scratch for the reference output (/dev/shm with `SHM_FREE` free), else the default
+    temporary folder: writing a gigabyte to a disk-backed one took four times as long on the appendix VM."""
+    try:
+        return str(SHM) if os.access(SHM, os.W_OK) and shutil.disk_usage(SHM).free >= SHM_FREE else None
+    except OSError:
+        return None
+
+
+def differs_from(result: Any, reference: str) -> float:
+    """In a measuring child: the largest difference of its first result from the reference output saved at
+    `reference` (read in place, by a memory map)."""
+    return compare.max_abs_diff([np.load(reference, mmap_mode="r")], [result])
 
 
 def workload(
@@ -113,9 +160,11 @@ def _peak(
     onnx_path: Path | None = None,
     repeats: int = 1,
     save: Path | None = None,
+    against: Path | None = None,
 ) -> tuple[dict[str, Any] | None, str]:
-    """The capped child's measurement of one call (`measure.peak_rss_subprocess`: `peak_bytes`, and with
-    `repeats` > 1 its timing `samples`), or (None, why it could not run)."""
+    """The capped child's measurement of one call (`measure.peak_rss_subprocess`: `peak_bytes`, with `repeats`
+    > 1 its timing `samples`, and with `against` its first output's largest difference from that reference
+    file as `checked`), or (None, why it could not run)."""
     kwargs = {
         "backend": backend,
         "method": method,
@@ -126,7 +175,12 @@ def _peak(
     }
     try:
         return measure.peak_rss_subprocess(
-            "weftlib.attention.benchmark:workload", kwargs, repeats=repeats, save=save
+            "weftlib.attention.benchmark:workload",
+            kwargs,
+            repeats=repeats,
+            save=save,
+            check="weftlib.attention.benchmark:differs_from" if against else None,
+            check_kwargs={"reference": str(against)} if against else None,
         ), "ok"
     except measure.MeasurementStopped as exc:  # its window and CPU let the bracket judge the machine (`_timed`)
         return {"stopped": exc}, f"{STOPPED}: {exc}"
@@ -189,55 +243,49 @@ def measure_geometry(
     repeats of a long call stay honest, and its bracket's rates and `contended` (`measure.Bracket`). natten, the
     reference, runs `natten_repeats` times, once by default (the owner's decision, issue 33): its dense CPU call
     takes about 25 s at 128^2, so its time and peak come from that one call and its spread is not shown (None)."""
-    with measure.torch_threads(threads):
+    with measure.torch_threads(threads), tempfile.TemporaryDirectory(dir=scratch_root() if memory else None) as tmp:
         inputs = make_inputs(geom)
         order = tuple(methods or geom.methods or methods_for(geom))
         repeats = geom.repeats or repeats
-        settings = Settings(Path(folder), repeats, threads, memory, cap_bytes)
+        settings = Settings(Path(folder), repeats, threads, memory, cap_bytes, Path(tmp))
         rows: list[dict[str, Any]] = []
-        ref: torch.Tensor | None = None
-        ref_name: str | None = None
+        ref = Reference()
         if run_natten:
             natten = dataclasses.replace(settings, repeats=natten_repeats)
-            rows, ref, ref_name = _reference(geom, inputs, natten, natten_max_bytes)
+            rows = _reference(geom, inputs, natten, natten_max_bytes, ref)
         # natten too big: a formulation proven equal to it answers; timed first, its output is the reference
         methods = order
-        if ref is None and run_natten and fallback in order:
-            ref_name, methods = fallback, (fallback, *(m for m in order if m != fallback))
-        elif ref is None and run_natten:
-            ref, ref_name = calls.torch_call(geom, fallback, inputs)(), fallback
+        if not ref.ready and run_natten and fallback in order:
+            ref.name, methods = fallback, (fallback, *(m for m in order if m != fallback))
+        elif not ref.ready and run_natten:
+            ref.keep(calls.torch_call(geom, fallback, inputs)(), settings)
+            ref.name = fallback
         by_method = {}
         for method in methods:
-            by_method[method], out = _measure_method(geom, method, inputs, ref, ref_name, settings)
-            ref = out if ref is None and method == ref_name else ref
+            by_method[method] = _measure_method(geom, method, inputs, ref, settings)
             if done is not None:
                 done(method)
     return rows + [r for m in order for r in by_method[m]]
 
 
 def _reference(
-    geom: Geometry, inputs: dict[str, torch.Tensor], settings: Settings, natten_max_bytes: int
-) -> tuple[list[dict[str, Any]], torch.Tensor | None, str | None]:
-    """natten's row and output (None, with the row saying why, when its dense scores exceed `natten_max_bytes`
-    or it could not run) and the reference's name."""
+    geom: Geometry, inputs: dict[str, torch.Tensor], settings: Settings, natten_max_bytes: int, ref: Reference
+) -> list[dict[str, Any]]:
+    """natten's row, its output made `ref` (left unset, the row saying why, when its dense scores exceed
+    `natten_max_bytes` or it could not run)."""
     if geom.natten_dense_bytes() > natten_max_bytes:
         why = (
             f"skipped: its dense scores alone need "
             f"{geom.natten_dense_bytes() / 2**30:.1f} GiB (limit {natten_max_bytes / 2**30:.1f} GiB)"
         )
-        return [_row(geom, "natten", "natten", status=why)], None, None
-    row, ref = _measure_natten(geom, inputs, settings)
-    return [row], ref, "natten" if ref is not None else None
-
-
-def _measure_natten(
-    geom: Geometry, inputs: dict[str, torch.Tensor], settings: Settings
-) -> tuple[dict[str, Any], torch.Tensor | None]:
-    """natten's row and its output (the reference), from as few of its dense calls as stay honest (`_timed`).
-    Up to `settings.repeats` samples, two for a call of seconds whose two samples agree (`measure.settled`)."""
+        return [_row(geom, "natten", "natten", status=why)]
     row = _row(geom, "natten", "natten")
-    ref = _timed(row, lambda: calls.natten_call(geom, inputs), settings.child("natten", "natten", geom), settings)
-    return row, ref
+    # up to `settings.repeats` samples, two for a call of seconds whose two samples agree (`measure.settled`)
+    if _timed(
+        row, lambda: calls.natten_call(geom, inputs), settings.child("natten", "natten", geom), settings, ref, True
+    ):
+        ref.name = "natten"
+    return [row]
 
 
 def _timed(
@@ -245,22 +293,25 @@ def _timed(
     make_call: Callable[[], Callable[[], Any]],
     child: dict[str, Any],
     settings: Settings,
+    ref: Reference,
+    gives: bool,
     refusals: tuple[type[BaseException], ...] = (),
-) -> Any:
-    """Time one entry into `row` and return its output (None when it could not run; `row["status"]` says why).
+) -> bool:
+    """Time one entry into `row`; whether it ran (`row["status"]` says why not). Its output becomes `ref` when
+    it `gives` the reference; otherwise its largest difference from `ref` (once set) is `row["max_abs_diff"]`.
 
-    Measuring memory, one capped child (`_peak(**child)`) gives the peak, the output and the timing samples of
-    the same calls: its first call, after a warm-up on a tiny map, is the peak and the first sample, so no
-    call is made twice for the two measurements. Without, the output call here is the warm-up of the timed
-    calls. Either way the timed calls are bracketed by the machine's rates (`measure.Bracket`)."""
+    Measuring memory, one capped child (`_peak(**child)`) gives the peak, the timing samples and the output's
+    difference of the same calls: its first call, after a warm-up on a tiny map, is the peak and the first
+    sample, so no call is made twice for the measurements. Without, the output call here is the warm-up of the
+    timed calls. Either way the timed calls are bracketed by the machine's rates (`measure.Bracket`)."""
     repeats = settings.repeats
+    out = None
     with measure.Bracket(settings.threads) as block:
         if settings.memory:
-            with tempfile.TemporaryDirectory() as tmp:
-                saved = Path(tmp) / "out.npy"
-                got, status = _peak(**child, repeats=repeats, save=saved)
-                stopped = got.pop("stopped", None) if got else None
-                out = torch.from_numpy(np.load(saved)) if got else None
+            save = settings.scratch / "reference.npy" if gives and settings.scratch is not None else None
+            against = None if gives else ref.file
+            got, status = _peak(**child, repeats=repeats, save=save, against=against)
+            stopped = got.pop("stopped", None) if got else None
             if stopped is not None:  # out of time: the row says whether the machine was busy meanwhile
                 (start, end), cpu = stopped.window, stopped.cpu_seconds
                 block.note(start, end, cpu)
@@ -269,6 +320,9 @@ def _timed(
                 start, end = got["window"]
                 block.note(start, end, got["cpu_seconds"])
                 samples, row["peak_bytes"] = got["samples"], int(got["peak_bytes"])
+                ref.file = save if gives else ref.file
+                row["max_abs_diff"] = got["checked"] if against is not None else row["max_abs_diff"]
+            ran = got is not None
         else:
             try:
                 call = make_call()
@@ -279,52 +333,47 @@ def _timed(
                 start = time.perf_counter()
                 samples = measure.sample_adaptive(call, repeats)
                 block.note(start, time.perf_counter())
+            ran = out is not None
     row["status"] = status
-    if out is not None:
+    if ran:
         _timed_row(row, samples, block)
     elif status.startswith(STOPPED):
         row.update(block.verdict())
-    return out
+    if out is not None and gives:
+        ref.out = out
+    elif out is not None:
+        row["max_abs_diff"] = calls.diff(out, ref.out)
+    return ran
 
 
 def _measure_method(
-    geom: Geometry,
-    method: str,
-    inputs: dict[str, torch.Tensor],
-    ref: torch.Tensor | None,
-    ref_name: str | None,
-    settings: Settings,
-) -> tuple[list[dict[str, Any]], torch.Tensor | None]:
-    """torch row, then (if torch ran) export and onnxruntime row for one formulation, and its torch output
-    (the reference when natten could not give one)."""
-    torch_row = _row(geom, method, "torch", reference=ref_name)
-    out = _timed(
+    geom: Geometry, method: str, inputs: dict[str, torch.Tensor], ref: Reference, settings: Settings
+) -> list[dict[str, Any]]:
+    """torch row, then (if torch ran) export and onnxruntime row for one formulation; its torch output is the
+    reference when natten could not give one (`ref` named it, not yet set)."""
+    gives = not ref.ready and method == ref.name  # the fallback answers for natten
+    torch_row = _row(geom, method, "torch", reference=ref.name)
+    ran = _timed(
         torch_row,
         lambda: calls.torch_call(geom, method, inputs),
         settings.child("torch", method, geom),
         settings,
+        ref,
+        gives,
         (ValueError, RuntimeError, MemoryError),
     )
-    if out is None:
-        return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")], None
-    ref = out if ref is None and method == ref_name else ref  # the fallback answers for natten
-    torch_row["max_abs_diff"] = calls.diff(out, ref)
+    if not ran:
+        return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")]
+    if gives:
+        torch_row["max_abs_diff"] = 0.0  # the reference itself
     if geom.export_methods is not None and method not in geom.export_methods:
         not_exported = "not exported: graphs are exported at their small geometry"
-        return [torch_row, _row(geom, method, "onnxruntime", status=not_exported)], out
-    return [
-        torch_row,
-        _measure_export(geom, method, inputs, ref, ref_name, settings),
-    ], out
+        return [torch_row, _row(geom, method, "onnxruntime", status=not_exported)]
+    return [torch_row, _measure_export(geom, method, inputs, ref, settings)]
 
 
 def _measure_export(
-    geom: Geometry,
-    method: str,
-    inputs: dict[str, torch.Tensor],
-    ref: torch.Tensor | None,
-    ref_name: str | None,
-    settings: Settings,
+    geom: Geometry, method: str, inputs: dict[str, torch.Tensor], ref: Reference, settings: Settings
 ) -> dict[str, Any]:
     """One formulation exported to `settings.folder` and its onnxruntime row (or the row saying the export failed)."""
     path = settings.folder / f"{geom.graph_stem(method)}.onnx"
@@ -341,15 +390,15 @@ def _measure_export(
         )
     except (onnx_export.ExportError, MemoryError) as exc:
         return _row(geom, method, "onnxruntime", status=f"export failed: {error_sentence(str(exc))[:200]}")
-    ort_row = _row(geom, method, "onnxruntime", reference=ref_name, onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
-    ort_out = _timed(
+    ort_row = _row(geom, method, "onnxruntime", reference=ref.name, onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
+    _timed(
         ort_row,
         lambda: calls.ort_call(path, geom, method, inputs, settings.threads),
         settings.child("onnxruntime", method, geom) | {"onnx_path": path},
         settings,
+        ref,
+        False,
     )
-    if ort_out is not None:
-        ort_row["max_abs_diff"] = calls.diff(ort_out, ref)
     return ort_row
 
 

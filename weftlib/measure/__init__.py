@@ -40,8 +40,9 @@ from .limits import (
     machine_limits,
     sgemm_gflops,
 )
+from .others import AGREE, LONG_CALL_S, settled, spread
 from .peak import ALLOCATOR_ENV, MeasurementStopped, measure_here, peak_rss_subprocess
-from .timing import AGREE, LONG_CALL_S, median_seconds, sample_adaptive, sample_seconds, settled, spread, torch_threads
+from .timing import median_seconds, sample_adaptive, sample_seconds, torch_threads
 
 __all__ = [
     "AGREE",

@@ -1,6 +1,7 @@
-"""The CPU other work took while a block ran, read from /proc/stat, and calls timed interleaved, all without
-torch: the gate may not import torch, and it times graphs in onnxruntime (`gate.estimate.host_time`). A block
-is contended, as `Bracket` judges it, when other work took more than `CONTENDED` of a core meanwhile.
+"""The CPU other work took while a block ran, read from /proc/stat, calls timed interleaved, and when timing
+samples need no more repeats (`settled`), all without torch: the gate may not import torch, and it times graphs
+in onnxruntime (`gate.estimate.host_time`). A block is contended, as `Bracket` judges it, when other work took
+more than `CONTENDED` of a core meanwhile.
 """
 
 from __future__ import annotations
@@ -66,3 +67,24 @@ def interleaved(
 def medians(samples: Mapping[str, list[float]]) -> dict[str, float]:
     """The median of each call's samples."""
     return {name: statistics.median(values) for name, values in samples.items()}
+
+
+LONG_CALL_S = 2.0  # a call longer than this is not repeated for a median two agreeing samples pin down
+# (2 s, not 5: NAF's 512^2 rows, its forward in 01 and the 1024 layer take 2 to 5 s a call)
+AGREE = 0.1  # ... agreeing within this spread ((max - min) / median); the row shows its spread and count
+
+
+def settled(samples: list[float], long_seconds: float = LONG_CALL_S, agree: float = AGREE) -> bool:
+    """Whether timing samples need no more repeats: two or more, every one over `long_seconds`, agreeing
+    within `agree`. A third sample of calls that long would move a median of two that agree by at most
+    half their spread (a median of three lies between the first two), and at NAF's geometry or the 1024 grid
+    each costs seconds to a minute. Samples that disagree take every repeat."""
+    width = spread(samples)
+    return len(samples) >= 2 and min(samples) > long_seconds and width is not None and width <= agree
+
+
+def spread(samples: list[float]) -> float | None:
+    """(max - min) / median of timed samples; None for fewer than two."""
+    if len(samples) < 2:
+        return None
+    return (max(samples) - min(samples)) / statistics.median(samples)

@@ -6,6 +6,7 @@ with the allocator state of a new interpreter, instead of importing torch again.
 
 from __future__ import annotations
 
+import functools
 import importlib
 import os
 import time
@@ -43,13 +44,20 @@ def _reset_peak() -> bool:
         return False
 
 
-def measure_here(run: Callable[[], Any], repeats: int = 1, save: str | None = None) -> dict[str, Any]:
+def measure_here(
+    run: Callable[[], Any],
+    repeats: int = 1,
+    save: str | None = None,
+    check: Callable[[Any], Any] | None = None,
+) -> dict[str, Any]:
     """Peak extra resident memory and wall time of `run()` in this process (call it in a fresh one).
 
     With `repeats` > 1 the measured call is also the first timing sample and more calls follow
     (`sample_adaptive`: a call of seconds stops at two samples that agree), so peak and time come from the
     same calls; `window` holds their perf_counter span (CLOCK_MONOTONIC, comparable across processes on
-    Linux). `save` writes the first call's result there as a .npy file (the parent's reference output)."""
+    Linux). `save` writes the first call's result there as a .npy file (the parent's reference output);
+    `check(result)` is that result judged here, its answer `checked` (e.g. its largest difference from a
+    reference): at NAF's geometry a result is a gigabyte, and sending it to the parent cost seconds."""
     import gc
 
     gc.collect()
@@ -63,6 +71,7 @@ def measure_here(run: Callable[[], Any], repeats: int = 1, save: str | None = No
         import numpy as np
 
         np.save(save, np.asarray(result))
+    checked = check(result) if check is not None else None
     del result
     samples = sample_adaptive(run, repeats, first=seconds) if repeats > 1 else [seconds]
     own = os.times()
@@ -74,19 +83,35 @@ def measure_here(run: Callable[[], Any], repeats: int = 1, save: str | None = No
         "window": [start, time.perf_counter()],
         "cpu_seconds": own.user + own.system,  # the whole process's, setup included (`Bracket.note`)
         "peak_reset": reset,
+        "checked": checked,
     }
 
 
-def _child(target: str, kwargs: dict[str, Any], repeats: int, save: str | None, conn: Any) -> None:
+def _function(target: str) -> Callable[..., Any]:
+    """`package.module:function`, imported."""
+    module_name, _, func_name = target.partition(":")
+    function: Callable[..., Any] = getattr(importlib.import_module(module_name), func_name)
+    return function
+
+
+def _child(
+    target: str,
+    kwargs: dict[str, Any],
+    repeats: int,
+    save: str | None,
+    check: tuple[str, dict[str, Any]] | None,
+    conn: Any,
+) -> None:
     """Entry point of the measuring process: build the workload, measure it, send (True, result) back, or
     (False, the traceback) when anything fails."""
     try:
-        module_name, _, func_name = target.partition(":")
-        setup = getattr(importlib.import_module(module_name), func_name)
-        run = setup(**kwargs)
+        run = _function(target)(**kwargs)
         if not callable(run):
             raise TypeError(f"{target} must return a zero-argument callable, got {type(run).__name__}")
-        conn.send((True, measure_here(run, repeats, save)))
+        judge = None
+        if check is not None:
+            judge = functools.partial(_function(check[0]), **check[1])
+        conn.send((True, measure_here(run, repeats, save, judge)))
     except BaseException:
         import traceback
 
@@ -135,21 +160,33 @@ def peak_rss_subprocess(
     timeout: float = 900,
     repeats: int = 1,
     save: str | Path | None = None,
+    check: str | None = None,
+    check_kwargs: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Run `module:function(**kwargs)` in a fresh process and measure the callable it returns.
 
     The function builds its inputs (not counted) and returns `run`; the result holds `peak_bytes` (extra
     resident memory at the peak of `run()` over the resident memory before it), `baseline_bytes` and
     `seconds`, and with `repeats` > 1 the timing `samples` of the same process (`measure_here`); `save` a
-    .npy path for the first call's result. A failure in the child raises RuntimeError carrying its
-    traceback; a child killed outright (the kernel's OOM killer) or out of time raises one naming that.
+    .npy path for the first call's result; `check` a `module:function` the child calls on that result (with
+    `check_kwargs`), its answer sent back as `checked` instead of the result itself. A failure in the child
+    raises RuntimeError carrying its traceback; a child killed outright (the kernel's OOM killer) or out of
+    time raises one naming that.
     """
     if ":" not in target:
         raise ValueError(f"target must look like 'package.module:function', got {target!r}")
     ctx = _forkserver(target.partition(":")[0])
     receive, send = ctx.Pipe(duplex=False)
     proc = ctx.Process(
-        target=_child, args=(target, dict(kwargs or {}), int(repeats), str(save) if save else None, send)
+        target=_child,
+        args=(
+            target,
+            dict(kwargs or {}),
+            int(repeats),
+            str(save) if save else None,
+            (check, dict(check_kwargs or {})) if check else None,
+            send,
+        ),
     )
     start = time.perf_counter()
     proc.start()

@@ -10,6 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
+from .others import AGREE, LONG_CALL_S, settled
+
 
 @contextmanager
 def torch_threads(threads: int | None) -> Iterator[None]:
@@ -45,18 +47,6 @@ def sample_seconds(fn: Callable[[], Any], repeats: int = 5, warmup: int = 1) -> 
     return samples
 
 
-LONG_CALL_S = 5.0  # a call longer than this is not repeated for a median two agreeing samples pin down
-AGREE = 0.1  # ... agreeing within this spread ((max - min) / median); the row shows its spread and count
-
-
-def settled(samples: list[float], long_seconds: float = LONG_CALL_S, agree: float = AGREE) -> bool:
-    """Whether timing samples need no more repeats: two or more, every one over `long_seconds`, agreeing
-    within `agree`. A third sample of calls that long would move a median of two that agree by at most
-    half their spread, and at NAF's geometry or the 1024 grid each one costs seconds to a minute."""
-    width = spread(samples)
-    return len(samples) >= 2 and min(samples) > long_seconds and width is not None and width <= agree
-
-
 def sample_adaptive(
     fn: Callable[[], Any],
     repeats: int,
@@ -77,10 +67,3 @@ def sample_adaptive(
         if settled(samples, long_seconds, agree):
             break
     return samples
-
-
-def spread(samples: list[float]) -> float | None:
-    """(max - min) / median of timed samples; None for fewer than two."""
-    if len(samples) < 2:
-        return None
-    return (max(samples) - min(samples)) / statistics.median(samples)

@@ -83,7 +83,9 @@ def write_index(
         verdict_figure=figure.name if figure else "",
         state=summary.state,
         verdict=verdict,
-        notebooks=[_index_row(run_dir, r, summary.timings[r.name]) for r in results],
+        notebooks=[
+            _index_row(run_dir, r, summary.timings[r.name], summary.durations[r.name]["long_steps"]) for r in results
+        ],
         provenance=provenance_rows(summary),
     )
     write_atomic(run_dir / "index.html", page)
@@ -115,7 +117,7 @@ def _run_summary(
         description=plan.description,
         started=started.isoformat(timespec="seconds"),
         finished=datetime.now(UTC).isoformat(timespec="seconds"),
-        durations={r.name: {"seconds": r.seconds, "long_steps": r.long_steps} for r in results},
+        durations={r.name: {"seconds": r.seconds, "long_steps": long_steps(run_dir, r)} for r in results},
         timings={r.name: timing_quality(load_metrics(run_dir, r.name)) for r in results},
         provenance={
             **environment(),
@@ -132,8 +134,43 @@ def readable_path(path: Path) -> str:
     return resolved.relative_to(REPO_ROOT).as_posix() if resolved.is_relative_to(REPO_ROOT) else resolved.as_posix()
 
 
-def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dict[str, Any]:
-    """One notebook's row of the index: its status, duration, timing quality, parameters, figures, links."""
+def section_headings(executed: Path) -> dict[int, str]:
+    """{cell index: the heading of the section it falls under} in an executed notebook: the last markdown heading
+    above each cell (its `#` marks dropped); empty where the notebook cannot be read."""
+    import nbformat
+
+    try:
+        cells = nbformat.read(executed, as_version=4).cells
+    except (OSError, ValueError):
+        return {}
+    out, heading = {}, ""
+    for i, cell in enumerate(cells):
+        if cell.cell_type == "markdown":
+            lines = [ln.lstrip("#").strip() for ln in cell.source.splitlines() if ln.startswith("#")]
+            heading = lines[-1] if lines else heading
+        out[i] = heading
+    return out
+
+
+def long_steps(run_dir: Path, r: NotebookResult) -> list[dict[str, Any]]:
+    """A notebook's long steps (the runner's cells over its threshold), longest first, each with the section it
+    is in: where the notebook's minutes went, as `summary.json` and the index say it."""
+    headings = section_headings(run_dir / f"{r.name}.ipynb") if r.long_steps else {}
+    steps = [{**s, "section": headings.get(int(s["cell"]), "")} for s in r.long_steps]
+    return sorted(steps, key=lambda s: -float(s["seconds"]))
+
+
+def step_text(step: dict[str, Any]) -> str:
+    """One long step in a line: its time, its section and its first line of code."""
+    where = f"{step['section']}: " if step.get("section") else ""
+    return f"{format_duration(float(step['seconds']))} {where}{step['line']}"
+
+
+def _index_row(
+    run_dir: Path, r: NotebookResult, timings: dict[str, Any], steps: list[dict[str, Any]]
+) -> dict[str, Any]:
+    """One notebook's row of the index: its status, duration and long steps, timing quality, parameters,
+    figures, links."""
     links = [(p.suffix[1:], p.name) for p in (run_dir / f"{r.name}.html", run_dir / f"{r.name}.ipynb") if p.exists()]
     if (run_dir / r.name / "metrics.json").exists():
         links.append(("metrics", f"{r.name}/metrics.json"))
@@ -142,6 +179,7 @@ def _index_row(run_dir: Path, r: NotebookResult, timings: dict[str, Any]) -> dic
         "status": r.status,
         "css": r.status.replace(" ", "-"),
         "duration": _duration(r.seconds),
+        "steps": [step_text(s) for s in steps],
         "timings": timings,
         "given": ", ".join(f"{k}={format_value(v)}" for k, v in r.parameters.items()) or "defaults",
         "figures": r.headline_text,

@@ -2,6 +2,10 @@
 default optimisations and threads, as a deployment would run them), each the median of repeats, one session at
 a time (at NAF's geometry a session holds gigabytes). The CPU other work took meanwhile is read for each, and a
 graph whose times met a busy machine is contended: shown, never judged (`measure.others`).
+
+Each thing is timed once: a call of `SETTLE_S` or more stops at two samples that agree (`measure.settled`), a
+cut with no device segment is the graph itself (its one host segment is the whole, timed once), and a cut with
+no host segment runs no chain (there is nothing on the host to time). At NAF's geometry a call is seconds.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 import numpy as np
 
-from ...measure.others import interleaved
+from ...measure.others import CONTENDED, cpu_seconds, others_cores, settled
 from ...onnx_core import runtime
 from ..cut.proof import run_chain
 from ..cut.segments import Partition, Segment
@@ -25,6 +29,8 @@ from ..vocabulary import Side
 REPEATS = 5
 LONG_CALL_S = 2.0  # a warm-up call this long takes `LONG_REPEATS` timed calls, not `REPEATS`
 LONG_REPEATS = 3
+SETTLE_S = 1.0  # calls this long stop at two samples within `measure.AGREE` of each other: the verdict's band is
+# the device fit's (x/÷ 5 on the appendix), beside which a tenth of the host's time moves nothing
 
 
 @dataclass(frozen=True)
@@ -57,8 +63,23 @@ def _median(session: Any, feeds: dict[str, np.ndarray], repeats: int) -> tuple[f
     session.run(None, feeds)  # the warm-up: the arena allocated, the kernels chosen
     if time.perf_counter() - start > LONG_CALL_S:
         repeats = min(repeats, LONG_REPEATS)
-    samples, quiet = interleaved({"run": lambda: session.run(None, feeds)}, repeats=repeats, warmup=0)
-    return statistics.median(samples["run"]), repeats, quiet
+    samples, quiet = settled_samples(lambda: session.run(None, feeds), repeats)
+    return statistics.median(samples), len(samples), quiet
+
+
+def settled_samples(run: Any, repeats: int) -> tuple[list[float], dict[str, Any]]:
+    """Up to `repeats` timed calls of `run`, stopping once they are settled (`measure.settled` over `SETTLE_S`),
+    and how quiet the machine was meanwhile: `others_cores` and `contended` (`measure.others`)."""
+    if repeats < 1:
+        raise ValueError(f"repeats must be >= 1, got {repeats}")
+    samples: list[float] = []
+    start, cpu = time.perf_counter(), cpu_seconds()
+    while len(samples) < repeats and not settled(samples, SETTLE_S):
+        t0 = time.perf_counter()
+        run()
+        samples.append(time.perf_counter() - t0)
+    others = others_cores(cpu, cpu_seconds(), time.perf_counter() - start)
+    return samples, {"others_cores": others, "contended": bool(others is not None and others > CONTENDED)}
 
 
 def host_times(
@@ -66,20 +87,26 @@ def host_times(
 ) -> HostTimes:
     """The graph whole (`model`) and every host segment of `part` (its files under `folder`), timed: the whole
     on random inputs, each host segment on what the chain hands it from those inputs (a segment may take a
-    shape as a tensor, which no random value stands in for)."""
+    shape as a tensor, which no random value stands in for). A cut that is the graph itself (no device
+    segment, one host segment of every node) gives its segment the whole's time; a cut with no host segment
+    runs no chain."""
     session = runtime.session(model)  # one session: its inputs give the feeds, and it is the one timed
     feeds = runtime.random_feeds(session)
     whole, taken, quiet = _median(session, feeds, repeats)
     del session  # let go before the chain runs: at NAF's geometry a session holds gigabytes
     seen = [quiet]
     segments = {}
+    hosts = [s for s in part.segments if s.runs_on == Side.HOST]
 
     def timed(s: Segment, inputs: dict[str, np.ndarray]) -> None:
         if s.runs_on == Side.HOST:
             segments[s.file], _, q = median_of(Path(folder) / s.file, repeats, inputs)
             seen.append(q)
 
-    run_chain(part, folder, feeds, outputs=(), visit=timed)
+    if is_whole(part):
+        segments[hosts[0].file] = whole  # the same nodes on the same inputs: timed once, above
+    elif hosts:
+        run_chain(part, folder, feeds, outputs=(), visit=timed)
     others = [q["others_cores"] for q in seen if q["others_cores"] is not None]
     return HostTimes(
         whole=whole,
@@ -88,3 +115,9 @@ def host_times(
         others_cores=max(others) if others else None,
         contended=any(q["contended"] for q in seen),
     )
+
+
+def is_whole(part: Partition) -> bool:
+    """Whether the cut is the graph itself: one segment, on the host, holding every node of the graph."""
+    segments = part.segments
+    return len(segments) == 1 and segments[0].runs_on == Side.HOST and len(segments[0].nodes) == part.coverage.nodes[1]
