@@ -1,4 +1,5 @@
-# On a fresh clone: `make appendix` (the full-size appendix the RFD cites) and `make test` (see README).
+# On a fresh clone: `make appendix` (the full-size appendix the RFD cites) and `make test` (see README);
+# `make check` is the developer's inner loop (everything of `make test` that runs no notebook and no export).
 # Every target sets up .venv first; that step also points git's notebook filter at scripts/nbstrip.py.
 PYTHON ?= python3
 VENV   := .venv
@@ -12,7 +13,24 @@ ALLOW_ROOT := $(if $(filter 0,$(shell id -u)),--allow-root,)
 # Clean filter: outputs that JupyterLab autosaves into notebooks/*.ipynb never reach git (see .gitattributes).
 NBSTRIP := git config filter.nbstrip.clean "python3 scripts/nbstrip.py" && git config filter.nbstrip.smudge cat
 
-.PHONY: appendix smoke test lab publish git-filter clean-outputs
+# pytest on both cores (pytest-xdist): each test file on one worker, so a module's fixtures are built once, and
+# the files that run whole notebooks handed out first (the order in tests/conftest.py). WORKERS=1 for one process.
+WORKERS ?= 2
+PYTEST := $(PY) -m pytest -q $(if $(filter 1,$(WORKERS)),-p no:xdist,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
+# Lint, format and import layering (seconds), then mypy beside pytest: on a fresh clone mypy takes about a minute of
+# one core, which the tests' waits on their subprocesses and kernels leave free. mypy's report is printed after
+# pytest's (its cache, .mypy_cache, makes the next run seconds); either failing fails the target.
+define lint_and_pytest
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports --no-cache
+	log=$$(mktemp); $(VENV)/bin/mypy > $$log 2>&1 & types=$$!; \
+	$(PYTEST) $(1); tests=$$?; \
+	wait $$types; typed=$$?; test $$typed -eq 0 && echo "mypy: $$(tail -n 1 $$log)" || cat $$log; rm -f $$log; \
+	test $$tests -eq 0 && test $$typed -eq 0
+endef
+
+.PHONY: appendix smoke check test lab publish git-filter clean-outputs
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,12 +65,11 @@ appendix: $(VENV)/.installed   ## the full-size plan (params/appendix.yaml) -> o
 smoke: $(VENV)/.installed      ## the small CPU plan (params/default.yaml) -> outputs/smoke/ [PIXAL3D=DIR NAF=DIR]
 	$(PY) -m weftlib run --params params/default.yaml $(SETS)
 
-test: $(VENV)/.installed       ## lint, format, import layering, types, unit tests + the small plan under papermill (CI)
-	$(VENV)/bin/ruff check .
-	$(VENV)/bin/ruff format --check .
-	$(VENV)/bin/lint-imports --no-cache
-	$(VENV)/bin/mypy
-	$(PY) -m pytest
+check: $(VENV)/.installed      ## the inner loop, at most 3 min: lint, format, import layering, types, every test that runs no notebook and no export
+	$(call lint_and_pytest,-m "not notebook and not exports")
+
+test: $(VENV)/.installed       ## all of check, the small plan under papermill (once, then its measuring notebooks under load), the real exporters (CI)
+	$(call lint_and_pytest,)
 
 lab: $(VENV)/.installed-lab $(LAB_SETTINGS)
 	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)

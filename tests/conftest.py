@@ -1,4 +1,7 @@
-"""Shared fixtures: notebook paths by name, tiny throwaway notebooks, and one suite run shared by tests."""
+"""Shared fixtures: notebook paths by name, tiny throwaway notebooks, and the small plan's one run shared by
+every test that reads it (all in tests/test_notebooks.py). Under xdist (`make check`, `make test`: `-n 2 --dist
+loadfile`) each file's tests stay on one worker, so a module's fixtures are built once, and the files that run
+whole notebooks start first."""
 
 from __future__ import annotations
 
@@ -10,6 +13,24 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {p.stem: p for p in sorted((REPO / "notebooks").glob("*.ipynb"))}
+# The longest files, started first so that neither worker is left with one of them at the end: the small plan and
+# its run under load, the real exporters' networks, then the tests that run one notebook or a few tiny runs.
+FIRST = (
+    "test_notebooks",
+    "test_rebuilt_exports",
+    "test_gate_notebook",
+    "test_runs_together",
+    "test_suite",
+)
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put the long files first: xdist hands the files out in this order with `--no-loadscope-reorder`."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    rank = {name: place for place, name in enumerate(FIRST)}
+    items.sort(key=lambda item: rank.get(item.path.stem, len(FIRST)))
 
 
 @pytest.fixture(scope="session")
@@ -33,6 +54,18 @@ def write_notebook(path: Path, parameters: str, body: str) -> Path:
     nb.metadata["kernelspec"] = {"name": "weftlib", "display_name": "weftlib", "language": "python"}
     nbformat.write(nb, path)
     return path
+
+
+@pytest.fixture(scope="session")
+def default_run(tmp_path_factory):
+    """The small plan (params/default.yaml) run once by the suite runner, as CI and `make smoke` run it, for every
+    test that reads it: (its RunResult, the folder holding the run and the published appendix link)."""
+    from weftlib.suite import params, runner
+
+    plan = params.load_plan(params.REPO_ROOT / "params" / "default.yaml")
+    root = tmp_path_factory.mktemp("suite")
+    result = runner.run_suite(plan, out=root / "run", appendix=root / "appendix", log=print)
+    return result, root
 
 
 @pytest.fixture

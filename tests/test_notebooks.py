@@ -1,25 +1,33 @@
 """Every notebook, executed by the suite runner on params/default.yaml, as CI and `make appendix` run it.
 
-One run serves all tests here (notebook 05 reads what 02 and 03 exported in the same run); the assertions
-read the values each notebook recorded in its metrics.json, not its printed text.
+One run serves all tests here: the session fixture `default_run` (tests/conftest.py), the only run of the small
+plan in `make test` (notebook 05 reads what 02 and 03 exported in the same run). The assertions read the values
+each notebook recorded in its metrics.json, not its printed text.
+
+Last, the run under load: the notebooks of the small plan that time or measure anything pass while every core is
+kept busy by a CPU burner the test starts. This is not a timing test: it holds that no claim of the suite turns
+noise into a failure. A time claim measured on a contended machine is shown as not judged (`measure.claims`), a
+memory claim does not move with CPU load, and every other claim is exact, so only the notebooks with a timed row
+or a time or memory claim run under load: those the small plan's own run recorded one in, at the plan's sizes,
+where 03's memory claims are judged. The burner is checked too: the run must have seen its own rows contended,
+or the load never reached it and the test proved nothing.
 """
 
 import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from weftlib.suite import params, runner
-from weftlib.suite.record import load_metrics
+from weftlib.suite.record import load_metrics, timing_quality
 
-pytestmark = pytest.mark.notebook
-PLAN = params.load_plan(params.REPO_ROOT / "params" / "default.yaml")
-
-
-@pytest.fixture(scope="module")
-def default_run(tmp_path_factory):
-    root = tmp_path_factory.mktemp("suite")
-    result = runner.run_suite(PLAN, out=root / "run", appendix=root / "appendix", log=print)
-    return result, root
+pytestmark = pytest.mark.notebook  # one file, so that xdist (--dist loadfile) runs default_run once, on one worker
+DEFAULT_PLAN = params.REPO_ROOT / "params" / "default.yaml"
+PLAN = params.load_plan(DEFAULT_PLAN)
 
 
 def metrics(default_run, name):
@@ -204,3 +212,48 @@ def test_the_index_opens_with_the_bottom_line_and_shows_every_red_rows_next_step
     assert all(
         "Ran in the plan default.yaml" in (result.run_dir / f"{nb.name}.html").read_text() for nb in PLAN.notebooks
     )
+
+
+BURN_SECONDS = 1800  # each burner stops by itself after this, should the test be killed before its teardown
+_SPIN = "import time\nend = time.monotonic() + {seconds}\nwhile time.monotonic() < end:\n    pass\n"
+
+
+@pytest.fixture
+def busy_cores() -> Iterator[int]:
+    """One spinning Python process per core, at the suite's own priority, for the test's duration."""
+    cores = os.cpu_count() or 2
+    burners = [
+        subprocess.Popen([sys.executable, "-c", _SPIN.format(seconds=BURN_SECONDS)], stdin=subprocess.DEVNULL)
+        for _ in range(cores)
+    ]
+    try:
+        yield cores
+    finally:
+        for proc in burners:
+            proc.kill()
+        for proc in burners:
+            proc.wait(timeout=30)
+
+
+def measuring(run_dir: Path, names: list[str]) -> list[str]:
+    """The notebooks whose record holds a timed row or a claim about time or memory, in the plan's order."""
+    quality = {name: timing_quality(load_metrics(run_dir, name)) for name in names}
+    return [
+        name for name, q in quality.items() if q["timed_rows"] or q["claims"]["judged"] or q["claims"]["not_judged"]
+    ]
+
+
+def test_the_notebooks_that_measure_pass_with_every_core_busy(default_run, busy_cores, tmp_path):
+    quiet, _ = default_run
+    names = measuring(quiet.run_dir, [nb.name for nb in quiet.notebooks])
+    assert names, "no notebook of the small plan recorded a timed row or a claim: nothing to run under load"
+    plan = params.load_plan(DEFAULT_PLAN, only=names)
+    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, log=print)
+    assert [nb.name for nb in result.notebooks] == names
+    failed = [f"{nb.name}: {nb.describe_error()}" for nb in result.notebooks if nb.status != "passed"]
+    assert not failed, "a notebook failed under load:\n" + "\n".join(failed)
+    quality = {nb.name: timing_quality(load_metrics(result.run_dir, nb.name)) for nb in result.notebooks}
+    contended = {name: q["contended_rows"] for name, q in quality.items() if q["contended_rows"]}
+    assert contended, f"{busy_cores} burners, yet no timed row was contended: the load never reached the run"
+    unjudged = {n: q["claims"]["not_judged"] for n, q in quality.items() if q["claims"]["not_judged"]}
+    assert unjudged, "every time claim was judged on a contended machine"

@@ -68,6 +68,19 @@ def _dry_run(target, *args):
     return out.stdout
 
 
+def test_make_check_is_make_test_less_the_notebooks_and_the_exports():
+    """`make check`, the inner loop the README's developer section names: every step of `make test` but the
+    tests that run a notebook or the real exporters, on both cores; the long files it orders first exist."""
+    from tests.conftest import FIRST
+
+    check, test = _dry_run("check"), _dry_run("test")
+    for step in ("ruff check .", "ruff format --check .", "lint-imports --no-cache", "mypy", "pytest -q -n 2"):
+        assert step in check and step in test, step
+    assert '-m "not notebook and not exports"' in check and "not notebook" not in test
+    assert "make check" in (REPO / "README.md").read_text()
+    assert [name for name in FIRST if not (REPO / "tests" / f"{name}.py").is_file()] == []
+
+
 def test_make_targets_run_the_plans_they_name():
     import os
 
