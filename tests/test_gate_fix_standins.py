@@ -85,6 +85,21 @@ def test_the_naf_export_records_its_run_and_the_fix_is_proven_on_it_and_on_the_r
     assert "lr_feats [1, 8, 4, 4]" in fix.proof.origins[1].shapes  # the same model on the kernel size + 1
 
 
+def test_the_dfc_packs_copy_carries_the_record_so_05s_fix_of_the_copy_proves_on_it(faithful, tmp_path):
+    """05 fixes the DFC pack's copies of the graphs, not 02's files: the record must travel with the copy (on the
+    appendix it did not, and every NAF fix ran the full proof)."""
+    from weftlib.gate.compiler.pack import write_dfc_pack
+    from weftlib.gate.fix import recorded
+    from weftlib.gate.fix.sets import Plan
+
+    paths, ops = faithful
+    pack = write_dfc_pack([paths["naf"]], tmp_path / "pack")
+    copy = pack.folder / paths["naf"].name
+    record, why = recorded.read(copy)
+    assert record is not None, why
+    assert fix_model(copy, ops, recorded=True).proof.plan == Plan.RECORDED
+
+
 def test_a_reduced_graph_that_cannot_be_exported_leaves_no_record_and_says_so(tmp_path):
     from weftlib.attention import naf_records
     from weftlib.gate.fix import recorded

@@ -15,6 +15,7 @@ from typing import Any
 SUFFIX = ".parity.json"
 CHECK_KEYS = ("max_abs_diff", "atol", "parity_ok")  # the export's numeric check
 IDENTITY = "identity"  # the graph's identity, as its exporter wrote it
+PROOF_FOLDER = ".proof"  # `<stem>.proof/` beside `<stem>.onnx`: the run its exporter recorded (`gate.fix.recorded`)
 
 
 def path(onnx_path: str | os.PathLike) -> Path:

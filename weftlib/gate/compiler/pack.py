@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ...onnx_core.parity import PROOF_FOLDER
 from ..folder_swap import FolderRefused, building
 from ..vocabulary import FolderKind
 from .dfc_log import DfcResult, file_sha256, load_dfc_result
@@ -100,6 +101,7 @@ def pack_into(
             parity = model.with_suffix(".parity.json")
             if parity.is_file():
                 shutil.copyfile(parity, target.with_suffix(".parity.json"))
+            _place_record(model.with_suffix(PROOF_FOLDER), target.with_suffix(PROOF_FOLDER))
         names.append(target.name)
     _write_tool(folder / TOOL)
     script = folder / SCRIPT
@@ -171,6 +173,17 @@ def _same_graph(name: str, before: dict[str, Any], old: Path, new: Path) -> bool
     if name not in (before.get("graphs") or []) or not (a.is_file() and b.is_file()):
         return False
     return os.path.samefile(a, b) or filecmp.cmp(a, b, shallow=False)
+
+
+def _place_record(source: Path, target: Path) -> None:
+    """The run an exporter recorded beside a graph (`<stem>.proof/`, `gate.fix.recorded`), placed beside its copy
+    file by file: 05 fixes the pack's copies, and a fix is proven on that record where there is one."""
+    if not source.is_dir():
+        return
+    target.mkdir(exist_ok=True)
+    for item in source.iterdir():
+        if item.is_file():
+            _place(item, target / item.name)
 
 
 def _place(source: Path, target: Path) -> None:

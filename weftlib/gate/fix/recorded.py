@@ -25,10 +25,11 @@ from typing import Any
 import numpy as np
 import onnx
 
+from ...onnx_core import parity
 from .loop import Applied
 from .sets import Geometry, SetOrigin, mismatch, shapes_text
 
-FOLDER = ".proof"  # `<stem>.proof/` beside `<stem>.onnx`
+FOLDER = parity.PROOF_FOLDER
 RUN = "run.npz"
 REDUCED = "reduced.pb"
 MANIFEST = "record.json"
