@@ -109,7 +109,7 @@ def _fake_bracket(monkeypatch, before, after, busy_s=0.0, own_s=0.0, wall=10.0):
     """A Bracket on a fake clock and fake rates: `busy_s` machine CPU and `own_s` of this process in the block."""
     samples = iter([before, after])
     clock = iter([0.0, 1.0, 1.0 + wall, wall + 2.0])  # start, before done, after starts, end
-    cpu = iter([(100.0, 50.0), (100.0 + busy_s, 50.0 + own_s)])
+    cpu = iter([(100.0, 50.0), *[(100.0 + busy_s, 50.0 + own_s)] * 2])  # enter; the after sample's start, end
     monkeypatch.setattr(bracket, "machine_limits", lambda threads=None, repeats=3: dict(next(samples)))
     monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(bracket, "_cpu_seconds", lambda: next(cpu))

@@ -43,6 +43,7 @@ from weftlib.gate.run_graphs import GraphIdentity
 from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
+from weftlib.workers import map_forked
 
 from . import calls
 from . import neighborhood as attention
@@ -69,6 +70,7 @@ class Settings:
     memory: bool
     cap_bytes: int
     scratch: Path | None = None  # measuring memory: where the reference output is saved for the children
+    chain: _Chain = dataclasses.field(default_factory=lambda: _Chain())  # noqa: PLW0108 (defined below)  # the last row's bracket, for the next
 
     def child(self, backend: str, method: str, geom: Geometry) -> dict[str, Any]:
         """The arguments of the capped child (`_peak`) that measures one entry."""
@@ -79,6 +81,18 @@ class Settings:
             "threads": self.threads,
             "cap_bytes": self.cap_bytes,
         }
+
+
+class _Chain:
+    """The bracket of the row timed last, so the next row's bracket shares its rate measurement when nothing ran
+    between them (`measure.Bracket(follows=...)`): half the rate measurements of a sweep of millisecond rows."""
+
+    def __init__(self) -> None:
+        self.last: measure.Bracket | None = None
+
+    def next(self, threads: int) -> measure.Bracket:
+        self.last = measure.Bracket(threads, follows=self.last)
+        return self.last
 
 
 @dataclasses.dataclass
@@ -250,8 +264,10 @@ def measure_geometry(
         settings = Settings(Path(folder), repeats, threads, memory, cap_bytes, Path(tmp))
         rows: list[dict[str, Any]] = []
         ref = Reference()
+        # every graph exported before any row is timed, two at a time: no export runs beside or between timed rows
+        exported = export_all(geom, [m for m in order if _exported_here(geom, m)], inputs, settings.folder)
         if run_natten:
-            natten = dataclasses.replace(settings, repeats=natten_repeats)
+            natten = dataclasses.replace(settings, repeats=natten_repeats)  # the same chain of brackets
             rows = _reference(geom, inputs, natten, natten_max_bytes, ref)
         # natten too big: a formulation proven equal to it answers; timed first, its output is the reference
         methods = order
@@ -262,7 +278,7 @@ def measure_geometry(
             ref.name = fallback
         by_method = {}
         for method in methods:
-            by_method[method] = _measure_method(geom, method, inputs, ref, settings)
+            by_method[method] = _measure_method(geom, method, inputs, ref, settings, exported.get(method))
             if done is not None:
                 done(method)
     return rows + [r for m in order for r in by_method[m]]
@@ -306,7 +322,7 @@ def _timed(
     timed calls. Either way the timed calls are bracketed by the machine's rates (`measure.Bracket`)."""
     repeats = settings.repeats
     out = None
-    with measure.Bracket(settings.threads) as block:
+    with settings.chain.next(settings.threads) as block:
         if settings.memory:
             save = settings.scratch / "reference.npy" if gives and settings.scratch is not None else None
             against = None if gives else ref.file
@@ -347,10 +363,16 @@ def _timed(
 
 
 def _measure_method(
-    geom: Geometry, method: str, inputs: dict[str, torch.Tensor], ref: Reference, settings: Settings
+    geom: Geometry,
+    method: str,
+    inputs: dict[str, torch.Tensor],
+    ref: Reference,
+    settings: Settings,
+    export: Exported | None = None,
 ) -> list[dict[str, Any]]:
-    """torch row, then (if torch ran) export and onnxruntime row for one formulation; its torch output is the
-    reference when natten could not give one (`ref` named it, not yet set)."""
+    """torch row, then (if torch ran) the onnxruntime row of its graph (`export`, made before any row was timed)
+    for one formulation; its torch output is the reference when natten could not give one (`ref` named it, not
+    yet set). A graph whose torch call did not run is removed: it is no export of this sweep."""
     gives = not ref.ready and method == ref.name  # the fallback answers for natten
     torch_row = _row(geom, method, "torch", reference=ref.name)
     ran = _timed(
@@ -363,33 +385,80 @@ def _measure_method(
         (ValueError, RuntimeError, MemoryError),
     )
     if not ran:
+        if export is not None:
+            export.discard()
         return [torch_row, _row(geom, method, "onnxruntime", status="not exported: torch did not run")]
     if gives:
         torch_row["max_abs_diff"] = 0.0  # the reference itself
-    if geom.export_methods is not None and method not in geom.export_methods:
+    if export is None:
         not_exported = "not exported: graphs are exported at their small geometry"
         return [torch_row, _row(geom, method, "onnxruntime", status=not_exported)]
-    return [torch_row, _measure_export(geom, method, inputs, ref, settings)]
+    return [torch_row, _measure_export(geom, method, inputs, ref, settings, export)]
 
 
-def _measure_export(
-    geom: Geometry, method: str, inputs: dict[str, torch.Tensor], ref: Reference, settings: Settings
-) -> dict[str, Any]:
-    """One formulation exported to `settings.folder` and its onnxruntime row (or the row saying the export failed)."""
-    path = settings.folder / f"{geom.graph_stem(method)}.onnx"
+@dataclasses.dataclass(frozen=True)
+class Exported:
+    """One formulation's graph as `export_all` left it: its path and report, or why the export failed
+    (`failure`; `export_error` when the exporter refused it, which its row reports, anything else being raised
+    when the row is reached, as an inline export would have raised it)."""
+
+    path: Path
+    report: Any = None  # onnx_export.ExportReport
+    failure: str = ""
+    export_error: bool = False
+
+    def discard(self) -> None:
+        """The graph and what the export wrote beside it removed."""
+        for p in self.path.parent.glob(f"{self.path.stem}.*"):
+            if p.is_file():
+                p.unlink()
+
+
+def _exported_here(geom: Geometry, method: str) -> bool:
+    return geom.export_methods is None or method in geom.export_methods
+
+
+def _export_job(job: tuple[Geometry, str, dict[str, torch.Tensor], Path]) -> Exported:
+    """One formulation exported to `folder` (a `map_forked` job): never raises, so the other job runs on."""
+    geom, method, inputs, folder = job
+    path = folder / f"{geom.graph_stem(method)}.onnx"
     identity = GraphIdentity(GraphNotebook.ATTENTION, GraphKind.FAITHFUL, method, geom.name)
-    args = method_args(geom, method, inputs)
     try:
         rep = onnx_export.export(
             attention.NA2d(geom.kernel, geom.dilation, method=method),
-            args,
+            method_args(geom, method, inputs),
             path,
             input_names=["q", "k", "v"],
             output_names=["out"],
             identity=identity.as_json(),
         )
     except (onnx_export.ExportError, MemoryError) as exc:
-        return _row(geom, method, "onnxruntime", status=f"export failed: {error_sentence(str(exc))[:200]}")
+        return Exported(path, failure=error_sentence(str(exc))[:200], export_error=True)
+    except Exception as exc:  # e.g. 'masked' refusing a large map: its torch row says so, and the graph goes
+        return Exported(path, failure=f"{type(exc).__name__}: {error_sentence(str(exc))[:200]}")
+    return Exported(path, rep)
+
+
+def export_all(
+    geom: Geometry, methods: Iterable[str], inputs: dict[str, torch.Tensor], folder: Path, workers: int = 2
+) -> dict[str, Exported]:
+    """Each formulation's graph at `geom` exported to `folder` before any row is timed, `workers` at a time
+    (`workers.map_forked`): an export is seconds of mostly single-threaded tracing, and none runs beside a
+    timed row. At NAF's geometry only 'lowres' is exported, so that one runs here, alone."""
+    methods = list(methods)
+    jobs = [(geom, m, inputs, folder) for m in methods]
+    return dict(zip(methods, map_forked(_export_job, jobs, min(workers, max(1, len(jobs)))), strict=True))
+
+
+def _measure_export(
+    geom: Geometry, method: str, inputs: dict[str, torch.Tensor], ref: Reference, settings: Settings, export: Exported
+) -> dict[str, Any]:
+    """The onnxruntime row of one formulation's graph exported up front (or the row saying the export failed)."""
+    if export.report is None:
+        if not export.export_error:
+            raise RuntimeError(f"exporting {geom.name} {method}: {export.failure}")
+        return _row(geom, method, "onnxruntime", status=f"export failed: {export.failure}")
+    rep, path = export.report, export.path
     ort_row = _row(geom, method, "onnxruntime", reference=ref.name, onnx_bytes=rep.file_bytes, onnx_path=str(rep.path))
     _timed(
         ort_row,

@@ -13,6 +13,8 @@ from .others import CONTENDED
 from .others import cpu_seconds as _cpu_seconds
 from .timing import sample_seconds
 
+ADJACENT_S = 0.05  # a block entered this soon after the one it follows shares that block's "after" as its "before"
+
 
 class Bracket:
     """The machine's rates (`machine_limits`) measured right before and right after one timed block, and the
@@ -28,18 +30,32 @@ class Bracket:
     lends its cores to others, the rates dip for tenths of a second with no process of its own to blame, and a
     dip that outlasts a sample is interference the timed row may have met too, so it marks the row.
     Work timed elsewhere (a child process) is placed with `note(start, end)` (`time.perf_counter` values).
+
+    Adjacent blocks share a measurement (`follows`): when a block is entered within `ADJACENT_S` of the end of
+    the block it follows, on the same thread count and repeats, that block's "after" is its "before", taken from
+    the same instant and with the CPU readings from that instant, so its verdict is the one a fresh block entered
+    at that moment would give: nothing but the measurement itself ran in between. Otherwise it measures its own.
     """
 
-    def __init__(self, threads: int | None = None, repeats: int = 9) -> None:
-        self.threads, self.repeats = threads, repeats
+    def __init__(self, threads: int | None = None, repeats: int = 9, follows: Bracket | None = None) -> None:
+        self.threads, self.repeats, self.follows = threads, repeats, follows
+        self.shared = False  # whether "before" is the "after" of the block it follows
         self.before: MachineLimits | None = None
         self.after: MachineLimits | None = None
         self.window: tuple[float, float] | None = None
         self._marks: dict[str, float] = {}
         self._forked_cpu = 0.0
+        self._after_cpu: tuple[float | None, float] | None = None
         self._cpu: tuple[tuple[float | None, float], tuple[float | None, float]] | None = None
 
     def __enter__(self) -> Bracket:
+        prev = self.follows
+        if prev is not None and prev.after is not None and prev._after_cpu is not None:
+            same = (prev.threads, prev.repeats) == (self.threads, self.repeats)
+            if same and time.perf_counter() - prev._marks["end"] <= ADJACENT_S:
+                self.shared, self.before, self._cpu = True, prev.after, (prev._after_cpu, prev._after_cpu)
+                self._marks["start"], self._marks["before_end"] = prev._marks["after_start"], prev._marks["end"]
+                return self
         cpu = _cpu_seconds()
         self._marks["start"] = time.perf_counter()
         self.before = machine_limits(self.threads, self.repeats)
@@ -50,6 +66,7 @@ class Bracket:
     def __exit__(self, exc_type: Any, *exc: Any) -> None:
         if exc_type is not None:
             return
+        self._after_cpu = _cpu_seconds()  # where a block that follows this one starts its CPU count
         self._marks["after_start"] = time.perf_counter()
         self.after = machine_limits(self.threads, self.repeats)
         self._marks["end"] = time.perf_counter()
@@ -97,6 +114,7 @@ class Bracket:
             "copy_gbps": chosen["copy_gbps"],
             "load_average": chosen["load_average"],
             "rates_from": nearer,
+            "rates_shared": self.shared,
             "rates_before": _rates(self.before),
             "rates_after": _rates(self.after),
             "rate_change": change,
