@@ -3,6 +3,8 @@ rate measurement between them (`measure.Bracket(follows=...)`), with every row s
 
 from __future__ import annotations
 
+import itertools
+
 from weftlib import measure
 from weftlib.attention import benchmark, geometry
 from weftlib.onnx_core import export as onnx_export
@@ -58,8 +60,8 @@ def test_adjacent_rows_share_the_rate_measurement_and_each_is_still_judged(tmp_p
     timed = [r for r in rows if r["seconds"] is not None]
     assert len(timed) == 5 and all(isinstance(r["contended"], bool) for r in timed)
     assert not timed[0]["rates_shared"] and sum(r["rates_shared"] for r in timed) >= 1
-    shared = [b for a, b in zip(timed, timed[1:]) if b["rates_shared"]]
-    assert all(b["rates_before"] == a["rates_after"] for a, b in zip(timed, timed[1:]) if b["rates_shared"])
+    shared = [b for a, b in itertools.pairwise(timed) if b["rates_shared"]]
+    assert all(b["rates_before"] == a["rates_after"] for a, b in itertools.pairwise(timed) if b["rates_shared"])
     assert len(measured) == 2 * len(timed) - len(shared)
 
 

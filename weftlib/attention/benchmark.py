@@ -8,14 +8,15 @@ Why it is built this way:
 - That child also gives the entry's timing samples and its output's largest difference from the reference, from
   the same calls (the reference's child saves its output once, a .npy file in memory-backed scratch where there
   is room, and each later child reads it in place: at NAF's geometry an output is a gigabyte, and writing and
-  loading one per row cost seconds): its first call,
-  after a warm-up on a tiny map, is the peak and the first sample, so no call (natten's dense one is long at
+  loading one per row cost seconds): its first call, after a warm-up on a tiny map, is the peak and the first sample, so no call (natten's dense one is long at
   128^2) is made twice for the two measurements; a call of seconds stops at two samples that agree
   (`measure.settled`). Without memory measured, entries are timed here, the output call their
   warm-up. torch and onnxruntime run on the same thread count, so the ratios in one run are comparable.
 - Each timed row is bracketed by the machine's rates (`measure.Bracket`): it carries the rates taken nearer
   it and `contended` when the machine was not quiet, and `with_bounds` sets its lower bound (compulsory bytes
-  at the copy rate or FLOPs at the sgemm rate) and refuses a row that beats it.
+  at the copy rate or FLOPs at the sgemm rate) and refuses a row that beats it. A geometry's graphs are all
+  exported first (`sweep_exports`), so its rows run back to back and each shares the rate measurement between
+  it and the row before (`Bracket(follows=...)`): half the measurements, the same verdicts.
 - Every output is compared with natten (`attention.natten_reference`) where natten fits, else with the
   named fallback formulation (itself proven equal to natten at small sizes by the tests).
 """
@@ -39,15 +40,11 @@ import torch
 
 from weftlib import measure
 from weftlib.formatting import error_sentence
-from weftlib.gate.run_graphs import GraphIdentity
-from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import compare
-from weftlib.onnx_core import export as onnx_export
-from weftlib.workers import map_forked
 
-from . import calls
-from . import neighborhood as attention
-from .geometry import Geometry, make_inputs, method_args, methods_for, tiny
+from . import calls, naf_records
+from .geometry import Geometry, make_inputs, methods_for, tiny
+from .sweep_exports import Exported, export_all
 
 BACKENDS = ("torch", "onnxruntime", "natten")
 DEFAULT_CAP_BYTES = 16 << 30
@@ -70,7 +67,7 @@ class Settings:
     memory: bool
     cap_bytes: int
     scratch: Path | None = None  # measuring memory: where the reference output is saved for the children
-    chain: _Chain = dataclasses.field(default_factory=lambda: _Chain())  # noqa: PLW0108 (defined below)  # the last row's bracket, for the next
+    chain: measure.BracketChain = dataclasses.field(default_factory=measure.BracketChain)  # rows back to back
 
     def child(self, backend: str, method: str, geom: Geometry) -> dict[str, Any]:
         """The arguments of the capped child (`_peak`) that measures one entry."""
@@ -81,18 +78,6 @@ class Settings:
             "threads": self.threads,
             "cap_bytes": self.cap_bytes,
         }
-
-
-class _Chain:
-    """The bracket of the row timed last, so the next row's bracket shares its rate measurement when nothing ran
-    between them (`measure.Bracket(follows=...)`): half the rate measurements of a sweep of millisecond rows."""
-
-    def __init__(self) -> None:
-        self.last: measure.Bracket | None = None
-
-    def next(self, threads: int) -> measure.Bracket:
-        self.last = measure.Bracket(threads, follows=self.last)
-        return self.last
 
 
 @dataclasses.dataclass
@@ -249,6 +234,7 @@ def measure_geometry(
     natten_max_bytes: int = DEFAULT_CAP_BYTES // 4,
     fallback: str = "shift",
     done: Callable[[str], Any] | None = None,
+    record_from: int = naf_records.RECORD_FROM,
 ) -> list[dict[str, Any]]:
     """All rows of one geometry (`done(method)` called as each formulation finishes, for a progress bar): natten first (the reference), then each formulation in torch and in
     onnxruntime (exported to `folder`; `geom.export_methods` only). Entries that do not fit the cap are
@@ -265,7 +251,8 @@ def measure_geometry(
         rows: list[dict[str, Any]] = []
         ref = Reference()
         # every graph exported before any row is timed, two at a time: no export runs beside or between timed rows
-        exported = export_all(geom, [m for m in order if _exported_here(geom, m)], inputs, settings.folder)
+        wanted = [m for m in order if _exported_here(geom, m)]
+        exported = export_all(geom, wanted, inputs, settings.folder, record_from=record_from)
         if run_natten:
             natten = dataclasses.replace(settings, repeats=natten_repeats)  # the same chain of brackets
             rows = _reference(geom, inputs, natten, natten_max_bytes, ref)
@@ -396,58 +383,8 @@ def _measure_method(
     return [torch_row, _measure_export(geom, method, inputs, ref, settings, export)]
 
 
-@dataclasses.dataclass(frozen=True)
-class Exported:
-    """One formulation's graph as `export_all` left it: its path and report, or why the export failed
-    (`failure`; `export_error` when the exporter refused it, which its row reports, anything else being raised
-    when the row is reached, as an inline export would have raised it)."""
-
-    path: Path
-    report: Any = None  # onnx_export.ExportReport
-    failure: str = ""
-    export_error: bool = False
-
-    def discard(self) -> None:
-        """The graph and what the export wrote beside it removed."""
-        for p in self.path.parent.glob(f"{self.path.stem}.*"):
-            if p.is_file():
-                p.unlink()
-
-
 def _exported_here(geom: Geometry, method: str) -> bool:
     return geom.export_methods is None or method in geom.export_methods
-
-
-def _export_job(job: tuple[Geometry, str, dict[str, torch.Tensor], Path]) -> Exported:
-    """One formulation exported to `folder` (a `map_forked` job): never raises, so the other job runs on."""
-    geom, method, inputs, folder = job
-    path = folder / f"{geom.graph_stem(method)}.onnx"
-    identity = GraphIdentity(GraphNotebook.ATTENTION, GraphKind.FAITHFUL, method, geom.name)
-    try:
-        rep = onnx_export.export(
-            attention.NA2d(geom.kernel, geom.dilation, method=method),
-            method_args(geom, method, inputs),
-            path,
-            input_names=["q", "k", "v"],
-            output_names=["out"],
-            identity=identity.as_json(),
-        )
-    except (onnx_export.ExportError, MemoryError) as exc:
-        return Exported(path, failure=error_sentence(str(exc))[:200], export_error=True)
-    except Exception as exc:  # e.g. 'masked' refusing a large map: its torch row says so, and the graph goes
-        return Exported(path, failure=f"{type(exc).__name__}: {error_sentence(str(exc))[:200]}")
-    return Exported(path, rep)
-
-
-def export_all(
-    geom: Geometry, methods: Iterable[str], inputs: dict[str, torch.Tensor], folder: Path, workers: int = 2
-) -> dict[str, Exported]:
-    """Each formulation's graph at `geom` exported to `folder` before any row is timed, `workers` at a time
-    (`workers.map_forked`): an export is seconds of mostly single-threaded tracing, and none runs beside a
-    timed row. At NAF's geometry only 'lowres' is exported, so that one runs here, alone."""
-    methods = list(methods)
-    jobs = [(geom, m, inputs, folder) for m in methods]
-    return dict(zip(methods, map_forked(_export_job, jobs, min(workers, max(1, len(jobs)))), strict=True))
 
 
 def _measure_export(

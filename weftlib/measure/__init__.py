@@ -13,7 +13,7 @@
 Callers use the names below as `measure.<name>`.
 """
 
-from .bracket import CONTENDED, Bracket
+from .bracket import CONTENDED, Bracket, BracketChain
 from .claims import (
     ALLOWANCE_PAGES,
     JUDGE_RATIO_ABOVE,
@@ -53,6 +53,7 @@ __all__ = [
     "LONG_CALL_S",
     "BoundBeaten",
     "Bracket",
+    "BracketChain",
     "Claim",
     "ClaimFailed",
     "ClaimStatus",

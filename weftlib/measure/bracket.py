@@ -123,5 +123,17 @@ class Bracket:
         }
 
 
+class BracketChain:
+    """Brackets of blocks timed one after another, each made to follow the last (`Bracket(follows=...)`), so a
+    run of back-to-back rows measures the machine's rates once between two rows instead of twice."""
+
+    def __init__(self) -> None:
+        self.last: Bracket | None = None
+
+    def next(self, threads: int | None = None, repeats: int = 9) -> Bracket:
+        self.last = Bracket(threads, repeats, follows=self.last)
+        return self.last
+
+
 def _rates(limits: MachineLimits) -> dict[str, float]:
     return {k: round(float(limits[k]), 3) for k in ("sgemm_gflops", "copy_gbps", "load_average")}
