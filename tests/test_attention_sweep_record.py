@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from weftlib.attention import benchmark, geometry
+from weftlib.attention import benchmark, geometry, sweep_exports
 from weftlib.gate.fix import recorded
 from weftlib.gate.fix.sets import Plan
 from weftlib.gate.run import fixing
@@ -18,11 +18,11 @@ def _naf(**kw):
 
 
 def test_the_reduced_geometry_is_nafs_call_at_the_smallest_grid_with_the_same_nodes():
-    small = benchmark.reduced_geometry(_naf())
+    small = sweep_exports.reduced_geometry(_naf())
     assert small is not None and small.low == (4, 4) and small.size == (16, 16) and small.dilation == 4
     assert (small.heads, small.dim, small.v_dim, small.kernel) == (4, 8, 16, 3)
-    assert benchmark.reduced_geometry(geometry.grid([16], kernel=3)[0]) is None  # no coarse grid
-    assert benchmark.reduced_geometry(geometry.naf_geometry(size=16, low=4, kernel=3)) is None  # no smaller
+    assert sweep_exports.reduced_geometry(geometry.grid([16], kernel=3)[0]) is None  # no coarse grid
+    assert sweep_exports.reduced_geometry(geometry.naf_geometry(size=16, low=4, kernel=3)) is None  # no smaller
 
 
 def test_05_proves_the_sweeps_naf_graph_on_the_run_its_export_recorded(tmp_path, ops):
