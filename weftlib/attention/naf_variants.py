@@ -10,11 +10,12 @@ is compared there with a formulation section 1 proved equal to natten (`export_v
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import shutil
 import warnings
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -280,7 +281,16 @@ def export_variants(
     todo = _jobs(prepared, upsampler_variants, layer_variants)
     references = {} if references is None else references
     for graph, build, args, _, _, _ in console.progress(todo, desc="NAF references", unit="graph"):
-        if _reference_key(graph, reference, args) not in references:
+        if _reference_key(graph, reference, args) in references:
+            continue
+        if graph == UPSAMPLER:  # the layer's own reference comes from the same run where its inputs are its own
+            with _layer_output(prepared) as seen:
+                references[_reference_key(graph, reference, args)] = naf.reference_output(
+                    build(), *args, reference=reference
+                )
+            if seen:
+                references[_reference_key(LAYER, reference, prepared.layer_inputs)] = seen[0]
+        else:
             references[_reference_key(graph, reference, args)] = naf.reference_output(
                 build(), *args, reference=reference
             )
@@ -304,6 +314,26 @@ def export_variants(
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
+
+
+@contextlib.contextmanager
+def _layer_output(prepared: Prepared) -> Iterator[list[torch.Tensor]]:
+    """While the block runs the upsampler: its attention layer's output, kept when the layer was called exactly
+    once and on exactly the inputs the layer's own graph is checked on (`Prepared.layer_inputs`, compared by
+    value), so that output is the layer's reference too and the same 512² attention is not run twice."""
+    calls: list[tuple[tuple[Any, ...], Any]] = []
+    handle = prepared.layer.module.register_forward_hook(
+        lambda _m, args, out: calls.append((args, out.clone() if isinstance(out, torch.Tensor) else out))
+    )
+    seen: list[torch.Tensor] = []
+    try:
+        yield seen
+    finally:
+        handle.remove()
+    if len(calls) == 1 and isinstance(calls[0][1], torch.Tensor):
+        (args, out), mine = calls[0], prepared.layer_inputs
+        if len(args) >= len(mine) and all(torch.equal(a, b) for a, b in zip(args, mine, strict=False)):
+            seen.append(out)
 
 
 def _jobs(
