@@ -132,16 +132,9 @@ def measured_row(
     )
     if block is not None:
         block.note(got["window"][0], got["window"][1], got["cpu_seconds"])
+    rulebook = workloads.given_rulebook(method)
     model = peak_model(
-        method,
-        res,
-        n,
-        channels,
-        channels,
-        dtype,
-        chunk_rows=chunk_rows,
-        rulebook=workloads.given_rulebook(method),
-        chunk_pairs=chunk_pairs,
+        method, res, n, channels, channels, dtype, chunk_rows=chunk_rows, rulebook=rulebook, chunk_pairs=chunk_pairs
     )
     return {
         "shape": shape,

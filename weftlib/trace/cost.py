@@ -107,15 +107,7 @@ def tracing_cost(
     forward of seconds) and `calls` is sized from it. A traced call is no shorter than a plain one, so the
     workload is then at most the tracing ratio shorter than `min_seconds`; `calls` shows what ran.
     """
-    if not callable(fn):
-        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
-    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds > 0:
-        raise ValueError(f"min_seconds: expected a positive number of seconds, got {min_seconds!r}")
-    if one_call_s is not None and (isinstance(one_call_s, bool) or not isinstance(one_call_s, (int, float))):
-        raise ValueError(f"one_call_s: expected the seconds of one call already made, got {one_call_s!r}")
-    target_prefix(target)  # a bad target fails here, before anything is timed
+    _check_cost_args(fn, target, repeats, min_seconds, one_call_s)
     if one_call_s is None:
         start = time.perf_counter()
         _call_kept(fn, args)  # warm-up, and the length of one call
@@ -141,6 +133,19 @@ def tracing_cost(
         "others_cores": quiet["others_cores"],
         "contended": quiet["contended"],
     }
+
+
+def _check_cost_args(fn: Any, target: str, repeats: Any, min_seconds: Any, one_call_s: Any) -> None:
+    """`tracing_cost`'s arguments, refused in one line each before anything is timed."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
+    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds > 0:
+        raise ValueError(f"min_seconds: expected a positive number of seconds, got {min_seconds!r}")
+    if one_call_s is not None and (isinstance(one_call_s, bool) or not isinstance(one_call_s, (int, float))):
+        raise ValueError(f"one_call_s: expected the seconds of one call already made, got {one_call_s!r}")
+    target_prefix(target)  # a bad target fails here
 
 
 def _interleaved_rounds(
