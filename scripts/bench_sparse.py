@@ -1,5 +1,5 @@
 """Forward time and peak memory of one submanifold convolution layer (default: the 1024 bunny, C=64, fp32,
-2 threads, kernel map given), each repeat in a fresh process, next to this machine's limit measured in the
+2 threads, kernel map given), one fresh process per method (its first call the peak), next to this machine's limit measured in the
 same run (sgemm GFLOP/s and copy GB/s) and spconv's time on the same voxels when spconv is installed.
 The logic is `weftlib.sparse.benchmark.benchmark_against_limits`; this only parses flags and prints.
 

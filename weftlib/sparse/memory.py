@@ -104,8 +104,11 @@ def measured_row(
     chunk_pairs: int | None = None,
     inputs_dir: Path | None = None,
     block: measure.Bracket | None = None,
+    repeats: int = 1,
 ) -> dict[str, Any]:
-    """One model-versus-measured row: a fresh subprocess runs one forward of `method` at (shape, res).
+    """One model-versus-measured row: a fresh subprocess runs one forward of `method` at (shape, res), its peak
+    net of that process's baseline; with `repeats` > 1 the same process times more calls (`measure_here`: the
+    first call is the peak and the first sample, later ones stop once `measure.settled`), in `samples`.
 
     A method handed a rulebook needs its fullest chunk's pair count for the model (`chunk_pairs`); it is
     counted here from the voxel set's table when not given. The child reads its voxel set and table from
@@ -125,19 +128,13 @@ def measured_row(
             "budget_bytes": 1 << 62,
             "inputs_dir": str(workloads.save_inputs(inputs_dir, shape, res)) if inputs_dir else None,
         },
+        repeats=repeats,
     )
     if block is not None:
         block.note(got["window"][0], got["window"][1], got["cpu_seconds"])
+    rulebook = workloads.given_rulebook(method)
     model = peak_model(
-        method,
-        res,
-        n,
-        channels,
-        channels,
-        dtype,
-        chunk_rows=chunk_rows,
-        rulebook=workloads.given_rulebook(method),
-        chunk_pairs=chunk_pairs,
+        method, res, n, channels, channels, dtype, chunk_rows=chunk_rows, rulebook=rulebook, chunk_pairs=chunk_pairs
     )
     return {
         "shape": shape,
@@ -151,6 +148,7 @@ def measured_row(
         "measured_bytes": got["peak_bytes"],
         "measured_over_model": got["peak_bytes"] / model,
         "seconds": got["seconds"],
+        "samples": got["samples"],
     }
 
 
@@ -179,7 +177,7 @@ def measure_table(
             )
             for s, r, m in tqdm(cases, desc="peak memory", disable=not progress)
         ]
-    return pd.DataFrame(rows)
+    return pd.DataFrame(rows).drop(columns="samples")  # one call per case: its time is `seconds`
 
 
 def peak_claims(

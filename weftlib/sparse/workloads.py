@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
+import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -54,11 +56,25 @@ def kernel_map_of(shape: str, res: int) -> torch.Tensor:
     return neighbours.kernel_map(voxels.voxel_set(shape, res))
 
 
+SHM = Path("/dev/shm")  # memory-backed scratch for the children's inputs, when it has `SHM_FREE` free
+SHM_FREE = 4 << 30  # the 1024 bunny's voxel set and table are about 1.1 GB
+
+
+def scratch_root(root: Path = SHM, free: int = SHM_FREE) -> str | None:
+    """`root` when it is writable with `free` bytes free, else None (the default temporary folder): a child
+    at the 1024 grid reads a ~1 GB table, and writing a gigabyte to the disk-backed /tmp took four times as
+    long as to /dev/shm on the appendix VM (docs/timings.md)."""
+    try:
+        return str(root) if os.access(root, os.W_OK) and shutil.disk_usage(root).free >= free else None
+    except OSError:
+        return None
+
+
 @contextlib.contextmanager
 def child_inputs() -> Iterator[Path]:
-    """A temporary folder where `save_inputs` leaves voxel sets and tables for measuring children, removed
-    on exit: a child loads them instead of building them again."""
-    with tempfile.TemporaryDirectory(prefix="weftlib-voxels-") as folder:
+    """A temporary folder (memory-backed where `scratch_root` finds room) where `save_inputs` leaves voxel sets
+    and tables for measuring children, removed on exit: a child loads them instead of building them again."""
+    with tempfile.TemporaryDirectory(prefix="weftlib-voxels-", dir=scratch_root()) as folder:
         yield Path(folder)
 
 

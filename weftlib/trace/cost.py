@@ -80,7 +80,12 @@ def _batch(fn: Callable[..., Any], args: tuple[Any, ...], calls: int) -> Callabl
 
 
 def tracing_cost(
-    fn: Callable[..., Any], *args: Any, target: str = "natten", repeats: int = 5, min_seconds: float = 0.05
+    fn: Callable[..., Any],
+    *args: Any,
+    target: str = "natten",
+    repeats: int = 5,
+    min_seconds: float = 0.05,
+    one_call_s: float | None = None,
 ) -> dict[str, Any]:
     """What tracing costs, split the way it behaves, so the claim holds whatever the workload:
 
@@ -96,17 +101,18 @@ def tracing_cost(
     A call of a few microseconds traced once shows only the fixed cost (a ratio of 40 says nothing about
     tracing work); the ratios here are over a workload long enough to measure the per-call cost. `fn` may
     raise: the exception is kept and the call counts as run (what ran before it is the workload).
+
+    `one_call_s`: the seconds of a call of `fn(*args)` the caller has already made in this process (01's traced
+    forward of section 2), which warmed it: the warm-up call is then not repeated (at NAF's 512^2 it is a
+    forward of seconds) and `calls` is sized from it. A traced call is no shorter than a plain one, so the
+    workload is then at most the tracing ratio shorter than `min_seconds`; `calls` shows what ran.
     """
-    if not callable(fn):
-        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
-    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
-        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
-    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds > 0:
-        raise ValueError(f"min_seconds: expected a positive number of seconds, got {min_seconds!r}")
-    target_prefix(target)  # a bad target fails here, before anything is timed
-    start = time.perf_counter()
-    _call_kept(fn, args)  # warm-up, and the length of one call
-    one = max(time.perf_counter() - start, 1e-7)
+    _check_cost_args(fn, target, repeats, min_seconds, one_call_s)
+    if one_call_s is None:
+        start = time.perf_counter()
+        _call_kept(fn, args)  # warm-up, and the length of one call
+        one_call_s = time.perf_counter() - start
+    one = max(float(one_call_s), 1e-7)
     calls = max(1, int(-(-min_seconds // one)))
     with measure.Bracket() as block:
         fixed, runs = _interleaved_rounds(_batch(fn, args, calls), target, repeats, block)
@@ -127,6 +133,19 @@ def tracing_cost(
         "others_cores": quiet["others_cores"],
         "contended": quiet["contended"],
     }
+
+
+def _check_cost_args(fn: Any, target: str, repeats: Any, min_seconds: Any, one_call_s: Any) -> None:
+    """`tracing_cost`'s arguments, refused in one line each before anything is timed."""
+    if not callable(fn):
+        raise TypeError(f"fn: expected a callable, got {type(fn).__name__}")
+    if isinstance(repeats, bool) or not isinstance(repeats, int) or repeats < 1:
+        raise ValueError(f"repeats: expected a positive int, got {repeats!r}")
+    if isinstance(min_seconds, bool) or not isinstance(min_seconds, (int, float)) or not min_seconds > 0:
+        raise ValueError(f"min_seconds: expected a positive number of seconds, got {min_seconds!r}")
+    if one_call_s is not None and (isinstance(one_call_s, bool) or not isinstance(one_call_s, (int, float))):
+        raise ValueError(f"one_call_s: expected the seconds of one call already made, got {one_call_s!r}")
+    target_prefix(target)  # a bad target fails here
 
 
 def _interleaved_rounds(
