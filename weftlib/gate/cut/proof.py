@@ -14,9 +14,18 @@ import numpy as np
 from ...onnx_core import compare, runtime
 from .segments import TOLERANCE, Partition, Segment
 
+SegmentRun = Callable[[Segment, Path, dict[str, np.ndarray]], tuple[list[str], list[np.ndarray]] | None]
+
 
 def _session(path: Path):
     return runtime.session(path, once=True, optimize=False)
+
+
+def _run_once(path: Path, inputs: Mapping[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]]:
+    """One segment run as written (optimisations off), its session let go at once."""
+    session = _session(path)
+    names = [o.name for o in session.get_outputs()]
+    return names, session.run(names, dict(inputs))
 
 
 def random_feeds(model_path: str | os.PathLike, seed: int = 0) -> dict[str, np.ndarray]:
@@ -31,13 +40,16 @@ def run_chain(
     replace: Mapping[str, np.ndarray] | None = None,
     outputs: Iterable[str] | None = None,
     visit: Callable[[Segment, dict[str, np.ndarray]], None] | None = None,
+    run: SegmentRun | None = None,
 ) -> dict[str, np.ndarray]:
     """Every tensor the chain hands on, segment by segment; `replace` overrides a handed tensor (a broken
     edge, for the negative control). Given `outputs`, only those are returned, and each other tensor is let
     go once no later segment reads it: at NAF's geometry one handed tensor is a gigabyte, and a graph cut
     into dozens of segments would otherwise hold all of them at once. `visit(segment, inputs)` sees each
     segment's inputs as the chain hands them, before it runs (a segment's timing needs real values: a shape
-    handed on as a tensor cannot be random)."""
+    handed on as a tensor cannot be random). `run(segment, file, inputs)`, where it returns (names, values),
+    runs that segment instead of the chain's own session (the host timing's session, whose first call is its
+    warm-up); where it returns None the chain runs the segment as written."""
     env = dict(feeds)
     segments = list(part.segments)
     keep = None if outputs is None else set(outputs)
@@ -45,10 +57,8 @@ def run_chain(
         inputs = {t: env[t] for t in s.inputs}
         if visit is not None:
             visit(s, inputs)
-        session = _session(Path(folder) / s.file)
-        names = [o.name for o in session.get_outputs()]
-        values = session.run(names, inputs)
-        del session
+        ran = run(s, Path(folder) / s.file, inputs) if run is not None else None
+        names, values = ran if ran is not None else _run_once(Path(folder) / s.file, inputs)
         env.update(zip(names, values))
         for t, v in (replace or {}).items():
             if t in names:

@@ -3,9 +3,14 @@ default optimisations and threads, as a deployment would run them), each the med
 a time (at NAF's geometry a session holds gigabytes). The CPU other work took meanwhile is read for each, and a
 graph whose times met a busy machine is contended: shown, never judged (`measure.others`).
 
-Each thing is timed once: a call of `SETTLE_S` or more stops at two samples that agree (`measure.settled`), a
-cut with no device segment is the graph itself (its one host segment is the whole, timed once), and a cut with
-no host segment runs no chain (there is nothing on the host to time). At NAF's geometry a call is seconds.
+Each thing is timed once, and no call is made that could not move the verdict. The verdict is read on the
+device fit's band (x/÷ 5 on the appendix): a call whose warm-up took `SETTLE_S` or more is timed once more and
+not again, since a second sample could only confirm it to a tenth, and a shorter call whose samples reach
+`SETTLE_S` stops at two that agree (`measure.settled`). A host segment is opened once, in the chain: its first
+call on what the chain hands it is both its warm-up and the values it hands on (no session of its own beside
+the chain's). A cut with no device segment is the graph itself (its one host segment is the whole, timed once),
+and a cut with no host segment runs no chain (there is nothing on the host to time). At NAF's geometry a call is
+seconds.
 """
 
 from __future__ import annotations
@@ -27,10 +32,9 @@ from ..cut.segments import Partition, Segment
 from ..vocabulary import Side
 
 REPEATS = 5
-LONG_CALL_S = 2.0  # a warm-up call this long takes `LONG_REPEATS` timed calls, not `REPEATS`
-LONG_REPEATS = 3
-SETTLE_S = 1.0  # calls this long stop at two samples within `measure.AGREE` of each other: the verdict's band is
-# the device fit's (x/÷ 5 on the appendix), beside which a tenth of the host's time moves nothing
+SETTLE_S = 1.0  # a warm-up this long takes one timed call; timed calls this long stop at two within
+# `measure.AGREE` of each other: the verdict's band is the device fit's (x/÷ 5 on the appendix), beside which a
+# tenth of the host's time moves nothing
 
 
 @dataclass(frozen=True)
@@ -54,17 +58,22 @@ def median_of(
     """The median seconds of one graph run on `feeds` (random inputs when None), the repeats it took, and how
     quiet it ran."""
     session = runtime.session(path)
-    return _median(session, dict(feeds) if feeds is not None else runtime.random_feeds(session), repeats)
+    median, taken, quiet, _ = _median(
+        session, dict(feeds) if feeds is not None else runtime.random_feeds(session), repeats
+    )
+    return median, taken, quiet
 
 
-def _median(session: Any, feeds: dict[str, np.ndarray], repeats: int) -> tuple[float, int, dict[str, Any]]:
-    """`median_of` on an open session."""
+def _median(
+    session: Any, feeds: dict[str, np.ndarray], repeats: int
+) -> tuple[float, int, dict[str, Any], list[np.ndarray]]:
+    """`median_of` on an open session, and the warm-up's outputs (what a chain hands on)."""
     start = time.perf_counter()
-    session.run(None, feeds)  # the warm-up: the arena allocated, the kernels chosen
-    if time.perf_counter() - start > LONG_CALL_S:
-        repeats = min(repeats, LONG_REPEATS)
+    outputs = session.run(None, feeds)  # the warm-up: the arena allocated, the kernels chosen
+    if time.perf_counter() - start >= SETTLE_S:
+        repeats = 1  # a second sample could only confirm it within the verdict's band
     samples, quiet = settled_samples(lambda: session.run(None, feeds), repeats)
-    return statistics.median(samples), len(samples), quiet
+    return statistics.median(samples), len(samples), quiet, outputs
 
 
 def settled_samples(run: Any, repeats: int) -> tuple[list[float], dict[str, Any]]:
@@ -87,26 +96,31 @@ def host_times(
 ) -> HostTimes:
     """The graph whole (`model`) and every host segment of `part` (its files under `folder`), timed: the whole
     on random inputs, each host segment on what the chain hands it from those inputs (a segment may take a
-    shape as a tensor, which no random value stands in for). A cut that is the graph itself (no device
-    segment, one host segment of every node) gives its segment the whole's time; a cut with no host segment
-    runs no chain."""
+    shape as a tensor, which no random value stands in for; a host segment hands on its warm-up's outputs,
+    computed with onnxruntime's optimisations: values to time the next segments on, not a proof). A cut that
+    is the graph itself (no device segment, one host segment of every node) gives its segment the whole's
+    time; a cut with no host segment runs no chain."""
     session = runtime.session(model)  # one session: its inputs give the feeds, and it is the one timed
     feeds = runtime.random_feeds(session)
-    whole, taken, quiet = _median(session, feeds, repeats)
+    whole, taken, quiet, _ = _median(session, feeds, repeats)
     del session  # let go before the chain runs: at NAF's geometry a session holds gigabytes
     seen = [quiet]
     segments = {}
     hosts = [s for s in part.segments if s.runs_on == Side.HOST]
 
-    def timed(s: Segment, inputs: dict[str, np.ndarray]) -> None:
-        if s.runs_on == Side.HOST:
-            segments[s.file], _, q = median_of(Path(folder) / s.file, repeats, inputs)
-            seen.append(q)
+    def timed(s: Segment, file: Path, inputs: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]] | None:
+        if s.runs_on != Side.HOST:
+            return None  # the chain runs it as written
+        timing = runtime.session(file)
+        names = [o.name for o in timing.get_outputs()]
+        segments[s.file], _, q, values = _median(timing, inputs, repeats)
+        seen.append(q)
+        return names, values
 
     if is_whole(part):
         segments[hosts[0].file] = whole  # the same nodes on the same inputs: timed once, above
     elif hosts:
-        run_chain(part, folder, feeds, outputs=(), visit=timed)
+        run_chain(part, folder, feeds, outputs=(), run=timed)
     others = [q["others_cores"] for q in seen if q["others_cores"] is not None]
     return HostTimes(
         whole=whole,

@@ -33,6 +33,7 @@ from ..predict.nodes import GraphPrediction, predict
 from ..record.allowlist import DeviceOps
 from ..run_graphs import identity
 from ..vocabulary import DfcVerdict, FailureCause, GraphKind, PaysOff, SegmentVerdict, Side
+from .by_size import map_by_size
 
 CUT = ".cut"  # a cut's result stem: <graph stem>.cut<segment index>
 
@@ -52,11 +53,17 @@ def cut_all(
     models: Sequence[Path], ops: DeviceOps, folder: str | os.PathLike, tolerance: float = TOLERANCE
 ) -> dict[Path, Partition]:
     """Cut every model (its segments and partition.json under `folder/<stem>/`, each written by the folder
-    rule: `partition.write_partition`) and prove each chain within `tolerance`."""
-    out = {}
-    for model in tqdm(list(models), desc="cut", disable=len(models) < 4):
-        out[model] = write_partition(model, ops, Path(folder) / model.stem, tolerance=tolerance)
-    return out
+    rule: `partition.write_partition`) and prove each chain within `tolerance`; the small graphs two at a time
+    (`by_size`)."""
+    models = list(models)
+    bar = tqdm(None, total=len(models), desc="cut", disable=len(models) < 4)
+
+    def one(model: Path) -> Partition:
+        return write_partition(model, ops, Path(folder) / model.stem, tolerance=tolerance)
+
+    done = map_by_size(one, models, progress=lambda _: bar.update())
+    bar.close()
+    return dict(zip(models, done, strict=True))
 
 
 def before_merge(
@@ -64,16 +71,18 @@ def before_merge(
 ) -> dict[Path, Partition]:
     """Each graph's cut as it was before the merge (`merge.UNMERGED`: each level's connected parts, crumbs
     kept): its segments and coverage, neither written nor proven, for the figures beside the merged cut's.
-    The prediction comes from `partitions` where it has one."""
-    out = {}
-    for model in models:
+    The prediction comes from `partitions` where it has one. The small graphs two at a time (`by_size`)."""
+    models = list(models)
+
+    def one(model: Path) -> Partition:
         inferred = onnx.shape_inference.infer_shapes(onnx.load(str(model)), data_prop=True)
         known = (partitions or {}).get(model)
         prediction = known.prediction if known else None
         segments, moved = cut(inferred, ops, prediction, rule=UNMERGED)
         graph = index_model(inferred)
-        out[model] = Partition(model.stem, tuple(segments), coverage(segments, graph), moved, prediction=prediction)
-    return out
+        return Partition(model.stem, tuple(segments), coverage(segments, graph), moved, prediction=prediction)
+
+    return dict(zip(models, map_by_size(one, models), strict=True))
 
 
 def merge_findings(partitions: dict[Path, Partition]) -> dict[str, list[str]]:

@@ -15,6 +15,7 @@ from ..fix import FIXED_SUFFIX, Fix, ProofVerdict, fix_model, write_fix
 from ..record.allowlist import DeviceOps
 from ..run_graphs import fixed_of, of_kind
 from ..vocabulary import GraphKind, Prediction
+from .by_size import map_by_size
 
 
 def faithful(models: Sequence[Path], skip: Sequence[str] = ()) -> list[str]:
@@ -36,16 +37,23 @@ def fix_all(
     """Each model whose stem is in `stems` fixed and written to `folder/<stem>/` (`write_fix`: the fixed graph
     only where offered, `fix.json` alone where not, nothing where no rewrite applied), proven on the run its
     exporter recorded beside it where there is one (`fix.recorded`). A stem not found raises
-    when `strict`, else is left out (the caller names it: `absent`)."""
+    when `strict`, else is left out (the caller names it: `absent`). The small graphs are fixed two at a time
+    (`by_size`)."""
     missing = absent(models, stems)
     if missing and strict:
         raise ValueError(f"graphs to fix not exported in this run: {missing}")
     found = {m.stem: m for m in models}
-    out = {}
-    for stem in tqdm([s for s in stems if s in found], desc="gate fix", unit="graph"):
-        out[stem] = fix_model(found[stem], ops, recorded=True)  # a run recorded beside it: `fix.recorded`
-        write_fix(out[stem], Path(folder) / stem)
-    return out
+    todo = [found[s] for s in stems if s in found]
+    bar = tqdm(None, total=len(todo), desc="gate fix", unit="graph")
+
+    def one(model: Path) -> Fix:
+        fix = fix_model(model, ops, recorded=True)  # a run recorded beside it: `fix.recorded`
+        write_fix(fix, Path(folder) / model.stem)
+        return fix
+
+    done = map_by_size(one, todo, progress=lambda _: bar.update())
+    bar.close()
+    return {m.stem: fix for m, fix in zip(todo, done, strict=True)}
 
 
 def offered(fixes: Mapping[str, Fix]) -> dict[str, Fix]:
