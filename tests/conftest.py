@@ -14,13 +14,24 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {p.stem: p for p in sorted((REPO / "notebooks").glob("*.ipynb"))}
 # The longest files, started first so that neither worker is left with one of them at the end: the small plan and
-# its run under load, the real exporters' networks, then the tests that run one notebook or a few tiny runs.
+# its run under load, the real exporters' networks, the tests that run one notebook or a few tiny runs, then (all
+# `make check` runs) the longest of the rest, longest first, so that the two workers end close together.
 FIRST = (
     "test_notebooks",
     "test_rebuilt_exports",
     "test_gate_notebook",
     "test_runs_together",
     "test_suite",
+    "test_attention_benchmark",
+    "test_attention",
+    "test_sparse",
+    "test_dit",
+    "test_image_shift",
+    "test_sparse_memory",
+    "test_gate_fix_standins",
+    "test_naf_rewrites",
+    "test_standins",
+    "test_gate_folder_swap",
 )
 
 

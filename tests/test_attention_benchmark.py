@@ -42,9 +42,73 @@ def test_equality_against_natten_small():
     assert all(r["max_abs_diff"] <= 1e-5 for r in rows), rows
 
 
-def test_measure_geometry_rows(tmp_path):
-    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
-    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=1, memory=False)
+@pytest.fixture(scope="module", autouse=True)
+def quick_rates():
+    """Each timed row's bracket takes the machine's rates from one call of each, not nine: these tests judge the
+    rows a sweep writes, not the rates (tests/test_measure.py does). Fewer calls can only find a lower rate, so
+    a row's lower bound only loosens and no row here can beat it for that."""
+    from weftlib.measure import bracket
+
+    real = bracket.machine_limits
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bracket, "machine_limits", lambda threads=None, repeats=5: real(threads, repeats=1))
+        yield
+
+
+# The measured sweeps below each export and time a geometry in several processes (seconds apiece), so the tests
+# that read the same sweep share one, built once per module; each sweep takes a different path through
+# `measure_geometry` (in this process or in measuring children; natten's output or the fallback's as reference).
+SMALL = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
+
+
+@pytest.fixture(scope="module")
+def in_process(tmp_path_factory):
+    """natten and shift timed in this process, two samples each: (the rows, their ONNX folder)."""
+    folder = tmp_path_factory.mktemp("in_process")
+    rows = benchmark.measure_geometry(SMALL, ["shift"], folder=folder, repeats=2, natten_repeats=2, memory=False)
+    return rows, folder
+
+
+@pytest.fixture(scope="module")
+def in_process_without_natten(tmp_path_factory):
+    """natten's dense scores over its limit, gather and shift timed in this process: shift's output answers."""
+    folder = tmp_path_factory.mktemp("without_natten")
+    limit = SMALL.natten_dense_bytes() - 1
+    return benchmark.measure_geometry(
+        SMALL, ["gather", "shift"], folder=folder, repeats=1, memory=False, natten_max_bytes=limit
+    )
+
+
+def _in_children(folder, **limit):
+    """gather and shift (and natten unless `limit` skips it) each in its measuring child: (the rows, the
+    `peak_rss_subprocess` calls as (method, backend, their other arguments))."""
+    real, seen = measure.peak_rss_subprocess, []
+
+    def recorded(target, kwargs=None, **rest):
+        seen.append(((kwargs or {}).get("method"), (kwargs or {}).get("backend"), rest))
+        return real(target, kwargs, **rest)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(measure, "peak_rss_subprocess", recorded)
+        rows = benchmark.measure_geometry(
+            SMALL, ["gather", "shift"], folder=folder, repeats=1, natten_repeats=2, memory=True, **limit
+        )
+    return rows, seen
+
+
+@pytest.fixture(scope="module")
+def in_children(tmp_path_factory):
+    """`_in_children` with natten as the reference, two natten samples from its one child."""
+    return _in_children(tmp_path_factory.mktemp("in_children"))
+
+
+def _row(rows, method, backend):
+    (row,) = [r for r in rows if (r["method"], r["backend"]) == (method, backend)]
+    return row
+
+
+def test_measure_geometry_rows(in_process):
+    rows, folder = in_process
     assert [(r["method"], r["backend"], r["status"]) for r in rows] == [
         ("natten", "natten", "ok"),
         ("shift", "torch", "ok"),
@@ -52,19 +116,17 @@ def test_measure_geometry_rows(tmp_path):
     ]
     assert all(r["seconds"] > 0 for r in rows)
     assert all(r["max_abs_diff"] <= 1e-5 and r["reference"] == "natten" for r in rows[1:])
-    assert rows[2]["onnx_bytes"] == (tmp_path / "t_shift.onnx").stat().st_size
+    assert rows[2]["onnx_bytes"] == (folder / "t_shift.onnx").stat().st_size
     ratio = benchmark.speedups(rows)[0]
     assert ratio["natten_over_torch"] == pytest.approx(rows[0]["seconds"] / rows[1]["seconds"])
     assert "| t | 64 | shift | onnxruntime | ok |" in benchmark.to_markdown(rows)
 
 
-def test_natten_skipped_when_dense_scores_too_big(tmp_path):
-    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
-    rows = benchmark.measure_geometry(
-        g, ["shift"], folder=tmp_path, repeats=1, memory=False, natten_max_bytes=g.natten_dense_bytes() - 1
-    )
+def test_natten_skipped_when_dense_scores_too_big(in_process_without_natten):
+    rows = in_process_without_natten
     assert rows[0]["status"].startswith("skipped") and rows[0]["seconds"] is None
-    assert rows[1]["reference"] == "shift" and rows[1]["max_abs_diff"] == 0.0
+    shift = _row(rows, "shift", "torch")
+    assert shift["reference"] == "shift" and shift["max_abs_diff"] == 0.0
 
 
 def test_masked_refusal_is_reported_not_raised(tmp_path, monkeypatch):
@@ -72,7 +134,7 @@ def test_masked_refusal_is_reported_not_raised(tmp_path, monkeypatch):
 
     monkeypatch.setattr(formulations, "MASKED_MAX_SCORES", 10)
     rows = benchmark.measure_geometry(
-        geometry.Geometry("t", (8, 8), 2, 8, 8, 3),
+        SMALL,
         ["masked"],
         folder=tmp_path,
         repeats=1,
@@ -158,21 +220,19 @@ def test_with_bounds_skips_rows_that_did_not_run_whether_none_or_nan():
     assert [r["over_bound"] is not None for r in out] == [False, False, True]
 
 
-def test_timed_rows_carry_their_rates_and_whether_the_machine_was_quiet(tmp_path):
-    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
-    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=2, natten_repeats=2, memory=False)
+def test_timed_rows_carry_their_rates_and_whether_the_machine_was_quiet(in_process):
+    rows, _ = in_process
     for r in rows:
         assert isinstance(r["contended"], bool) and r["rates_from"] in ("before", "after")
         assert r["sgemm_gflops"] > 0 and r["copy_gbps"] > 0 and r["rate_change"] >= 0
         nearer = r["rates_" + r["rates_from"]]
         assert r["sgemm_gflops"] == pytest.approx(nearer["sgemm_gflops"], abs=1e-3)
-    assert all(r["over_bound"] >= 1 for r in benchmark.with_bounds(rows, [g]))
+    assert all(r["over_bound"] >= 1 for r in benchmark.with_bounds(rows, [SMALL]))
 
 
-def test_natten_in_its_measuring_child_gives_peak_output_and_samples_from_the_same_calls(tmp_path):
-    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
-    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=2, memory=True)
-    natten_row, shift_row = rows[0], rows[1]
+def test_natten_in_its_measuring_child_gives_peak_output_and_samples_from_the_same_calls(in_children):
+    rows, _ = in_children
+    natten_row, shift_row = rows[0], _row(rows, "shift", "torch")
     assert natten_row["status"] == "ok" and natten_row["peak_bytes"] >= 0 and natten_row["repeats"] == 2
     assert natten_row["spread"] is not None and isinstance(natten_row["contended"], bool)
     assert shift_row["reference"] == "natten" and shift_row["max_abs_diff"] <= 1e-5  # the child's saved output
@@ -180,11 +240,8 @@ def test_natten_in_its_measuring_child_gives_peak_output_and_samples_from_the_sa
         assert r["status"] == "ok" and r["peak_bytes"] >= 0 and r["repeats"] == 1 and r["max_abs_diff"] <= 1e-5
 
 
-def test_without_natten_the_fallback_is_timed_first_and_its_output_is_the_reference(tmp_path):
-    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
-    rows = benchmark.measure_geometry(
-        g, ["gather", "shift"], folder=tmp_path, repeats=1, memory=False, natten_max_bytes=g.natten_dense_bytes() - 1
-    )
+def test_without_natten_the_fallback_is_timed_first_and_its_output_is_the_reference(in_process_without_natten):
+    rows = in_process_without_natten
     assert [(r["method"], r["backend"]) for r in rows][1:3] == [("gather", "torch"), ("gather", "onnxruntime")]
     assert {r["reference"] for r in rows[1:]} == {"shift"}
     assert rows[3]["max_abs_diff"] == 0.0 and rows[1]["max_abs_diff"] <= 1e-5
@@ -204,9 +261,9 @@ def test_a_row_out_of_time_is_stopped_with_the_machines_verdict_not_dropped(tmp_
         raise measure.MeasurementStopped(target, 900, (now - 0.1, now), cpu_seconds=0.2)
 
     monkeypatch.setattr(measure, "peak_rss_subprocess", out_of_time)
-    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
-    rows = benchmark.measure_geometry(g, ["shift"], folder=tmp_path, repeats=1, natten_repeats=1, memory=True)
-    torch_row, ort_row = rows[1], rows[2]
+    # no natten row: the stop is the torch child's, and a real natten child is measured by `in_children`
+    rows = benchmark.measure_geometry(SMALL, ["shift"], folder=tmp_path, repeats=1, memory=True, run_natten=False)
+    torch_row, ort_row = rows
     assert torch_row["status"].startswith(benchmark.STOPPED) and "took over 900 s" in torch_row["status"]
     assert torch_row["seconds"] is None and isinstance(torch_row["contended"], bool)
     assert torch_row["rates_from"] in ("before", "after") and torch_row["others_cores"] is not None
@@ -232,20 +289,12 @@ def test_a_child_that_raised_is_a_sentence_on_the_page_not_its_exception_class(m
 
 
 @pytest.mark.parametrize("natten", [True, False])
-def test_only_the_reference_is_saved_and_every_other_child_answers_its_difference(tmp_path, monkeypatch, natten):
+def test_only_the_reference_is_saved_and_every_other_child_answers_its_difference(tmp_path, in_children, natten):
     """Measuring memory, the reference's child (natten's, or the fallback's when natten is skipped) saves its
     output once; every other child reads it in place and sends back only its largest difference (at NAF's
     geometry each output is a gigabyte: one saved and loaded per row cost seconds)."""
-    real, seen = measure.peak_rss_subprocess, []
-
-    def recorded(target, kwargs=None, **rest):
-        seen.append(((kwargs or {}).get("method"), (kwargs or {}).get("backend"), rest))
-        return real(target, kwargs, **rest)
-
-    monkeypatch.setattr(measure, "peak_rss_subprocess", recorded)
-    g = geometry.Geometry("t", (8, 8), 2, 8, 8, 3)
-    limit = {} if natten else {"natten_max_bytes": g.natten_dense_bytes() - 1}
-    rows = benchmark.measure_geometry(g, ["gather", "shift"], folder=tmp_path, repeats=1, memory=True, **limit)
+    limit = {"natten_max_bytes": SMALL.natten_dense_bytes() - 1}
+    rows, seen = in_children if natten else _in_children(tmp_path, **limit)
     saved = [(m, b, r["save"]) for m, b, r in seen if r.get("save")]
     assert [(m, b) for m, b, _ in saved] == [("natten", "natten") if natten else ("shift", "torch")]
     others = [r for m, b, r in seen if not r.get("save")]

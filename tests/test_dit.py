@@ -372,22 +372,33 @@ class GQAToy(torch.nn.Module):
         return out.transpose(1, 2).reshape(b, n, -1)
 
 
-@pytest.mark.parametrize("method", ["matmul", "concat"])
-def test_kv_heads_repeated_without_expand(method, tmp_path):
+GQA_NAMES = {"input_names": ["x"], "output_names": ["y"]}
+
+
+@pytest.fixture(scope="module")
+def gqa_as_written(tmp_path_factory):
+    """The toy as written, its input, its output and its export: the same for both rewrites compared with it."""
     torch.manual_seed(0)
     toy = GQAToy().eval()
+    x = torch.randn(1, 6, 32)
+    with torch.no_grad():
+        expected = toy(x)
+    path = tmp_path_factory.mktemp("gqa") / "gqa_expand.onnx"
+    return toy, x, expected, onnx_export.export(toy, (x,), path, **GQA_NAMES)
+
+
+@pytest.mark.parametrize("method", ["matmul", "concat"])
+def test_kv_heads_repeated_without_expand(method, tmp_path, gqa_as_written):
+    toy, x, expected, as_written = gqa_as_written
     rewritten = GQAToy(method=method).eval()
     rewritten.load_state_dict(toy.state_dict())
     control = GQAToy(method=method, control=True).eval()
     control.load_state_dict(toy.state_dict())
-    x = torch.randn(1, 6, 32)
     with torch.no_grad():
-        expected, got, wrong = toy(x), rewritten(x), control(x)
+        got, wrong = rewritten(x), control(x)
     assert torch.equal(got, expected)
     assert _diff(wrong, expected) > 1e-3
-    names = {"input_names": ["x"], "output_names": ["y"]}
-    as_written = onnx_export.export(toy, (x,), tmp_path / "gqa_expand.onnx", **names)
-    repeated = onnx_export.export(rewritten, (x,), tmp_path / "gqa_repeat.onnx", **names)
+    repeated = onnx_export.export(rewritten, (x,), tmp_path / "gqa_repeat.onnx", **GQA_NAMES)
     assert as_written.ops.get("Expand") and as_written.parity_ok
     assert not {"Expand", "Tile"} & set(repeated.ops) and repeated.parity_ok
     assert repeated.ops.get("MatMul" if method == "matmul" else "Concat")

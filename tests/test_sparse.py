@@ -62,12 +62,14 @@ def test_mesh_voxelization_equals_brute_force_sat_over_all_voxels():
     res = 7
     grid = torch.cartesian_prod(*[torch.arange(res)] * 3)
     tris = torch.as_tensor(unit)[torch.as_tensor(faces)] * res
+    centre = grid.double() + 0.5
+    # every (triangle, voxel) pair meets the SAT's three box axes first (its bounding boxes overlap, computed as
+    # the SAT computes them: rounding keeps min(v - c) = min(v) - c), and only those pairs go on to all 13 axes
+    lo, hi = tris.amin(dim=1), tris.amax(dim=1)
+    boxes = ((lo[:, None] - centre[None] <= 0.5) & (hi[:, None] - centre[None] >= -0.5)).all(dim=2)
+    tri_at, voxel_at = boxes.nonzero(as_tuple=True)
     hit = torch.zeros(len(grid), dtype=torch.bool)
-    for part in tris.split(400):  # every (triangle, voxel) pair, 400 triangles at a time
-        pairs = voxels._tri_box_overlap(
-            part.repeat_interleave(len(grid), 0), grid.double().repeat(len(part), 1) + 0.5, 0.5
-        )
-        hit |= pairs.reshape(len(part), len(grid)).any(dim=0)
+    hit[voxel_at[voxels._tri_box_overlap(tris[tri_at], centre[voxel_at], 0.5)]] = True
     assert torch.equal(voxels.voxelize_mesh(unit, faces, res), voxels.unique_sorted(grid[hit], res))
 
 
