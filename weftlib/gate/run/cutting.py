@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import onnx
@@ -82,7 +82,10 @@ def before_merge(
         graph = index_model(inferred)
         return Partition(model.stem, tuple(segments), coverage(segments, graph), moved, prediction=prediction)
 
-    return dict(zip(models, map_by_size(one, models), strict=True))
+    cuts = dict(zip(models, map_by_size(one, models), strict=True))
+    # a forked worker sends back a copy: each cut holds the very prediction it was given, not an equal one
+    known = partitions or {}
+    return {m: replace(p, prediction=known[m].prediction) if m in known else p for m, p in cuts.items()}
 
 
 def merge_findings(partitions: dict[Path, Partition]) -> dict[str, list[str]]:
