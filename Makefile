@@ -17,9 +17,10 @@ NBSTRIP := git config filter.nbstrip.clean "python3 scripts/nbstrip.py" && git c
 # the files that run whole notebooks handed out first (the order in tests/conftest.py). WORKERS=1 for one process.
 WORKERS ?= 2
 PYTEST := $(PY) -m pytest -q $(if $(filter 1,$(WORKERS)),-p no:xdist,-n $(WORKERS) --dist loadfile --no-loadscope-reorder)
-# Lint, format and import layering (seconds), then mypy beside pytest: on a fresh clone mypy takes about a minute of
-# one core, which the tests' waits on their subprocesses and kernels leave free. mypy's report is printed after
-# pytest's (its cache, .mypy_cache, makes the next run seconds); either failing fails the target.
+# Lint, format and import layering (seconds), then mypy beside pytest. Its cache (.venv/.mypy_cache) holds the outside
+# packages' analysis, made once when the venv is built (scripts/mypy_environment.py), so a fresh clone's first run
+# analyses weftlib alone; later runs read weftlib's too. mypy's report is printed after pytest's; either failing fails
+# the target.
 define lint_and_pytest
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -38,6 +39,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PY) -m pip install --quiet "$(TORCH)"
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[dev,exporters]"
 	$(KERNEL)
+	$(PY) scripts/mypy_environment.py
 	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
 	touch $@
 
