@@ -110,3 +110,16 @@ def ops():
     from weftlib.gate import load_device_ops
 
     return load_device_ops()
+
+
+@pytest.fixture(scope="module")
+def quick_rates():
+    """Each timed row's bracket takes the machine's rates from one call of each, not nine: the tests that use it
+    judge the rows a sweep writes, not the rates (tests/test_measure.py does). Fewer calls can only find a lower rate, so
+    a row's lower bound only loosens and no row here can beat it for that."""
+    from weftlib.measure import bracket
+
+    real = bracket.machine_limits
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(bracket, "machine_limits", lambda threads=None, repeats=5: real(threads, repeats=1))
+        yield

@@ -42,17 +42,7 @@ def test_equality_against_natten_small():
     assert all(r["max_abs_diff"] <= 1e-5 for r in rows), rows
 
 
-@pytest.fixture(scope="module", autouse=True)
-def quick_rates():
-    """Each timed row's bracket takes the machine's rates from one call of each, not nine: these tests judge the
-    rows a sweep writes, not the rates (tests/test_measure.py does). Fewer calls can only find a lower rate, so
-    a row's lower bound only loosens and no row here can beat it for that."""
-    from weftlib.measure import bracket
-
-    real = bracket.machine_limits
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(bracket, "machine_limits", lambda threads=None, repeats=5: real(threads, repeats=1))
-        yield
+pytestmark = pytest.mark.usefixtures("quick_rates")  # tests/conftest.py
 
 
 # The measured sweeps below each export and time a geometry in several processes (seconds apiece), so the tests

@@ -5,9 +5,13 @@ from __future__ import annotations
 
 import itertools
 
+import pytest
+
 from weftlib import measure
 from weftlib.attention import benchmark, geometry
 from weftlib.onnx_core import export as onnx_export
+
+pytestmark = pytest.mark.usefixtures("quick_rates")  # each bracket one call of each rate: tests/conftest.py
 
 
 def test_every_graph_is_exported_before_any_row_is_timed(tmp_path, monkeypatch):

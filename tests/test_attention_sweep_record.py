@@ -7,10 +7,14 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from weftlib.attention import benchmark, geometry, sweep_exports
 from weftlib.gate.fix import recorded
 from weftlib.gate.fix.sets import Plan
 from weftlib.gate.run import fixing
+
+pytestmark = pytest.mark.usefixtures("quick_rates")  # each bracket one call of each rate: tests/conftest.py
 
 
 def _naf(**kw):

@@ -2,8 +2,8 @@
 and 06's cuts time nothing (06's estimate runs after its cuts, alone), so the many small graphs (under a second
 each: Python, shape inference, files, onnxruntime sessions) share the cores, while a graph at NAF's 512² (a
 faithful cut proof peaks at ~11 GB on a 24 GB machine) or one of DiT's upstream graphs (a quarter GB of weights,
-copied a few times on the way) runs alone. Large is read from the file's header, never its data: the largest
-graph input or output, or the file's size."""
+copied a few times on the way) runs alone. Large is read from the file's size first and, under `LARGE_FILE`, from
+its graph's declared inputs and outputs (such a file loads in well under a second), never from running it."""
 
 from __future__ import annotations
 
