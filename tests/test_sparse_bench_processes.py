@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from weftlib import measure
-from weftlib.measure import timing
-from weftlib.sparse import benchmark, conv, memory, voxels, workloads
+from weftlib.measure import bracket, timing
+from weftlib.sparse import benchmark, conv, memory, voxels
 
 
 def test_one_fresh_process_per_method_gives_the_peak_and_every_sample(monkeypatch):
@@ -51,7 +51,7 @@ def test_spconv_is_checked_on_the_call_that_built_its_rulebook(monkeypatch):
         run()
         return [1.0]
 
-    monkeypatch.setattr(benchmark.measure, "sample_adaptive", one_sample)
+    monkeypatch.setattr(bracket, "sample_adaptive", one_sample)  # what the spconv row's bracket samples with
     got = benchmark.spconv_seconds(voxels.voxel_set("sphere", 16), 16, 8, repeats=3)
     assert got is not None and got["max_abs_diff_vs_ours"] <= 1e-4
     assert len(forwards) == 2  # the first call (rulebook built, and checked) and one sample: no call only to check
@@ -73,6 +73,6 @@ def test_the_default_layer_stops_at_two_samples_that_agree(monkeypatch):
 
 
 def test_children_inputs_go_to_memory_backed_scratch_when_it_has_room(tmp_path):
-    assert workloads.scratch_root(tmp_path, free=1) == str(tmp_path)
-    assert workloads.scratch_root(tmp_path, free=1 << 62) is None  # too little room: the default folder
-    assert workloads.scratch_root(tmp_path / "missing", free=1) is None
+    assert measure.scratch_root(1, tmp_path) == str(tmp_path)
+    assert measure.scratch_root(1 << 62, tmp_path) is None  # too little room: the default folder
+    assert measure.scratch_root(1, tmp_path / "missing") is None

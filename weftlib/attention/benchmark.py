@@ -8,8 +8,9 @@ Why it is built this way:
 - That child also gives the entry's timing samples and its output's largest difference from the reference, from
   the same calls (the reference's child saves its output once, a .npy file in memory-backed scratch where there
   is room, and each later child reads it in place: at NAF's geometry an output is a gigabyte, and writing and
-  loading one per row cost seconds): its first call, after a warm-up on a tiny map, is the peak and the first sample, so no call (natten's dense one is long at
-  128^2) is made twice for the two measurements; a call of seconds stops at two samples that agree
+  loading one per row cost seconds): its first call, after a warm-up on a tiny map, is the peak and the first
+  sample, so no call (natten's dense one is long at 128^2) is made twice for the two measurements; a call of
+  seconds stops at two samples that agree
   (`measure.settled`). Without memory measured, entries are timed here, the output call their
   warm-up. torch and onnxruntime run on the same thread count, so the ratios in one run are comparable.
 - Each timed row is bracketed by the machine's rates (`measure.Bracket`): it carries the rates taken nearer
@@ -25,12 +26,9 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 import resource
-import shutil
 import statistics
 import tempfile
-import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -48,8 +46,7 @@ from .sweep_exports import Exported, export_all
 
 BACKENDS = ("torch", "onnxruntime", "natten")
 DEFAULT_CAP_BYTES = 16 << 30
-SHM = Path("/dev/shm")  # where the reference output is kept between children, when it has `SHM_FREE` free
-SHM_FREE = 8 << 30
+SHM_FREE = 8 << 30  # measuring memory, the reference output is kept between children in /dev/shm when it has this free
 STOPPED = (
     "stopped"  # a row's status when its measuring process ran out of time (its `contended` says if others slowed it)
 )
@@ -101,15 +98,6 @@ class Reference:
             np.save(self.file, out.numpy())
         else:
             self.out = out
-
-
-def scratch_root() -> str | None:
-    """Memory-backed scratch for the reference output (/dev/shm with `SHM_FREE` free), else the default
-    temporary folder: writing a gigabyte to a disk-backed one took four times as long on the appendix VM."""
-    try:
-        return str(SHM) if os.access(SHM, os.W_OK) and shutil.disk_usage(SHM).free >= SHM_FREE else None
-    except OSError:
-        return None
 
 
 def differs_from(result: Any, reference: str) -> float:
@@ -243,7 +231,10 @@ def measure_geometry(
     repeats of a long call stay honest, and its bracket's rates and `contended` (`measure.Bracket`). natten, the
     reference, runs `natten_repeats` times, once by default (the owner's decision, issue 33): its dense CPU call
     takes about 25 s at 128^2, so its time and peak come from that one call and its spread is not shown (None)."""
-    with measure.torch_threads(threads), tempfile.TemporaryDirectory(dir=scratch_root() if memory else None) as tmp:
+    with (
+        measure.torch_threads(threads),
+        tempfile.TemporaryDirectory(dir=measure.scratch_root(SHM_FREE) if memory else None) as tmp,
+    ):
         inputs = make_inputs(geom)
         order = tuple(methods or geom.methods or methods_for(geom))
         repeats = geom.repeats or repeats
@@ -333,9 +324,7 @@ def _timed(
             except refusals as exc:  # e.g. 'masked' refusing a large map
                 out, status = None, f"refused: {str(exc)[:200]}"
             if out is not None:
-                start = time.perf_counter()
-                samples = measure.sample_adaptive(call, repeats)
-                block.note(start, time.perf_counter())
+                samples = block.timed(call, repeats, settle=True)
             ran = out is not None
     row["status"] = status
     if ran:

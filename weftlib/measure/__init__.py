@@ -41,7 +41,7 @@ from .limits import (
     sgemm_gflops,
 )
 from .others import AGREE, LONG_CALL_S, settled, spread
-from .peak import ALLOCATOR_ENV, MeasurementStopped, measure_here, peak_rss_subprocess
+from .peak import ALLOCATOR_ENV, MeasurementStopped, measure_here, peak_rss_subprocess, scratch_root
 from .timing import median_seconds, sample_adaptive, sample_seconds, torch_threads
 
 __all__ = [
@@ -77,6 +77,7 @@ __all__ = [
     "peak_rss_subprocess",
     "sample_adaptive",
     "sample_seconds",
+    "scratch_root",
     "settled",
     "sgemm_gflops",
     "spread",

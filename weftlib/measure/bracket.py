@@ -11,7 +11,7 @@ from typing import Any
 from .limits import MachineLimits, machine_limits
 from .others import CONTENDED
 from .others import cpu_seconds as _cpu_seconds
-from .timing import sample_seconds
+from .timing import sample_adaptive, sample_seconds
 
 ADJACENT_S = 0.05  # a block entered this soon after the one it follows shares that block's "after" as its "before"
 
@@ -80,12 +80,13 @@ class Bracket:
         self.window = (min(lo, start), max(hi, end))
         self._forked_cpu += cpu_seconds
 
-    def timed(self, fn: Callable[[], Any], repeats: int = 5, warmup: int = 0) -> list[float]:
-        """`sample_seconds` inside the block, its timed calls (not the warm-up) noted as the window."""
+    def timed(self, fn: Callable[[], Any], repeats: int = 5, warmup: int = 0, settle: bool = False) -> list[float]:
+        """`sample_seconds` inside the block, its timed calls (not the warm-up) noted as the window; with
+        `settle`, up to `repeats` calls stopping once two agree (`sample_adaptive`: for calls of seconds)."""
         for _ in range(max(warmup, 0)):
             fn()
         start = time.perf_counter()
-        samples = sample_seconds(fn, repeats, 0)
+        samples = sample_adaptive(fn, repeats) if settle else sample_seconds(fn, repeats, 0)
         self.note(start, time.perf_counter())
         return samples
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import functools
 import importlib
 import os
+import shutil
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -152,6 +153,20 @@ def _forkserver(module: str) -> Any:
         ctx.set_forkserver_preload(["weftlib.measure.peak", module])
         _SERVER["ctx"] = ctx
     return _SERVER["ctx"]
+
+
+SHM = Path("/dev/shm")  # memory-backed scratch for what measuring processes hand each other
+
+
+def scratch_root(free: int, root: Path = SHM) -> str | None:
+    """`root` when it is writable with `free` bytes free, else None (the default temporary folder): measuring
+    processes hand each other gigabytes (02's reference output at NAF's 512², 03's 1024 voxel table), and
+    writing one to the disk-backed /tmp took four times as long as to /dev/shm on the appendix VM
+    (docs/timings.md)."""
+    try:
+        return str(root) if os.access(root, os.W_OK) and shutil.disk_usage(root).free >= free else None
+    except OSError:
+        return None
 
 
 def peak_rss_subprocess(

@@ -220,9 +220,7 @@ def spconv_seconds(
                     return layer(first.replace_feature(feats)).features
 
                 with measure.Bracket(threads) as block:  # calls of 10 s at the 1024 grid: two that agree suffice
-                    start = time.perf_counter()
-                    samples = measure.sample_adaptive(run, repeats)
-                    block.note(start, time.perf_counter())
+                    samples = block.timed(run, repeats, settle=True)
         finally:
             fx_log.setLevel(fx_level)
     return {
@@ -357,7 +355,8 @@ def default_pipeline(
         paired = time.perf_counter()
         feats, weight = _random_layer(len(coords), channels, seed)
         with measure.Bracket(threads) as block:
-            samples = _settled_samples(block, lambda: conv.submanifold_conv3d(feats, table, weight), repeats)
+            # seconds a call at the 1024 grid: a third sample of two that agree moves their median little
+            samples = block.timed(lambda: conv.submanifold_conv3d(feats, table, weight), repeats, 1, settle=True)
     layer = {
         "seconds": statistics.median(samples),
         "best_seconds": min(samples),
@@ -386,18 +385,6 @@ def default_pipeline(
         "over_spconv": layer["seconds"] / spc["seconds"] if spc else None,
         "contended": bool(layer["contended"] or (spc or {}).get("contended", False)),
     }
-
-
-def _settled_samples(block: measure.Bracket, run: Any, repeats: int) -> list[float]:
-    """One warm-up call of `run`, then up to `repeats` timed ones inside `block`, stopping once two agree
-    (`measure.sample_adaptive`): at the 1024 grid a layer is seconds a call, and a third sample of two that
-    agree moves their median by at most half their spread (the fastest can only come down, so the bound's
-    ratio judged on it stays an upper estimate)."""
-    run()
-    start = time.perf_counter()
-    samples = measure.sample_adaptive(run, repeats)
-    block.note(start, time.perf_counter())
-    return samples
 
 
 def _random_layer(n: int, channels: int, seed: int) -> tuple[torch.Tensor, torch.Tensor]:

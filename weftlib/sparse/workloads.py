@@ -10,14 +10,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import os
-import shutil
 import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from weftlib import measure
 
 from . import conv, neighbours, pairs, voxels
 from .footprint import DTYPES, itemsize
@@ -56,25 +56,14 @@ def kernel_map_of(shape: str, res: int) -> torch.Tensor:
     return neighbours.kernel_map(voxels.voxel_set(shape, res))
 
 
-SHM = Path("/dev/shm")  # memory-backed scratch for the children's inputs, when it has `SHM_FREE` free
-SHM_FREE = 4 << 30  # the 1024 bunny's voxel set and table are about 1.1 GB
-
-
-def scratch_root(root: Path = SHM, free: int = SHM_FREE) -> str | None:
-    """`root` when it is writable with `free` bytes free, else None (the default temporary folder): a child
-    at the 1024 grid reads a ~1 GB table, and writing a gigabyte to the disk-backed /tmp took four times as
-    long as to /dev/shm on the appendix VM (docs/timings.md)."""
-    try:
-        return str(root) if os.access(root, os.W_OK) and shutil.disk_usage(root).free >= free else None
-    except OSError:
-        return None
+SHM_FREE = 4 << 30  # the 1024 bunny's voxel set and table are about 1.1 GB: /dev/shm when it has this free
 
 
 @contextlib.contextmanager
 def child_inputs() -> Iterator[Path]:
-    """A temporary folder (memory-backed where `scratch_root` finds room) where `save_inputs` leaves voxel sets
+    """A temporary folder (memory-backed where `measure.scratch_root` finds room) where `save_inputs` leaves voxel sets
     and tables for measuring children, removed on exit: a child loads them instead of building them again."""
-    with tempfile.TemporaryDirectory(prefix="weftlib-voxels-", dir=scratch_root()) as folder:
+    with tempfile.TemporaryDirectory(prefix="weftlib-voxels-", dir=measure.scratch_root(SHM_FREE)) as folder:
         yield Path(folder)
 
 
