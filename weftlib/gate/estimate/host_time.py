@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import statistics
 import time
-from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -52,22 +51,11 @@ class HostTimes:
         return sum(self.segments.values())
 
 
-def median_of(
-    path: str | os.PathLike, repeats: int = REPEATS, feeds: Mapping[str, np.ndarray] | None = None
-) -> tuple[float, int, dict[str, Any]]:
-    """The median seconds of one graph run on `feeds` (random inputs when None), the repeats it took, and how
-    quiet it ran."""
-    session = runtime.session(path)
-    median, taken, quiet, _ = _median(
-        session, dict(feeds) if feeds is not None else runtime.random_feeds(session), repeats
-    )
-    return median, taken, quiet
-
-
 def _median(
     session: Any, feeds: dict[str, np.ndarray], repeats: int
 ) -> tuple[float, int, dict[str, Any], list[np.ndarray]]:
-    """`median_of` on an open session, and the warm-up's outputs (what a chain hands on)."""
+    """The median seconds of `repeats` runs of an open session on `feeds` (after a warm-up), the repeats it took,
+    how quiet it ran, and the warm-up's outputs (what a chain hands on)."""
     start = time.perf_counter()
     outputs = session.run(None, feeds)  # the warm-up: the arena allocated, the kernels chosen
     if time.perf_counter() - start >= SETTLE_S:
