@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 import onnx
@@ -25,7 +25,7 @@ from ..compiler.pack import DfcPack, results_in, write_dfc_pack
 from ..cut.coverage import coverage
 from ..cut.merge import UNMERGED, crumbs, mergeable_pairs
 from ..cut.partition import PARTITION_FILE, cut, write_partition
-from ..cut.segments import TOLERANCE, Partition
+from ..cut.segments import TOLERANCE, Coverage, Partition, Segment
 from ..estimate.device_model import Calibration
 from ..estimate.host_time import REPEATS, host_times
 from ..estimate.payoff import CutEstimate, estimate_cut
@@ -73,19 +73,18 @@ def before_merge(
     kept): its segments and coverage, neither written nor proven, for the figures beside the merged cut's.
     The prediction comes from `partitions` where it has one. The small graphs two at a time (`by_size`)."""
     models = list(models)
-
-    def one(model: Path) -> Partition:
-        inferred = onnx.shape_inference.infer_shapes(onnx.load(str(model)), data_prop=True)
-        known = (partitions or {}).get(model)
-        prediction = known.prediction if known else None
-        segments, moved = cut(inferred, ops, prediction, rule=UNMERGED)
-        graph = index_model(inferred)
-        return Partition(model.stem, tuple(segments), coverage(segments, graph), moved, prediction=prediction)
-
-    cuts = dict(zip(models, map_by_size(one, models), strict=True))
-    # a forked worker sends back a copy: each cut holds the very prediction it was given, not an equal one
     known = partitions or {}
-    return {m: replace(p, prediction=known[m].prediction) if m in known else p for m, p in cuts.items()}
+
+    def one(model: Path) -> tuple[tuple[Segment, ...], Coverage, dict[str, str]]:
+        inferred = onnx.shape_inference.infer_shapes(onnx.load(str(model)), data_prop=True)
+        segments, moved = cut(inferred, ops, known[model].prediction if model in known else None, rule=UNMERGED)
+        return tuple(segments), coverage(segments, index_model(inferred)), moved
+
+    # the prediction is attached here, not in a worker: each cut holds the very prediction it was given
+    return {
+        model: Partition(model.stem, *made, prediction=known[model].prediction if model in known else None)
+        for model, made in zip(models, map_by_size(one, models), strict=True)
+    }
 
 
 def merge_findings(partitions: dict[Path, Partition]) -> dict[str, list[str]]:
