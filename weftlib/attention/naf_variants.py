@@ -281,19 +281,17 @@ def export_variants(
     todo = _jobs(prepared, upsampler_variants, layer_variants)
     references = {} if references is None else references
     for graph, build, args, _, _, _ in console.progress(todo, desc="NAF references", unit="graph"):
-        if _reference_key(graph, reference, args) in references:
+        key = _reference_key(graph, reference, args)
+        if key in references:
             continue
-        if graph == UPSAMPLER:  # the layer's own reference comes from the same run where its inputs are its own
-            with _layer_output(prepared) as seen:
-                references[_reference_key(graph, reference, args)] = naf.reference_output(
-                    build(), *args, reference=reference
-                )
-            if seen:
-                references[_reference_key(LAYER, reference, prepared.layer_inputs)] = seen[0]
-        else:
-            references[_reference_key(graph, reference, args)] = naf.reference_output(
-                build(), *args, reference=reference
-            )
+        # the upsampler's run gives the layer's own reference too, where the layer ran on its own inputs
+        watch: contextlib.AbstractContextManager[list[torch.Tensor]] = (
+            _layer_output(prepared) if graph == UPSAMPLER else contextlib.nullcontext([])
+        )
+        with watch as seen:
+            references[key] = naf.reference_output(build(), *args, reference=reference)
+        if seen:
+            references[_reference_key(LAYER, reference, prepared.layer_inputs)] = seen[0]
     large = prepared.features.shape[1] * prepared.size[0] * prepared.size[1] >= record_from
     small = reduced(prepared) if large and any(job[4] == "faithful" for job in todo) else None
     twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}

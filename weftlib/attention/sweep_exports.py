@@ -15,6 +15,7 @@ from typing import Any
 import torch
 
 from weftlib.formatting import error_sentence
+from weftlib.gate.fix import recorded
 from weftlib.gate.run_graphs import GraphIdentity
 from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import export as onnx_export
@@ -72,7 +73,7 @@ def _export_job(job: tuple[Geometry, str, dict[str, torch.Tensor], Path, int]) -
     path = folder / f"{geom.graph_stem(method)}.onnx"
     identity = GraphIdentity(GraphNotebook.ATTENTION, GraphKind.FAITHFUL, method, geom.name)
     small = _records(geom, record_from)
-    proof = naf_records.recorded.folder_for(path)
+    proof = recorded.folder_for(path)
     shutil.rmtree(proof, ignore_errors=True)  # an earlier run's record never stands for this export
     try:
         rep = onnx_export.export(
