@@ -29,16 +29,12 @@ INPUTS_FROM = "the inputs notebook 02 exported the graph on (its seeded NAF inpu
 
 
 def keeper(folder: Path) -> Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], None]:
-    """`export`'s `keep_run`: the run written to `folder/run.npz` (made first)."""
+    """`export`'s `keep_run`: the run written to `folder/run.npz` (`recorded.write_run`), bound to the graph it
+    records (`<stem>.onnx` beside the folder) and marked as the export check ran it (`export.CHECK_AS_WRITTEN`)."""
 
     def keep(inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
-        folder.mkdir(parents=True, exist_ok=True)
-        arrays = {f"{recorded.INPUT}{k}": v for k, v in inputs.items()}
-        arrays |= {f"{recorded.OUTPUT}{k}": v for k, v in outputs.items()}
-        tmp = folder / f".{recorded.RUN}"
-        with tmp.open("wb") as f:
-            np.savez(f, **arrays)  # type: ignore[arg-type]
-        os.replace(tmp, folder / recorded.RUN)
+        graph = folder.with_suffix(".onnx")
+        recorded.write_run(folder, inputs, outputs, graph, as_written=onnx_export.CHECK_AS_WRITTEN)
 
     return keep
 

@@ -48,6 +48,8 @@ EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 i
 FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
 FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
 FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
+CHECK_AS_WRITTEN = True  # the check runs the written file with onnxruntime's optimisations off: a run it keeps
+# (`keep_run`) is then the arithmetic a cut's chain of segments repeats, 06's reference for that cut
 
 
 class ExportError(RuntimeError):
@@ -377,7 +379,7 @@ def export(
     tmp = _write_checked(proto, target.parent)
     try:
         feeds = {n: a.detach().cpu().numpy() for n, a in zip(ins, args)}
-        actual = run_onnx(tmp, feeds)
+        actual = run_onnx(session(tmp, once=True, optimize=not CHECK_AS_WRITTEN), feeds)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
         raise ExportError(f"onnxruntime could not run the exported graph: {type(exc).__name__}: {exc}") from exc

@@ -37,7 +37,7 @@ from ..vocabulary import FolderKind, Prediction, Side
 from . import merge
 from .coverage import coverage, largest_layer, static_dims
 from .merge import MERGED, CutRule
-from .proof import prove
+from .proof import Reference, prove
 from .segments import TOLERANCE, Partition, Segment
 
 PARTITION_FILE = "partition.json"
@@ -285,12 +285,17 @@ def write_partition(
     *,
     tolerance: float = TOLERANCE,
     host: frozenset[str] | set[str] = frozenset(),
+    reference: Reference | None = None,
+    why_fresh: str = "",
 ) -> Partition:
-    """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain.
+    """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain
+    (held to `reference` where the caller found a run of this file that stands in for the whole graph's, else
+    to a fresh run of it, `why_fresh` saying why no recorded run stood in: `proof.prove`).
 
     `out` follows the suite's folder rule (`folder_swap.building`): absent, empty or an earlier partition, built
     beside it and swapped in whole; files the suite did not write there (the model itself, a user's) are kept."""
     with building(out, FolderKind.PARTITION, inputs=[path]) as build:
-        part = prove(partition(path, ops, build, host=host), path, build, tolerance=tolerance)
+        cut_made = partition(path, ops, build, host=host)
+        part = prove(cut_made, path, build, tolerance=tolerance, reference=reference, why_fresh=why_fresh)
         (build / PARTITION_FILE).write_text(json.dumps(part.as_json(), indent=2))
     return part

@@ -1,18 +1,24 @@
 """A cut proven equal on the host: the whole graph and the chain of its segments run in onnxruntime on the same
 random inputs, and the largest difference on any graph output held to a tolerance.
+
+Where a run of the whole graph was already made with exactly the chain's arithmetic (onnxruntime as written, on
+that very file: `Reference`, e.g. 02's recorded run of a NAF graph at 512², where one run of the graph is most
+of a minute), the chain runs on that run's inputs and is held to its outputs instead: the same comparison, the
+graph not run again. The partition says which reference its proof used (`Partition.held_to`).
 """
 
 from __future__ import annotations
 
 import os
 from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
 from dataclasses import replace as with_fields
 from pathlib import Path
 
 import numpy as np
 
 from ...onnx_core import compare, runtime
-from .segments import TOLERANCE, Partition, Segment
+from .segments import TOLERANCE, HeldTo, Partition, Segment
 
 SegmentRun = Callable[[Segment, Path, dict[str, np.ndarray]], tuple[list[str], list[np.ndarray]] | None]
 
@@ -69,6 +75,17 @@ def run_chain(
     return env
 
 
+@dataclass(frozen=True)
+class Reference:
+    """A run of the whole graph already made with the chain's arithmetic: the very file the cut was made of (the
+    caller checks that), run by onnxruntime as written, on `inputs`, giving `outputs` (every graph output, by
+    name). `source` names it in words, for the partition."""
+
+    inputs: Mapping[str, np.ndarray]
+    outputs: Mapping[str, np.ndarray]
+    source: str
+
+
 def prove(
     part: Partition,
     original: str | os.PathLike,
@@ -77,14 +94,23 @@ def prove(
     tolerance: float = TOLERANCE,
     seed: int = 0,
     replace: Mapping[str, np.ndarray] | None = None,
+    reference: Reference | None = None,
+    why_fresh: str = "",
 ) -> Partition:
-    """Run the whole graph and the chain of segments on the same random inputs; the largest difference on
-    any graph output, against `tolerance`."""
-    feeds = random_feeds(original, seed)
-    session = _session(Path(original))
-    names = [o.name for o in session.get_outputs()]
-    whole = dict(zip(names, session.run(names, feeds)))
-    del session
+    """Run the chain of segments and the whole graph on the same random inputs, or the chain alone on the inputs
+    of `reference`, held to its outputs; the largest difference on any graph output, against `tolerance`.
+    `why_fresh`: why no reference was given (a record refused), kept with the fresh run's words."""
+    if reference is None:
+        feeds = random_feeds(original, seed)
+        session = _session(Path(original))
+        names = [o.name for o in session.get_outputs()]
+        whole = dict(zip(names, session.run(names, feeds)))
+        del session
+        held, note = HeldTo.FRESH, f"seed {seed}" + (f"; no recorded run: {why_fresh}" if why_fresh else "")
+    else:
+        feeds, whole = dict(reference.inputs), dict(reference.outputs)
+        names = list(whole)
+        held, note = HeldTo.RECORDED, reference.source
     chained = run_chain(part, folder, feeds, replace, outputs=names)
     diff = compare.max_abs_diff([whole[n] for n in names], [chained[n] for n in names])
-    return with_fields(part, max_abs_diff=diff, tolerance=tolerance)
+    return with_fields(part, max_abs_diff=diff, tolerance=tolerance, held_to=held, held_to_note=note)

@@ -5,12 +5,20 @@ its coverage (what share of the graph is on the device, what crosses per inferen
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 from ..predict.nodes import GraphPrediction
 from ..vocabulary import Side
 
 TOLERANCE = 1e-6  # onnxruntime, optimisations off, the same kernels on both sides: equal but for summation order
+
+
+class HeldTo(StrEnum):
+    """What a cut's chain of segments was held to (`proof.prove`)."""
+
+    FRESH = "the graph run whole on random inputs"
+    RECORDED = "a run of the same file recorded beside it, as written"  # its inputs fed the chain
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,8 @@ class Partition:
     max_abs_diff: float | None = None
     tolerance: float = TOLERANCE
     prediction: GraphPrediction | None = field(default=None, compare=False, repr=False)  # the whole graph's, cut from
+    held_to: HeldTo | None = None  # what the proof held the chain to (None: not proven yet)
+    held_to_note: str = ""  # where the recorded run lies, or why none was used
 
     @property
     def device_segments(self) -> tuple[Segment, ...]:
@@ -91,6 +101,7 @@ class Partition:
             "max_abs_diff": self.max_abs_diff,
             "tolerance": self.tolerance,
             "proven": self.proven,
+            "chain_held_to": {"reference": self.held_to, "note": self.held_to_note},
             "coverage": {
                 "nodes": {"device": c.nodes[0], "total": c.nodes[1], "share": c.share("nodes")},
                 "macs": {"device": c.macs[0], "total": c.macs[1], "share": c.share("macs")},

@@ -29,6 +29,7 @@ import numpy as np
 import onnx
 
 from ...onnx_core import parity
+from ..compiler.dfc_log import file_sha256
 from ..folder_swap import building
 from ..predict.device import device_gate
 from ..predict.graph_checks import proof_problem
@@ -41,7 +42,7 @@ from .library import answered_keys, default_library
 from .loop import Applied, rewrite_until_settled, to_ir, to_proto
 from .proof import RELATIVE, Proof, ProofVerdict, joined, prove, prove_on_record
 from .reach import nested_nodes
-from .recorded import Record, fixed_otherwise, misfit, not_the_same_graph
+from .recorded import KeptRun, Record, fixed_otherwise, keep_beside, misfit, not_the_same_graph
 from .recorded import read as read_record
 from .report import Fix, interface, unanswered
 from .sets import mismatch
@@ -91,16 +92,17 @@ def fix_model(
             raise FixError(f"{model_path}: malformed model: {exc}") from exc
         if interface(fixed) != interface(model):
             raise FixError(f"{model_path}: the rewrites changed the graph's inputs or outputs (a rewrite's bug)")
+        run = None
         if applied:
             fixed = at_ir(fixed, model)
             plan = _Plan(ops, spare, recorded, examples)
-            proof = _prove(model_path, model, fixed, applied, plan, tolerance, Path(scratch))
+            proof, run = _prove(model_path, model, fixed, applied, plan, tolerance, Path(scratch))
         else:
             proof = Proof.skipped("the graph is the original, nothing to prove", tolerance, unchanged=True)
     after = gates[-1]
     declined = {node: why for rewrite in library for node, why in rewrite.declined.items()}
     left = unanswered(after, answered_keys(library), declined)
-    return Fix(str(model_path), fixed, before, after, tuple(applied), tuple(left), proof)
+    return Fix(str(model_path), fixed, before, after, tuple(applied), tuple(left), proof, run)
 
 
 @dataclass(frozen=True)
@@ -122,16 +124,17 @@ def _prove(
     plan: _Plan,
     tolerance: float,
     scratch: Path,
-) -> Proof:
+) -> tuple[Proof, KeptRun | None]:
     """The proof of `fixed` against the original, in `scratch`: not run where the checker refuses the fixed graph
     at the original's IR and opset (`valid`); else run with the rewritten nodes inside subgraphs to reach (the
     produced ones in the fixed graph, the replaced ones in the original as the rewrites read it, `named`): on
-    the recorded run and the reduced graph where `plan.recorded` finds them fitting, else in full."""
+    the recorded run and the reduced graph where `plan.recorded` finds them fitting, else in full. With a proof
+    on the record that proves, the fixed graph's run on the recorded inputs, kept for 06 (`recorded.KeptRun`)."""
     path, exact, named_path = scratch / "fixed.onnx", scratch / "exact.onnx", scratch / "named.onnx"
     onnx.save(fixed, path)
     why = refusal(fixed, model, path)
     if why:
-        return Proof.skipped(why, tolerance)
+        return Proof.skipped(why, tolerance), None
     named = to_proto(to_ir(model))
     region = {name for a in applied for name in a.replaced}
     reference = exact_reference(named, region)
@@ -151,14 +154,16 @@ def _prove(
     }
     record, why = read_record(model_path) if plan.recorded else (None, "")
     if record is not None:
-        proof, why = _on_record(record, model, path, applied, plan, kept)
+        outputs: dict[str, np.ndarray] = {}
+        proof, why = _on_record(record, model, path, applied, plan, kept | {"keep": outputs})
         if proof is not None:
-            return proof
+            ran = KeptRun(record.inputs, outputs, file_sha256(path)) if proof.proven and outputs else None
+            return proof, ran
     try:
         full = prove(model_path, path, plan.examples, **kept)  # type: ignore[arg-type]
     except ValueError as exc:  # an input the proof cannot feed (a string, a sequence)
         raise FixError(f"{model_path}: {exc}") from exc
-    return dataclasses.replace(full, plan_note=f"in full: {why}") if why else full
+    return (dataclasses.replace(full, plan_note=f"in full: {why}") if why else full), None
 
 
 def _on_record(
@@ -200,7 +205,9 @@ def write_fix(fix: Fix, out: str | os.PathLike) -> Path | None:
     the fixed graph's path, with its parity file beside it (`<stem>.parity.json`): the original's export check where
     there is one (the graphs compute the same in onnxruntime, so it holds for both) and the fixed graph's identity,
     `fixed` of the original (`run_graphs.fixed_identity`: the original's notebook, formulation and geometry). A fix whose graph is not offered (`Fix.offered`: unproven, refuted, invalid) writes
-    `fix.json` alone, saying why, and returns None; a fix with no rewrite writes nothing and returns None."""
+    `fix.json` alone, saying why, and returns None; a fix with no rewrite writes nothing and returns None. A fixed
+    graph proven on a recorded run has its own run there kept beside it (`<stem>.fixed.proof/run.npz`, bound to
+    the file written: `recorded.keep_beside`), the reference of 06's proof of its cut."""
     if not fix.rewrites:
         return None
     name = f"{Path(fix.source).stem}{FIXED_SUFFIX}" if fix.offered else None
@@ -211,6 +218,8 @@ def write_fix(fix: Fix, out: str | os.PathLike) -> Path | None:
             onnx.save(fix.fixed, folder / name)
             check = {key: original[key] for key in parity.CHECK_KEYS} if set(parity.CHECK_KEYS) <= set(original) else {}
             parity.write(folder / name, check, fixed.as_json())
+            if fix.run is not None:  # its proof's run on the recorded inputs, for 06's proof of its cut
+                keep_beside(fix.run, folder / name)
         (folder / "fix.json").write_text(json.dumps(fix.as_json(name), indent=2) + "\n")
     return Path(out) / name if name is not None else None
 

@@ -271,12 +271,14 @@ def _phase(
     nested: Sequence[Collection[str]],
     folder: Path,
     origin: Callable[[str, Mapping[str, Any]], SetOrigin] | None = None,
+    keep: dict[str, list[Any]] | None = None,
 ) -> None:
     """Run `sets` through the original (`first`) and the graphs at `paths` (the fixed graph, then the named
     original where nested replaced nodes need reaching), profiled; record each set, where it came from (`origin`,
     by default a set at full geometry held to the original), and which nodes of `nested` (one collection per
-    path) each set ran. A fixed graph onnxruntime cannot open differs on every set the original runs; a graph
-    that cannot be opened reaches nothing."""
+    path) each set ran; `keep`, where given, takes the fixed graph's outputs per set label. A fixed graph
+    onnxruntime cannot open differs on every set the original runs; a graph that cannot be opened reaches
+    nothing."""
     origin = origin or (lambda label, feeds: SetOrigin(Geometry.FULL, shapes_text(feeds), label))
     sessions = [_open(p, folder, bool(wanted)) for p, wanted in zip(paths, nested, strict=True)]
     calls: list[list[str]] = [[] for _ in paths]  # per profiled session: the label of each call
@@ -297,6 +299,8 @@ def _phase(
             except Exception:  # the fixed graph cannot run what the original runs: not equal
                 outputs = None
             got = outputs if i == 0 else got
+        if keep is not None and got is not None:
+            keep[label] = got
         run.judge(label, expected, got, feeds, origin(label, feeds))
     for session, labels, wanted in zip(sessions, calls, nested, strict=True):
         for label, ran in zip(labels, session.ran() if session else [], strict=True):
@@ -381,16 +385,22 @@ def prove_on_record(
     replaced: Collection[str] = (),
     named: str | os.PathLike | None = None,
     scratch: str | os.PathLike,
+    keep: dict[str, np.ndarray] | None = None,
 ) -> Proof:
     """The fixed graph on one recorded set (`inputs`), held to the original's recorded `outputs` (every output of
     the graph, by name) as `prove` holds it to the original's run: the same tolerance, the same exact reference
     where it is further, the same nested nodes to reach. The original itself is run only where replaced nodes
-    inside a subgraph must be reached (`named`)."""
+    inside a subgraph must be reached (`named`). `keep`, where given, takes the fixed graph's outputs there, by
+    name (run as written: what 06 holds the fixed graph's cut to, `recorded.write_run`)."""
     run = _Run(list(outputs), tolerance, reference)
     wanted = set(produced) | set(replaced)
     paths: list[str | os.PathLike] = [fixed, *([named] if replaced and named is not None else [])]
     nested = [set(produced), set(replaced)][: len(paths)]
-    _phase(run, _Recorded(inputs, outputs), paths, {origin.inputs: inputs}, nested, Path(scratch), lambda *_: origin)
+    got: dict[str, list[Any]] = {}
+    recorded = {origin.inputs: inputs}
+    _phase(run, _Recorded(inputs, outputs), paths, recorded, nested, Path(scratch), lambda *_: origin, got)
+    if keep is not None and origin.inputs in got:
+        keep.update(zip(run.names, got[origin.inputs], strict=True))
     return run.proof(wanted)
 
 

@@ -5,7 +5,7 @@ is offered (rewritten, valid, proven); otherwise it is null and the proof says w
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import onnx
 
@@ -13,6 +13,7 @@ from ..predict.device import EXIT_CODES, GateResult
 from ..vocabulary import GateVerdict, Prediction
 from .loop import Applied
 from .proof import Proof, ProofVerdict
+from .recorded import KeptRun
 
 
 def gate_summary(result: GateResult) -> dict[str, object]:
@@ -63,6 +64,7 @@ class Fix:
     rewrites: tuple[Applied, ...]
     unanswered: tuple[dict[str, object], ...]
     proof: Proof
+    run: KeptRun | None = field(default=None, compare=False, repr=False)  # the fixed graph on a recorded run
 
     @property
     def offered(self) -> bool:

@@ -25,10 +25,12 @@ from ..compiler.pack import DfcPack, results_in, write_dfc_pack
 from ..cut.coverage import coverage
 from ..cut.merge import UNMERGED, crumbs, mergeable_pairs
 from ..cut.partition import PARTITION_FILE, cut, write_partition
+from ..cut.proof import Reference
 from ..cut.segments import TOLERANCE, Coverage, Partition, Segment
 from ..estimate.device_model import Calibration
 from ..estimate.host_time import REPEATS, host_times
 from ..estimate.payoff import CutEstimate, estimate_cut
+from ..fix import recorded
 from ..predict.nodes import GraphPrediction, predict
 from ..record.allowlist import DeviceOps
 from ..run_graphs import identity
@@ -59,11 +61,24 @@ def cut_all(
     bar = tqdm(None, total=len(models), desc="cut", disable=len(models) < 4)
 
     def one(model: Path) -> Partition:
-        return write_partition(model, ops, Path(folder) / model.stem, tolerance=tolerance)
+        reference, why = held_to(model)
+        return write_partition(
+            model, ops, Path(folder) / model.stem, tolerance=tolerance, reference=reference, why_fresh=why
+        )
 
     done = map_by_size(one, models, progress=lambda _: bar.update())
     bar.close()
     return dict(zip(models, done, strict=True))
+
+
+def held_to(model: Path) -> tuple[Reference | None, str]:
+    """The run recorded beside `model` that its cut's chain may be held to instead of running the graph whole
+    again (`fix.recorded.cut_reference`: 02's run of a NAF graph at 512², 05's of a fixed one), or None and why
+    the one there does not stand (empty where none was recorded)."""
+    run, why = recorded.cut_reference(model)
+    if run is not None:
+        return Reference(run.inputs, run.outputs, run.source), ""
+    return None, why if recorded.folder_for(model).exists() else ""
 
 
 def before_merge(
@@ -159,7 +174,16 @@ def read_back(
             why = "; ".join(e.cls for e in result.errors)
             verdicts.append(CutVerdict(part.model, s.index, SegmentVerdict.REJECTED, moved, why))
         if forced:
-            again[model] = write_partition(model, ops, Path(folder) / model.stem, host=forced, tolerance=tolerance)
+            reference, why = held_to(model)
+            again[model] = write_partition(
+                model,
+                ops,
+                Path(folder) / model.stem,
+                host=forced,
+                tolerance=tolerance,
+                reference=reference,
+                why_fresh=why,
+            )
         else:
             again[model] = part
     return again, verdicts

@@ -5,6 +5,7 @@ written into its own folder, the fixes the proof offers, and the fixed graphs re
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from collections.abc import Mapping, Sequence
@@ -49,7 +50,7 @@ def fix_all(
     def one(model: Path) -> Fix:
         fix = fix_model(model, ops, recorded=True)  # a run recorded beside it: `fix.recorded`
         write_fix(fix, Path(folder) / model.stem)
-        return fix
+        return dataclasses.replace(fix, run=None)  # its outputs are written: not copied back from a worker
 
     done = map_by_size(one, todo, progress=lambda _: bar.update())
     bar.close()
