@@ -217,3 +217,25 @@ def test_05_keeps_no_run_where_the_fix_was_proven_in_full(tmp_path, ops):
     fixing.fix_all([path], [path.stem], ops, tmp_path / "fixed")
     (fixed,) = fixing.proven_fixed(tmp_path / "fixed").values()
     assert not rec.folder_for(fixed).exists() and cutting.held_to(fixed) == (None, "")
+
+
+def test_an_exports_kept_run_is_made_as_written_and_bound_to_the_file(tmp_path):
+    """02's record as the export writes it (`naf_records.keeper`): the check's run with optimisations off, its
+    digest the written file's, so 06 may hold a cut to it; the file exported again without a record refuses it."""
+    import torch
+
+    from weftlib.attention import naf_records
+    from weftlib.onnx_core import export
+
+    module = torch.nn.Sequential(torch.nn.Conv2d(4, 4, 1), torch.nn.GELU(), torch.nn.Conv2d(4, 2, 1)).eval()
+    x = torch.randn(1, 4, 5, 5)
+    path = tmp_path / "net_lowres.onnx"
+    names = {"input_names": ["x"], "output_names": ["y"]}
+    export.export(module, (x,), path, keep_run=naf_records.keeper(rec.folder_for(path)), **names)
+    run, why = rec.cut_reference(path)
+    assert run is not None and why == "", why
+    assert np.array_equal(run.inputs["x"], x.numpy()) and np.array_equal(
+        run.outputs["y"], _as_written(path, run.inputs)["y"]
+    )
+    export.export(torch.nn.Sequential(module, torch.nn.ReLU()).eval(), (x,), path, **names)
+    assert rec.cut_reference(path)[0] is None and "sha256 differs" in rec.cut_reference(path)[1]

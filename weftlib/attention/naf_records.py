@@ -30,11 +30,11 @@ INPUTS_FROM = "the inputs notebook 02 exported the graph on (its seeded NAF inpu
 
 def keeper(folder: Path) -> Callable[[dict[str, np.ndarray], dict[str, np.ndarray]], None]:
     """`export`'s `keep_run`: the run written to `folder/run.npz` (`recorded.write_run`), bound to the graph it
-    records (`<stem>.onnx` beside the folder) and marked as the export check ran it (`export.CHECK_AS_WRITTEN`)."""
+    records (`<stem>.onnx` beside the folder) and marked as the export check ran it (`export.KEPT_RUN_AS_WRITTEN`)."""
 
     def keep(inputs: dict[str, np.ndarray], outputs: dict[str, np.ndarray]) -> None:
         graph = folder.with_suffix(".onnx")
-        recorded.write_run(folder, inputs, outputs, graph, as_written=onnx_export.CHECK_AS_WRITTEN)
+        recorded.write_run(folder, inputs, outputs, graph, as_written=onnx_export.KEPT_RUN_AS_WRITTEN)
 
     return keep
 

@@ -48,8 +48,8 @@ EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 i
 FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
 FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
 FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
-CHECK_AS_WRITTEN = True  # the check runs the written file with onnxruntime's optimisations off: a run it keeps
-# (`keep_run`) is then the arithmetic a cut's chain of segments repeats, 06's reference for that cut
+KEPT_RUN_AS_WRITTEN = True  # a check whose run is kept (`keep_run`) runs the file with onnxruntime's optimisations
+# off: the arithmetic a cut's chain of segments repeats, so the kept run is 06's reference for that cut
 
 
 class ExportError(RuntimeError):
@@ -360,7 +360,8 @@ def export(
     `identity`: what the graph is (`gate.run_graphs.GraphIdentity.as_json`), kept in its parity file for the gate;
     None leaves it of unknown identity, as a user's ONNX is.
     `keep_run`: given the inputs and onnxruntime's outputs of the written file, by name, once it is written (the
-    run a fix of the graph is proven on, where running it again would be minutes: `gate.fix.recorded`).
+    run a fix of the graph is proven on, where running it again would be minutes: `gate.fix.recorded`); that
+    check runs the file as written (`KEPT_RUN_AS_WRITTEN`), any other with onnxruntime's optimisations.
     """
     target, ins, outs = _check_export_args(module, args, path, input_names, output_names, opset, atol)
     if outputs is not None and module.training:
@@ -379,7 +380,8 @@ def export(
     tmp = _write_checked(proto, target.parent)
     try:
         feeds = {n: a.detach().cpu().numpy() for n, a in zip(ins, args)}
-        actual = run_onnx(session(tmp, once=True, optimize=not CHECK_AS_WRITTEN), feeds)
+        as_written = keep_run is not None and KEPT_RUN_AS_WRITTEN
+        actual = run_onnx(session(tmp, once=True, optimize=not as_written), feeds)
     except Exception as exc:
         tmp.unlink(missing_ok=True)
         raise ExportError(f"onnxruntime could not run the exported graph: {type(exc).__name__}: {exc}") from exc
