@@ -17,6 +17,7 @@ from weftlib.gate.cut import proof as cut_proof
 from weftlib.gate.cut.segments import HeldTo
 from weftlib.gate.fix import recorded as rec
 from weftlib.gate.graphs import Builder
+from weftlib.gate.pages import cut_tables
 from weftlib.gate.run import cutting, fixing
 from weftlib.gate.vocabulary import Side
 from weftlib.onnx_core import runtime
@@ -65,6 +66,7 @@ def test_a_recorded_run_of_the_same_file_stands_in_for_the_whole_graph(tmp_path,
     assert part.proven and part.held_to == HeldTo.RECORDED and part.held_to_note == "graph.proof/run.npz"
     written = json.loads((tmp_path / "cuts" / "graph" / "partition.json").read_text())
     assert written["chain_held_to"] == {"reference": str(HeldTo.RECORDED), "note": "graph.proof/run.npz"}
+    assert cut_tables.coverage_table({path: part}, tmp_path)["graph run"].tolist() == ["recorded"]
 
 
 def _rewritten(path: Path) -> None:

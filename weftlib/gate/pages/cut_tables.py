@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..cut.merge import LINK
-from ..cut.segments import Partition
+from ..cut.segments import HeldTo, Partition
 from ..estimate.device_model import Calibration
 from ..estimate.payoff import CutEstimate
 from ..record.allowlist import DeviceOps
@@ -25,7 +25,8 @@ if TYPE_CHECKING:
 
 
 def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
-    """One row per graph: segments, the device's share of nodes, MACs and parameters, what crosses, the proof."""
+    """One row per graph: segments, the device's share of nodes, MACs and parameters, what crosses, the proof
+    (the chain against the graph run whole: recorded beside it, or run fresh for the proof, `Partition.held_to`)."""
     import pandas as pd
 
     rows = []
@@ -42,6 +43,7 @@ def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
                 "tensors in/out of the device": c.crossings,
                 "MiB per inference": c.bytes_crossing / 2**20,
                 "chain vs graph": part.max_abs_diff,
+                "graph run": "recorded" if part.held_to == HeldTo.RECORDED else "fresh",  # what held the chain
                 "proven": part.proven,
             }
         )
