@@ -287,8 +287,9 @@ def benchmark_against_limits(
                 "threads": threads,
                 "chunk_rows": rows_for,
             }
-            if method in (measured or {}):
-                row = _measured_as_asked(dict(measured[method]), {**layer, "method": method}, repeats)
+            earlier = (measured or {}).get(method)
+            if earlier is not None:
+                row = _measured_as_asked(dict(earlier), {**layer, "method": method}, repeats)
             else:
                 row = benchmark(
                     shape,
