@@ -302,9 +302,7 @@ def export_variants(
     large = prepared.features.shape[1] * prepared.size[0] * prepared.size[1] >= record_from
     small = reduced(prepared) if large and any(job[4] == "faithful" for job in todo) else None
     twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}
-    # the faithful graphs' runs with `method`, where `prepare` made them: taken once, then let go (a gigabyte each)
-    faithful = {job[0] for job in todo if job[4] == "faithful"} if method == PREPARED_WITH else set()
-    kept = {g: prepared.ran.pop(g) for g in list(prepared.ran) if g in faithful}
+    kept = _take_runs(prepared, {job[0] for job in todo if job[4] == "faithful"}, method)
     one = functools.partial(
         _export_one,
         folder=Path(folder),
@@ -323,6 +321,13 @@ def export_variants(
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
+
+
+def _take_runs(prepared: Prepared, faithful: set[str], method: str) -> dict[str, torch.Tensor]:
+    """The `faithful` graphs' outputs `prepare` made with `method` (`Prepared.ran`), taken out of `prepared`: used
+    once, then let go (a gigabyte each at NAF's 512²); none for another formulation."""
+    wanted = faithful if method == PREPARED_WITH else set()
+    return {g: prepared.ran.pop(g) for g in list(prepared.ran) if g in wanted}
 
 
 @contextlib.contextmanager

@@ -279,31 +279,18 @@ def benchmark_against_limits(
         for method in tqdm(list(methods), desc="methods", disable=not progress):
             rows_for = (chunk_rows or {}).get(method)
             given = workloads.given_rulebook(method) and rows_for in (None, book["chunk_rows"])
-            layer = {
-                "shape": shape,
-                "res": res,
-                "C": channels,
-                "dtype": dtype,
-                "threads": threads,
-                "chunk_rows": rows_for,
-            }
+            asked = {"shape": shape, "res": res, "C": channels, "method": method, "dtype": dtype, "threads": threads}
             earlier = (measured or {}).get(method)
-            if earlier is not None:
-                row = _measured_as_asked(dict(earlier), {**layer, "method": method}, repeats)
-            else:
-                row = benchmark(
-                    shape,
-                    res,
-                    channels,
-                    method,
-                    dtype,
-                    threads,
-                    repeats,
-                    rows_for,
+            row = (
+                _measured_as_asked(dict(earlier), {**asked, "chunk_rows": rows_for}, repeats)
+                if earlier is not None
+                else benchmark(
+                    *(shape, res, channels, method, dtype, threads, repeats, rows_for),
                     n=len(coords),
                     chunk_pairs=book["buffer_pairs"] if given else None,
                     inputs_dir=folder,
                 )
+            )
             kernel_bytes = book["bytes"] if workloads.given_rulebook(method) else work["table_bytes"]
             row.update(against_limit(row, work, kernel_bytes, f"{shape} {res} {method}"))
             rows.append(row)
