@@ -155,9 +155,15 @@ class AttentionLayer:
 _NA2D_ARGS = ("query", "key", "value", "kernel_size", "stride", "dilation", "is_causal", "scale")
 
 
-def find_attention_layer(model: nn.Module, *inputs: Any, method: str = "lowres") -> AttentionLayer:
+def find_attention_layer(
+    model: nn.Module, *inputs: Any, method: str = "lowres", outputs: dict[str, Any] | None = None
+) -> AttentionLayer:
     """Run `model(*inputs)` once with natten swapped for `method` and return the innermost module whose
-    forward was running when na2d was called (exactly one call is expected), with its forward's inputs."""
+    forward was running when na2d was called (exactly one call is expected), with its forward's inputs.
+
+    `outputs`, when given, receives what that pass computed: `"model"` the model's output and `"layer"` a copy of
+    the layer's (the model may change it in place afterwards), both with natten as `method`: at NAF's 512² a pass
+    is seconds, and a caller exporting those graphs with `method` need not run them again."""
     root = model.model if isinstance(model, FixedSize) else model  # names as the hub model spells them
     names = {m: n for n, m in root.named_modules()}
     stack: list[tuple[nn.Module, tuple[Any, ...]]] = []
@@ -168,6 +174,8 @@ def find_attention_layer(model: nn.Module, *inputs: Any, method: str = "lowres")
 
     def leave(module: nn.Module, args: tuple[Any, ...], output: Any) -> None:
         stack.pop()
+        if outputs is not None and seen and module is seen[-1][0] and isinstance(output, torch.Tensor):
+            outputs.setdefault("layer", output.clone())  # the forward that called na2d, as it returned
 
     modules = list(model.modules())
     handles = [m.register_forward_pre_hook(enter) for m in modules] + [m.register_forward_hook(leave) for m in modules]
@@ -185,12 +193,14 @@ def find_attention_layer(model: nn.Module, *inputs: Any, method: str = "lowres")
         watched._weftlib_original = swapped  # type: ignore[attr-defined]
         try:
             with rebound_na2d(watched), torch.no_grad():
-                model(*inputs)
+                result = model(*inputs)
         finally:
             for h in handles:
                 h.remove()
     if len(seen) != 1:
         raise ValueError(f"expected one call of natten's na2d in the forward pass, saw {len(seen)}")
+    if outputs is not None:
+        outputs["model"] = result
     module, args, call = seen[0]
     tensors = tuple(a for a in args if isinstance(a, torch.Tensor))
     return AttentionLayer(names.get(module, "") or "(the model itself)", module, tensors, call)

@@ -205,6 +205,14 @@ def _root(model: nn.Module) -> nn.Module:
 def module_inputs(model: nn.Module, inputs: Sequence[Any], keep: Callable[[nn.Module], bool]) -> dict[str, tuple]:
     """{module name (as the hub model names it): shape of its first input} for the modules `keep` selects, from one forward pass (the
     RoPE's image size, which its tables need). natten must be swapped out or answerable by the caller."""
+    with inputs_seen(model, keep) as shapes, torch.no_grad():
+        model(*inputs)
+    return shapes
+
+
+@contextlib.contextmanager
+def inputs_seen(model: nn.Module, keep: Callable[[nn.Module], bool]) -> Iterator[dict[str, tuple]]:
+    """`module_inputs` of whatever forward passes of `model` run inside the block (a pass the caller makes anyway)."""
     shapes: dict[str, tuple] = {}
 
     def seen(name: str) -> Callable[..., None]:
@@ -215,12 +223,10 @@ def module_inputs(model: nn.Module, inputs: Sequence[Any], keep: Callable[[nn.Mo
 
     handles = [m.register_forward_pre_hook(seen(n)) for n, m in _root(model).named_modules() if keep(m)]
     try:
-        with torch.no_grad():
-            model(*inputs)
+        yield shapes
     finally:
         for h in handles:
             h.remove()
-    return shapes
 
 
 def rewritten(

@@ -55,6 +55,7 @@ FAMILIES: dict[str, tuple[str, ...]] = {
 }
 ON_IMAGES = ("device", "image")  # the variants computing the attention on images, in no formulation of natten's
 CONTROL_METHOD = "shift"  # a control's k/v are no longer nearest-upsampled, which 'lowres' itself refuses
+PREPARED_WITH = "lowres"  # natten's call in `prepare`'s one forward pass (exact for NAF's call, and cheap)
 
 
 @dataclass
@@ -66,6 +67,9 @@ class Prepared:
     features: torch.Tensor
     layer: naf.AttentionLayer
     rope_sizes: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    ran: dict[str, torch.Tensor] = field(default_factory=dict)
+    """The faithful upsampler's and attention layer's outputs (by graph) from that pass, natten as `PREPARED_WITH`:
+    `export_variants` takes each once instead of running the graph again (seconds at NAF's 512²)."""
 
     @property
     def size(self) -> tuple[int, int]:
@@ -107,13 +111,16 @@ class Prepared:
 
 
 def prepare(model: nn.Module, output_size: tuple[int, int], image: torch.Tensor, features: torch.Tensor) -> Prepared:
-    """`model` (a hub entry) at `output_size`: its attention layer and its RoPE modules' input shapes, found
-    in one forward pass with natten swapped for 'lowres' (exact for NAF's call, and cheap)."""
+    """`model` (a hub entry) at `output_size`: its attention layer, its RoPE modules' input shapes and the two
+    faithful graphs' outputs, all from one forward pass with natten swapped for `PREPARED_WITH`."""
     fixed = naf.FixedSize(model, tuple(output_size)).eval()
-    layer = naf.find_attention_layer(fixed, image, features)
-    with swap_natten("lowres"):
-        sizes = rewrites.module_inputs(fixed, (image, features), rewrites.is_rope)
-    return Prepared(fixed, image, features, layer, sizes)
+    outputs: dict[str, Any] = {}
+    with rewrites.inputs_seen(fixed, rewrites.is_rope) as sizes:
+        layer = naf.find_attention_layer(fixed, image, features, method=PREPARED_WITH, outputs=outputs)
+    ran = {
+        g: outputs[k] for g, k in ((UPSAMPLER, "model"), (LAYER, "layer")) if isinstance(outputs.get(k), torch.Tensor)
+    }
+    return Prepared(fixed, image, features, layer, dict(sizes), ran)
 
 
 def prepare_at(model: nn.Module, low: int, ratio: int, channels: int, *, seed: int = 0) -> Prepared:
@@ -295,6 +302,7 @@ def export_variants(
     large = prepared.features.shape[1] * prepared.size[0] * prepared.size[1] >= record_from
     small = reduced(prepared) if large and any(job[4] == "faithful" for job in todo) else None
     twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}
+    kept = _take_runs(prepared, {job[0] for job in todo if job[4] == "faithful"}, method)
     one = functools.partial(
         _export_one,
         folder=Path(folder),
@@ -304,6 +312,7 @@ def export_variants(
         references=references,
         geometry="x".join(map(str, prepared.size)),
         reduced_geometry="x".join(map(str, small.size)) if small is not None else "",
+        kept=kept,
     )
     todo = [(*job, twins.get(job[0]) if job[4] == "faithful" else None) for job in todo]
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
@@ -312,6 +321,13 @@ def export_variants(
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
+
+
+def _take_runs(prepared: Prepared, faithful: set[str], method: str) -> dict[str, torch.Tensor]:
+    """The `faithful` graphs' outputs `prepare` made with `method` (`Prepared.ran`), taken out of `prepared`: used
+    once, then let go (a gigabyte each at NAF's 512²); none for another formulation."""
+    wanted = faithful if method == PREPARED_WITH else set()
+    return {g: prepared.ran.pop(g) for g in list(prepared.ran) if g in wanted}
 
 
 @contextlib.contextmanager
@@ -372,16 +388,18 @@ def _export_one(
     references: dict[tuple, torch.Tensor],
     geometry: str,
     reduced_geometry: str,
+    kept: dict[str, torch.Tensor] | None = None,
 ) -> VariantExport:
     """One variant built, compared with its reference output, and exported (natten swapped for `method`), its
     identity written beside it; a faithful graph with its `twin` job at the reduced geometry records its run and
-    that graph (`naf_records`)."""
+    that graph (`naf_records`). `kept`: the faithful graphs' outputs with `method` already computed (`Prepared.ran`)."""
     graph, build, args, names, variant, changes, twin = job
     proof = folder / f"{stem(graph, variant, method)}{naf_records.recorded.FOLDER}"
     if variant == "faithful":
         shutil.rmtree(proof, ignore_errors=True)  # an earlier run's record never stands for this export
     module = build(changes).eval()
-    ran = _run(module, args, method)
+    ran = (kept or {}).get(graph) if variant == "faithful" else None
+    ran = _run(module, args, method) if ran is None else ran
     vs = _max_diff(ran, references[_reference_key(graph, reference, args)])
     with swap_natten(method):
         report = onnx_export.export(

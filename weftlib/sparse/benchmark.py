@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import statistics
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +22,7 @@ from weftlib import measure
 from . import conv, neighbours, pairs, voxels, workloads
 from .chunk_threads import workers_for
 from .footprint import DTYPES, features_bytes, itemsize
-from .memory import measured_row
+from .memory import layer_row, measured_row
 
 if TYPE_CHECKING:  # pandas is imported where tables are built
     import pandas as pd
@@ -120,25 +120,7 @@ def benchmark(
         got = measured_row(
             method, shape, res, channels, n, dtype, threads, chunk_rows, chunk_pairs, inputs_dir, block, repeats
         )
-    seconds = got["samples"]
-    return {
-        "shape": shape,
-        "res": res,
-        "N": n,
-        "C": channels,
-        "dtype": dtype,
-        "method": method,
-        "threads": threads,
-        "chunk_rows": chunk_rows,
-        "repeats": len(seconds),
-        "median_seconds": statistics.median(seconds),
-        "seconds": seconds,
-        "spread": measure.spread(seconds),
-        "model_bytes": got["model_bytes"],
-        "peak_bytes": got["measured_bytes"],
-        "peak_over_model": got["measured_bytes"] / got["model_bytes"],
-        **block.verdict(),
-    }
+    return layer_row(got, block.verdict(), threads)
 
 
 def conv_work(nbr: torch.Tensor, cin: int, cout: int, dtype: str = "float32") -> dict[str, int]:
@@ -275,11 +257,16 @@ def benchmark_against_limits(
     chunk_rows: dict[str, int | None] | None = None,
     spconv_threads: int | None = 1,
     progress: bool = True,
+    measured: Mapping[str, dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
     """One layer per method (`benchmark`: one fresh process, its first call the peak, median time) against its lower
     bound (`against_limit`), with the machine's rates measured right before and after each method's repeats
     (`contended` per row), and spconv's time on the same voxels when spconv is installed. The voxel set and
-    its table are built once (`voxels.voxel_set`, `workloads.kernel_map_of`) and read by every child."""
+    its table are built once (`voxels.voxel_set`, `workloads.kernel_map_of`) and read by every child.
+
+    `measured`: a method's row already measured in this run by the same process `benchmark` would start (03's
+    peak case of that layer, `memory.measure_table(timed=...)`), taken as it is; a row measured on another
+    layer (shape, grid, width, dtype, threads, repeats or chunking) is refused."""
     from weftlib.console import progress as tqdm
 
     coords = voxels.voxel_set(shape, res)
@@ -292,18 +279,17 @@ def benchmark_against_limits(
         for method in tqdm(list(methods), desc="methods", disable=not progress):
             rows_for = (chunk_rows or {}).get(method)
             given = workloads.given_rulebook(method) and rows_for in (None, book["chunk_rows"])
-            row = benchmark(
-                shape,
-                res,
-                channels,
-                method,
-                dtype,
-                threads,
-                repeats,
-                rows_for,
-                n=len(coords),
-                chunk_pairs=book["buffer_pairs"] if given else None,
-                inputs_dir=folder,
+            asked = {"shape": shape, "res": res, "C": channels, "method": method, "dtype": dtype, "threads": threads}
+            earlier = (measured or {}).get(method)
+            row = (
+                _measured_as_asked(dict(earlier), {**asked, "chunk_rows": rows_for}, repeats)
+                if earlier is not None
+                else benchmark(
+                    *(shape, res, channels, method, dtype, threads, repeats, rows_for),
+                    n=len(coords),
+                    chunk_pairs=book["buffer_pairs"] if given else None,
+                    inputs_dir=folder,
+                )
             )
             kernel_bytes = book["bytes"] if workloads.given_rulebook(method) else work["table_bytes"]
             row.update(against_limit(row, work, kernel_bytes, f"{shape} {res} {method}"))
@@ -319,6 +305,17 @@ def benchmark_against_limits(
         "spconv": spc,
         "spconv_status": ("ok" if spc else "not installed") if run_spconv else "not asked",
     }
+
+
+def _measured_as_asked(row: dict[str, Any], asked: dict[str, Any], repeats: int) -> dict[str, Any]:
+    """`row` (a `benchmark` row measured earlier in the run), refused in one line unless it is the layer asked
+    for, with at most `repeats` samples."""
+    differs = {k: (row.get(k), v) for k, v in asked.items() if row.get(k) != v}
+    if differs:
+        raise ValueError(f"measured: the {asked['method']} row was measured on another layer: {differs} (row, asked)")
+    if not 1 <= row.get("repeats", 0) <= repeats:
+        raise ValueError(f"measured: the {asked['method']} row has {row.get('repeats')} samples, not 1 to {repeats}")
+    return row
 
 
 LAYER_TARGET = 2.0  # issue 33: the default layer within 2x of its lower bound ...

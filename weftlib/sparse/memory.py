@@ -10,7 +10,8 @@ exact for its two grids; its conv3d workspace is the CPU backend's business and 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import statistics
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,7 +20,15 @@ from weftlib import measure
 from . import conv, method_choice, neighbours, voxels, workloads
 from .footprint import features_bytes, gathered_bytes, grid_bytes, itemsize, table_bytes
 
-__all__ = ["measure_kernel_map", "measure_table", "measured_row", "model_table", "peak_claims", "peak_model"]
+__all__ = [
+    "layer_row",
+    "measure_kernel_map",
+    "measure_table",
+    "measured_row",
+    "model_table",
+    "peak_claims",
+    "peak_model",
+]
 
 if TYPE_CHECKING:  # pandas is imported where tables are built: measuring subprocesses start faster without it
     import pandas as pd
@@ -152,6 +161,30 @@ def measured_row(
     }
 
 
+def layer_row(got: dict[str, Any], verdict: dict[str, Any], threads: int) -> dict[str, Any]:
+    """A timed layer's row (`benchmark.benchmark`'s) from its fresh process's `measured_row` (with its samples)
+    and the verdict of the bracket around it: median seconds, spread, peak against the model."""
+    seconds = got["samples"]
+    return {
+        "shape": got["shape"],
+        "res": got["res"],
+        "N": got["N"],
+        "C": got["C"],
+        "dtype": got["dtype"],
+        "method": got["method"],
+        "threads": threads,
+        "chunk_rows": got["chunk_rows"],
+        "repeats": len(seconds),
+        "median_seconds": statistics.median(seconds),
+        "seconds": seconds,
+        "spread": measure.spread(seconds),
+        "model_bytes": got["model_bytes"],
+        "peak_bytes": got["measured_bytes"],
+        "peak_over_model": got["measured_bytes"] / got["model_bytes"],
+        **verdict,
+    }
+
+
 def measure_table(
     cases: Iterable[tuple[str, int, str]],
     counts: dict[tuple[str, int], int],
@@ -160,24 +193,56 @@ def measure_table(
     threads: int = 1,
     chunk_rows: int | None = None,
     progress: bool = True,
+    timed: Mapping[tuple[str, int, str], int] | None = None,
 ) -> pd.DataFrame:
-    """Model versus measured peak for each (shape, res, method) case, one fresh process per case."""
+    """Model versus measured peak for each (shape, res, method) case, one fresh process per case.
+
+    `timed`: cases whose process is also a timed layer of 03's bench (`benchmark.benchmark_against_limits`: the
+    same fresh process, its first call the peak and the first sample), given with the bench's repeats. That
+    process times its later calls too, in a bracket (`measure.Bracket`), and its bench row (`layer_row`) is kept
+    in `df.attrs["timed_rows"]` by method, for the bench to take instead of starting the same process again
+    (at the 1024 grid a process loads a gigabyte table and its first call is seconds). The table's row is the
+    same either way: the peak and the time of the first call."""
     import pandas as pd
 
     from weftlib.console import progress as tqdm
 
     cases = list(cases)
+    timed = dict(timed or {})
     missing = [(s, r) for s, r, _ in cases if (s, r) not in counts]
     if missing:
         raise ValueError(f"counts has no voxel count for {missing}; count those sets first")
+    unknown = sorted(set(timed) - set(cases))
+    if unknown:
+        raise ValueError(f"timed: {unknown} are not among the cases")
+    bad = {case: n for case, n in timed.items() if isinstance(n, bool) or not isinstance(n, int) or n < 1}
+    if bad:
+        raise ValueError(f"timed: expected a positive number of repeats per case, got {bad}")
+    rows, layers = [], {}
     with workloads.child_inputs() as folder:
-        rows = [
-            measured_row(
-                m, s, r, channels, counts[(s, r)], dtype, threads, chunk_rows if m == "im2col" else None, None, folder
+        for s, r, m in tqdm(cases, desc="peak memory", disable=not progress):
+            args = (
+                m,
+                s,
+                r,
+                channels,
+                counts[(s, r)],
+                dtype,
+                threads,
+                chunk_rows if m == "im2col" else None,
+                None,
+                folder,
             )
-            for s, r, m in tqdm(cases, desc="peak memory", disable=not progress)
-        ]
-    return pd.DataFrame(rows).drop(columns="samples")  # one call per case: its time is `seconds`
+            if (s, r, m) in timed:
+                with measure.Bracket(threads) as block:
+                    got = measured_row(*args, block=block, repeats=timed[(s, r, m)])
+                layers[m] = layer_row(got, block.verdict(), threads)
+            else:
+                got = measured_row(*args)
+            rows.append(got)
+    df = pd.DataFrame(rows).drop(columns="samples")  # the first call per case: its time is `seconds`
+    df.attrs["timed_rows"] = layers
+    return df
 
 
 def peak_claims(
