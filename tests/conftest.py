@@ -34,6 +34,17 @@ FIRST = (
     "test_gate_folder_swap",
 )
 
+# What a run's index records as provenance, for runs started in a child process whose index is not what a test
+# checks: the real `provenance.environment()` imports torch and natten there (seconds a run), and
+# tests/test_suite.py checks it on a run of its own.
+STUB_ENVIRONMENT = {
+    "versions": {},
+    "machine": {"platform": "test", "cpu_count": 1, "ram_bytes": 2**30, "gpu": None},
+    "natten": {"note": "not read"},
+    "hailo_dfc": {"importable": False, "reason": "not read"},
+    "git": {"commit": None, "dirty": None},
+}
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
