@@ -14,25 +14,62 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {p.stem: p for p in sorted((REPO / "notebooks").glob("*.ipynb"))}
 # The longest files, started first so that neither worker is left with one of them at the end: the small plan and
-# its run under load, the real exporters' networks, the tests that run one notebook or a few tiny runs, then (all
-# `make check` runs) the longest of the rest, longest first, so that the two workers end close together.
+# its run under load, the real exporters' networks and the gate notebook (`make test` only), then every file of
+# `make check` that took over ~4 s on its worker, longest first (measured at 617c768: wall under load, ~2.5x a
+# quiet machine's), so that what is left at the end is short files and the two workers end close together. A new
+# file slower than the last one listed belongs here, by its time; one not listed runs after these, in file order.
 FIRST = (
     "test_notebooks",
     "test_rebuilt_exports",
     "test_gate_notebook",
+    "test_attention",
     "test_runs_together",
     "test_suite",
     "test_attention_benchmark",
-    "test_attention",
     "test_sparse",
-    "test_dit",
     "test_image_shift",
-    "test_sparse_memory",
+    "test_gate_hostile_inputs",
+    "test_dit",
+    "test_gate_folder_swap",
+    "test_model_zoo",
+    "test_graph_identity",
+    "test_gate_merge",
     "test_gate_fix_standins",
+    "test_gate_results_bound",
+    "test_naf_layer_reference",
+    "test_attention_sweep_order",
     "test_naf_rewrites",
     "test_standins",
-    "test_gate_folder_swap",
+    "test_trace",
+    "test_params",
+    "test_gate_folders_twice",
+    "test_onnx_export",
+    "test_sparse_memory",
+    "test_gate_probes",
+    "test_attention_sweep_record",
+    "test_device_layout",
+    "test_gate_graph_checks",
+    "test_workers",
+    "test_gate_fix",
+    "test_sparse_bench_processes",
+    "test_sparse_pipeline",
+    "test_fix_hostile",
+    "test_gate_pairing",
+    "test_measure",
+    "test_publish",
+    "test_gate_device",
 )
+
+# What a run's index records as provenance, for runs started in a child process whose index is not what a test
+# checks: the real `provenance.environment()` imports torch and natten there (seconds a run), and
+# tests/test_suite.py checks it on a run of its own.
+STUB_ENVIRONMENT = {
+    "versions": {},
+    "machine": {"platform": "test", "cpu_count": 1, "ram_bytes": 2**30, "gpu": None},
+    "natten": {"note": "not read"},
+    "hailo_dfc": {"importable": False, "reason": "not read"},
+    "git": {"commit": None, "dirty": None},
+}
 
 
 @pytest.hookimpl(tryfirst=True)

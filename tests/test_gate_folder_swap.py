@@ -17,7 +17,7 @@ from pathlib import Path
 import onnx
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, STUB_ENVIRONMENT
 from weftlib.gate import folder_swap
 from weftlib.gate.folder_swap import MARKER, FolderRefused, building
 
@@ -376,7 +376,8 @@ import functools, sys
 from pathlib import Path
 sys.path.insert(0, {repo!r})
 import weftlib.__main__ as cli
-from weftlib.suite import params
+from weftlib.suite import index_page, params
+index_page.environment = lambda: {env!r}  # the index's provenance imports torch: seconds, nothing to test here
 cli.load_plan = functools.partial(params.load_plan, notebook_dir=Path({nb_dir!r}))
 sys.exit(cli.main(["run", "--params", {params!r}, "--out", {out!r}, "--no-publish"]))
 """
@@ -395,7 +396,9 @@ def test_a_run_stopped_mid_notebook_leaves_nothing_its_kernel_made_in_the_tempor
     (tmp_path / "p.yaml").write_text("notebooks: [10_slow]\n")
     tmp, out = tmp_path / "tmp", tmp_path / "run"
     tmp.mkdir()
-    script = _SLOW_KERNEL.format(repo=str(REPO), nb_dir=str(nb_dir), params=str(tmp_path / "p.yaml"), out=str(out))
+    script = _SLOW_KERNEL.format(
+        repo=str(REPO), nb_dir=str(nb_dir), params=str(tmp_path / "p.yaml"), out=str(out), env=STUB_ENVIRONMENT
+    )
 
     def sleeping(proc: subprocess.Popen) -> bool:
         deadline = time.time() + 90

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO, write_notebook
+from tests.conftest import REPO, STUB_ENVIRONMENT, write_notebook
 from weftlib.suite import runfolder, runner
 
 DRIVER = """
@@ -27,14 +27,6 @@ time.sleep(max(0.0, {start!r} - time.time()))  # every run starts its kernel at 
 result = runner.run_suite(plan, out={out!r}, appendix=None, log=lambda line: None)
 sys.exit(0 if result.passed else 1)
 """
-
-ENV = {
-    "versions": {},
-    "machine": {"platform": "test", "cpu_count": 1, "ram_bytes": 2**30, "gpu": None},
-    "natten": {"note": "not read"},
-    "hailo_dfc": {"importable": False, "reason": "not read"},
-    "git": {"commit": None, "dirty": None},
-}
 
 
 def tiny_plan(tmp_path: Path) -> tuple[Path, Path]:
@@ -61,7 +53,9 @@ def start_runs(tmp_path: Path, wraps: list[list[str]]) -> list[tuple[Path, subpr
     runs = []
     for i, wrap in enumerate(wraps):
         out = tmp_path / f"run{i}"
-        script = DRIVER.format(repo=str(REPO), params=str(plan), nb_dir=str(nb_dir), out=str(out), start=start, env=ENV)
+        script = DRIVER.format(
+            repo=str(REPO), params=str(plan), nb_dir=str(nb_dir), out=str(out), start=start, env=STUB_ENVIRONMENT
+        )
         command = [*wrap, sys.executable, "-c", script]
         proc = subprocess.Popen(command, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         runs.append((out, proc))

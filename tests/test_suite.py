@@ -205,7 +205,8 @@ import sys
 from pathlib import Path
 signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal, even if CI started us ignoring it
 sys.path.insert(0, {repo!r})
-from weftlib.suite import params, runner
+from weftlib.suite import index_page, params, runner
+index_page.environment = lambda: {env!r}  # the index's provenance imports torch: seconds, nothing to test here
 plan = params.load_plan(Path({params!r}), None, Path({nb_dir!r}))
 try:
     runner.run_suite(plan, out={out!r}, appendix=None)
@@ -224,14 +225,16 @@ def test_stopped_run_says_interrupted_in_one_line(tmp_path, signame):
     import sys
     import time
 
-    from tests.conftest import REPO, write_notebook
+    from tests.conftest import REPO, STUB_ENVIRONMENT, write_notebook
 
     nb_dir = tmp_path / "nbs"
     nb_dir.mkdir()
     write_notebook(nb_dir / "10_slow.ipynb", 'run_dir = ""', "import time\ntime.sleep(60)")
     params_file = _write(tmp_path, "notebooks: [10_slow]\n")
     out = tmp_path / "run"
-    script = _DRIVER.format(repo=str(REPO), params=str(params_file), nb_dir=str(nb_dir), out=str(out))
+    script = _DRIVER.format(
+        repo=str(REPO), params=str(params_file), nb_dir=str(nb_dir), out=str(out), env=STUB_ENVIRONMENT
+    )
     proc = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     deadline = time.time() + 60
     while time.time() < deadline:  # wait until the slow cell runs
