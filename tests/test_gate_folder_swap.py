@@ -383,6 +383,7 @@ sys.exit(cli.main(["run", "--params", {params!r}, "--out", {out!r}, "--no-publis
 """
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 @pytest.mark.parametrize("signame", ["SIGTERM"])
 def test_a_run_stopped_mid_notebook_leaves_nothing_its_kernel_made_in_the_temporary_folder(tmp_path, signame):
     """The kernel is killed with the run, before it can remove its scratch (a graph being proven): the run's

@@ -80,6 +80,7 @@ def snapshot(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.notebook  # its `runs` run notebooks in kernels: `make test`, not `make check`
 def test_page_parses_and_holds_answers_sections_tables_and_svg(runs, tmp_path):
     _, good, _ = runs
     rfd = rfd_folder(tmp_path)
@@ -139,6 +140,7 @@ def test_page_parses_and_holds_answers_sections_tables_and_svg(runs, tmp_path):
     assert "20_unmet: graphs found: 13" in block
 
 
+@pytest.mark.notebook  # its `runs` run notebooks in kernels: `make test`, not `make check`
 def test_pandoc_renders_the_page_with_its_answer_table_pipe_tables_and_inline_svg(runs, tmp_path):
     """Quarto renders a .qmd with pandoc: the page must survive pandoc itself (pypandoc-binary ships it), not only a
     CommonMark parser. Raw `{=html}` blocks pass through; pipe tables become tables; front matter becomes the title."""
@@ -168,6 +170,7 @@ def _refused(rfd, run_dir, match, **kw):
     assert snapshot(rfd) == before
 
 
+@pytest.mark.notebook  # its `runs` run notebooks in kernels: `make test`, not `make check`
 def test_refuses_bad_folders_and_protected_files(runs, tmp_path):
     _, good, _ = runs
     rfd = rfd_folder(tmp_path)
@@ -181,6 +184,7 @@ def test_refuses_bad_folders_and_protected_files(runs, tmp_path):
     _refused(rfd, good, "no README.md")
 
 
+@pytest.mark.notebook  # its `runs` run notebooks in kernels: `make test`, not `make check`
 def test_refuses_partial_failed_and_unfinished_runs(runs, tmp_path):
     _root, good, partial = runs
     rfd = rfd_folder(tmp_path)
@@ -202,6 +206,7 @@ def test_refuses_partial_failed_and_unfinished_runs(runs, tmp_path):
     _refused(rfd, tmp_path / "nowhere", "no such run folder")
 
 
+@pytest.mark.notebook  # its `runs` run notebooks in kernels: `make test`, not `make check`
 def test_cli_prints_the_block_and_exits_2_on_refusal(runs, tmp_path, capsys, monkeypatch):
     from weftlib.suite import publish
 
@@ -215,6 +220,7 @@ def test_cli_prints_the_block_and_exits_2_on_refusal(runs, tmp_path, capsys, mon
     assert "partial run" in capsys.readouterr().err
 
 
+@pytest.mark.notebook  # its `runs` run notebooks in kernels: `make test`, not `make check`
 def test_refuses_a_run_whose_answer_table_lacks_an_rfd_question(runs, tmp_path, capsys):
     """The RFD's questions are the full plan's notebooks (params/appendix.yaml), whatever a run calls itself:
     these tiny runs answer none of them, and a run of the overview alone answers nothing."""
@@ -234,6 +240,7 @@ def test_refuses_a_run_whose_answer_table_lacks_an_rfd_question(runs, tmp_path, 
     assert snapshot(rfd) == before
 
 
+@pytest.mark.notebook  # its `runs` run notebooks in kernels: `make test`, not `make check`
 def test_a_planted_temporary_file_is_never_followed(runs, tmp_path):
     _, good, _ = runs
     rfd = rfd_folder(tmp_path)

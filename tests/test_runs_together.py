@@ -70,6 +70,7 @@ def finish(runs: list[tuple[Path, subprocess.Popen]]) -> None:
         assert "Invalid Signature" not in text and "ZMQError" not in text, text[-3000:]
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_four_runs_started_together_in_one_checkout_all_pass_one_read_only(tmp_path):
     """Four runs at once (one in a read-only bind mount of the checkout, where this machine allows it): each
     passes, and nothing of a kernel's is ever put in the checkout."""
@@ -113,6 +114,7 @@ def test_the_command_line_refuses_to_publish_into_a_read_only_checkout(tmp_path)
     assert "Traceback" not in cli.stderr and not (tmp_path / "cli").exists()
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_the_kernel_sockets_are_removed_when_the_notebook_fails(tmp_path, monkeypatch):
     """Every way out of a notebook removes its private socket folder (here: a failing cell)."""
     import tempfile

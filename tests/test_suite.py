@@ -17,6 +17,7 @@ def snapshot(folder):
     return {p.relative_to(folder): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_clean_run_publishes_and_indexes(tiny_suite, tmp_path):
     result = run(tiny_suite, tmp_path, ["10_ok"], tmp_path / "appendix")
     assert result.passed and result.published == tmp_path.resolve() / "appendix"
@@ -29,6 +30,7 @@ def test_clean_run_publishes_and_indexes(tiny_suite, tmp_path):
     assert "10_ok" in (tmp_path / "appendix" / "index.html").read_text()
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_failed_run_leaves_appendix_byte_identical(tiny_suite, tmp_path):
     appendix = tmp_path / "appendix"
     run(tiny_suite, tmp_path, ["10_ok"], appendix)
@@ -69,6 +71,7 @@ def test_html_hides_tagged_input(tmp_path):
     assert "visible_source_line" in page and "secret_source_line" not in page
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_dead_kernel_failure_names_the_cell_it_died_in(tmp_path):
     from tests.conftest import write_notebook
     from weftlib.suite import params, runner
@@ -89,6 +92,7 @@ def _write(folder, text):
     return path
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_failure_names_papermills_cell_number_and_the_failing_line(tiny_suite, tmp_path):
     result = run(tiny_suite, tmp_path, ["20_bad"], None)
     bad = result.notebooks[0]
@@ -122,6 +126,7 @@ def test_failing_line_reads_the_shorter_arrow_of_a_two_digit_line():
     assert failures.failing_line("Cell In[9], line 123\n--> 123 raise ValueError(3)") == "raise ValueError(3)"
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_a_failure_on_line_12_of_a_cell_names_that_line(tmp_path):
     from tests.conftest import write_notebook
 
@@ -136,6 +141,7 @@ def test_a_failure_on_line_12_of_a_cell_names_that_line(tmp_path):
     assert 'failing line: assert x11 < 0, "line twelve is false"' in bad.describe_error()
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_path):
     result = run(tiny_suite, tmp_path, ["10_ok"], None)
     assert runfolder.read_state(result.run_dir)["state"] == "passed"
@@ -153,6 +159,7 @@ def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_pa
     assert page.index("Answers") < page.index("Notebooks") and "recorded no conclusion" in page
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_eta_comes_from_the_last_run_of_the_same_plan(tiny_suite, tmp_path):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
@@ -186,6 +193,7 @@ def test_a_long_step_is_announced_only_where_the_same_cell_ran_last_time(tiny_su
     assert lines == []
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_state_says_interrupted_when_the_runner_is_gone(tmp_path):
     run_dir = tmp_path / "r"
     run_dir.mkdir()
@@ -216,6 +224,7 @@ except runner.RunInterrupted as exc:
 """
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
 def test_stopped_run_says_interrupted_in_one_line(tmp_path, signame):
     """Ctrl-C (SIGINT) and a kill (SIGTERM) leave state.json saying interrupted, an index, and one line on
@@ -265,6 +274,7 @@ def test_status_command_reports_the_state(tmp_path, capsys):
         runfolder.write_state(run_dir, "done")
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 @pytest.mark.parametrize("outside, seen", [(None, None), ("0", "0")])
 def test_kernels_get_the_allocator_setting_unless_the_caller_chose(tiny_suite, tmp_path, monkeypatch, outside, seen):
     """Every kernel the runner starts asks torch's allocator for huge pages (measure.ALLOCATOR_ENV); a value
@@ -359,6 +369,7 @@ def test_a_cell_running_past_a_minute_says_so_on_a_first_run_and_relays_its_bars
     assert "still running after 2 min; took 14 min 26 s last time; about" in lines[-2]
 
 
+@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_each_notebook_page_names_the_plan_it_ran_in(tiny_suite, tmp_path):
     nb_dir, write = tiny_suite
     plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
