@@ -193,7 +193,6 @@ def test_a_long_step_is_announced_only_where_the_same_cell_ran_last_time(tiny_su
     assert lines == []
 
 
-@pytest.mark.notebook  # runs a notebook in a kernel: `make test`, not `make check`
 def test_state_says_interrupted_when_the_runner_is_gone(tmp_path):
     run_dir = tmp_path / "r"
     run_dir.mkdir()
