@@ -127,15 +127,17 @@ def write_run(
     graph: str | os.PathLike,
     *,
     as_written: bool,
+    sha256: str | None = None,
 ) -> Path:
     """`folder/run.npz` (the folder made first): the run of the graph file `graph` on `inputs`, giving `outputs`,
-    bound to that file by its sha256; `as_written`: onnxruntime ran it with its optimisations off. Written to a
-    hidden name and renamed into place, so a reader finds the whole run or none."""
+    bound to that file by its sha256 (`sha256`, where the caller has just read it, else read here); `as_written`:
+    onnxruntime ran it with its optimisations off. Written to a hidden name and renamed into place, so a reader
+    finds the whole run or none."""
     target = Path(folder)
     target.mkdir(parents=True, exist_ok=True)
     arrays = {f"{INPUT}{k}": np.asarray(v) for k, v in inputs.items()}
     arrays |= {f"{OUTPUT}{k}": np.asarray(v) for k, v in outputs.items()}
-    arrays |= {DIGEST: np.array(file_sha256(graph)), AS_WRITTEN: np.array(bool(as_written))}
+    arrays |= {DIGEST: np.array(sha256 or file_sha256(graph)), AS_WRITTEN: np.array(bool(as_written))}
     tmp = target / f".{RUN}"
     with tmp.open("wb") as f:
         np.savez(f, **arrays)  # type: ignore[arg-type]
@@ -158,7 +160,7 @@ def keep_beside(run: KeptRun, graph: str | os.PathLike) -> Path | None:
     file it ran (the same sha256), else nothing (None): a run is never bound to a file it did not run."""
     if file_sha256(graph) != run.sha256:
         return None
-    return write_run(folder_for(graph), run.inputs, run.outputs, graph, as_written=True)
+    return write_run(folder_for(graph), run.inputs, run.outputs, graph, as_written=True, sha256=run.sha256)
 
 
 @dataclass(frozen=True)
