@@ -25,6 +25,7 @@ from weftlib.gate.vocabulary import Exporter, ZooField
 
 MIRROR = Path(os.environ.get("WEFT_ZOO_MIRROR", "/work/.mirror/hailo-ai+hailo_model_zoo/repo"))
 HAS_MIRROR = shutil.which("git") is not None and (MIRROR / "HEAD").exists()
+_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML was built with it: the same data
 needs_mirror = pytest.mark.skipif(
     not HAS_MIRROR, reason=f"no git mirror of {zoo.REPOSITORY} at {MIRROR} (set WEFT_ZOO_MIRROR): rows not re-read"
 )
@@ -32,7 +33,7 @@ needs_mirror = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def raw() -> dict:
-    return yaml.load(zoo.DEFAULT_PATH.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    return yaml.load(zoo.DEFAULT_PATH.read_text(), Loader=_LOADER)
 
 
 @pytest.fixture(scope="module")
@@ -129,12 +130,48 @@ def test_an_unreadable_or_non_yaml_file_is_one_line(tmp_path: Path) -> None:
 
 
 @cache
+class _Blobs:
+    """The mirror's files, read through one `git cat-file --batch` for the whole module: the checks below read
+    about two thousand (page, config) versions, and a git process for each took most of their seconds."""
+
+    def __init__(self) -> None:
+        self._git: subprocess.Popen[bytes] | None = None
+
+    def read(self, commit: str, path: str) -> bytes | None:
+        """The file at the commit, or None where the commit's tree has no such file."""
+        if self._git is None:
+            command = ["git", "-C", str(MIRROR), "cat-file", "--batch"]
+            self._git = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+        assert self._git.stdin is not None and self._git.stdout is not None
+        self._git.stdin.write(f"{commit}:{path}\n".encode())
+        self._git.stdin.flush()
+        header = self._git.stdout.readline().split()
+        if len(header) != 3:  # "<name> missing" (or ambiguous): no such object
+            return None
+        blob = self._git.stdout.read(int(header[2]))
+        self._git.stdout.read(1)  # the newline after each object
+        return blob
+
+    def close(self) -> None:
+        if self._git is not None:
+            self._git.communicate()
+            self._git = None
+
+
+_BLOBS = _Blobs()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _close_blobs():
+    yield
+    _BLOBS.close()
+
+
+@cache
 def _show(commit: str, path: str) -> str:
-    done = subprocess.run(
-        ["git", "-C", str(MIRROR), "show", f"{commit}:{path}"], capture_output=True, text=True, check=False
-    )
-    assert done.returncode == 0, f"{path} at {commit[:10]}: {done.stderr.strip()}"
-    return done.stdout
+    blob = _BLOBS.read(commit, path)
+    assert blob is not None, f"{path} at {commit[:10]}: not in the mirror"
+    return blob.decode()
 
 
 @cache
@@ -296,13 +333,12 @@ def test_a_malformed_parse_observation_is_refused_in_one_line(raw: dict, edit, e
 
 def _exists(commit: str, path: str) -> bool:
     """Whether the file is in the commit's tree (a commit that deleted it has none)."""
-    done = subprocess.run(["git", "-C", str(MIRROR), "cat-file", "-e", f"{commit}:{path}"], check=False)
-    return done.returncode == 0
+    return _BLOBS.read(commit, path) is not None
 
 
 @cache
 def _config(commit: str, rel: str) -> dict:
-    return yaml.safe_load(_show(commit, f"hailo_model_zoo/cfg/{rel}")) or {}
+    return yaml.load(_show(commit, f"hailo_model_zoo/cfg/{rel}"), Loader=_LOADER) or {}
 
 
 def _chain(commit: str, rel: str) -> list[str]:
