@@ -206,6 +206,34 @@ def test_state_says_interrupted_when_the_runner_is_gone(tmp_path):
     assert runfolder.read_state(tmp_path)["state"] == "unknown"
 
 
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_signal_hushes_what_the_libraries_log_while_a_run_unwinds(caplog, signame):
+    """The failure a stopped run reports in one line is not repeated by nbclient's "Kernel died" (papermill's
+    logger) or asyncio's never-retrieved error, which a kernel shut down under a pending reply can log after the
+    signal; before the signal they are heard."""
+    import logging
+    import os
+    import signal
+
+    loggers = [logging.getLogger(name) for name in ("papermill", "asyncio")]
+    try:
+        with runner._Signals():
+            loggers[0].error("heard before the signal")
+            with pytest.raises(KeyboardInterrupt):
+                os.kill(os.getpid(), getattr(signal, signame))
+                signal.pause()  # the handler raises in this (the main) thread
+            for logger in loggers:
+                logger.error("Kernel died while waiting for execute reply.")
+        assert [r.getMessage() for r in caplog.records] == ["heard before the signal"]
+        expected = [] if signame == "SIGINT" else [signame]  # Ctrl-C keeps its own words
+        named = list(runner._RECEIVED)
+        assert named == expected
+        assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the caller's handler is back"
+    finally:
+        for logger in loggers:
+            logger.disabled = False
+
+
 _DRIVER = """
 import signal
 import sys

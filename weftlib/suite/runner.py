@@ -10,6 +10,7 @@ is `runfolder`'s.
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import tempfile
@@ -155,26 +156,35 @@ def _say(line: str) -> None:
 
 
 _RECEIVED: list[str] = []
+# What the libraries under a run log while a stopped run unwinds: nbclient's "Kernel died while waiting for execute
+# reply" (papermill's logger) when the kernel is shut down under a pending reply, and asyncio's never-retrieved
+# DeadKernelError. Each repeats, as a traceback, the interruption the run reports in one line.
+_UNWINDING_LOGGERS = ("papermill", "nbclient", "asyncio")
 
 
 def _raise_interrupt(signum: int, frame: Any) -> None:
-    """SIGTERM/SIGHUP take the same way out as Ctrl-C (a KeyboardInterrupt, which asyncio and nbclient unwind
-    cleanly); the signal's name is kept for the state file."""
-    _RECEIVED.append(signal.Signals(signum).name)
+    """SIGINT, SIGTERM and SIGHUP take Ctrl-C's way out (a KeyboardInterrupt, which asyncio and nbclient unwind
+    cleanly), the unwinding's own log hushed; a signal other than Ctrl-C's is named for the state file."""
+    for name in _UNWINDING_LOGGERS:
+        logging.getLogger(name).disabled = True
+    if signum != signal.SIGINT:
+        _RECEIVED.append(signal.Signals(signum).name)
     raise KeyboardInterrupt
 
 
 class _Signals:
-    """SIGTERM and SIGHUP take Ctrl-C's way out (`_raise_interrupt`) in the main thread for the duration of a
-    run, its index and its publishing included (one the process was told to ignore, as `nohup` does SIGHUP,
-    stays ignored)."""
+    """SIGINT, SIGTERM and SIGHUP take Ctrl-C's way out (`_raise_interrupt`) in the main thread for the duration
+    of a run, its index and its publishing included (one the process was told to ignore, as `nohup` does SIGHUP,
+    stays ignored; a SIGINT handler of the caller's own stays). The loggers a signal hushed stay hushed: the
+    process is ending by it, and asyncio reports a never-retrieved error when the error is collected."""
 
     def __enter__(self) -> _Signals:
         self.saved: dict[int, Any] = {}
         _RECEIVED.clear()
         if threading.current_thread() is threading.main_thread():
-            for sig in (signal.SIGTERM, signal.SIGHUP):
-                if signal.getsignal(sig) is not signal.SIG_IGN:
+            for sig in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
+                current = signal.getsignal(sig)
+                if current is not signal.SIG_IGN and (sig != signal.SIGINT or current is signal.default_int_handler):
                     self.saved[sig] = signal.signal(sig, _raise_interrupt)
         return self
 
