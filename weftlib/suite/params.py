@@ -32,6 +32,7 @@ from pydantic import (
 
 from ..formatting import place
 from ..paths import REPO_ROOT
+from ..yaml_text import SAFE_LOADER, too_deep
 from . import schema
 
 NOTEBOOK_DIR = REPO_ROOT / "notebooks"
@@ -83,7 +84,7 @@ def _places(first: yaml.Mark, second: yaml.Mark) -> str:
     return f"line {first.line + 1}, columns {first.column + 1} and {second.column + 1}"
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
+class _UniqueKeyLoader(SAFE_LOADER):
     """YAML's safe loader, refusing a key written twice in one mapping (YAML itself keeps the last silently)."""
 
     def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
@@ -119,6 +120,8 @@ def _read_yaml(source: Path) -> Any:
     except OSError as exc:
         raise ParamsError(f"{source}: cannot be read: {exc.strerror or exc}") from None
     except yaml.YAMLError as exc:
+        if too_deep(exc):
+            raise ParamsError(f"{source}: nested deeper than YAML can be read; {_NESTING}") from None
         raise ParamsError(f"{source}: not valid YAML: {exc}") from None
     except RecursionError:
         raise ParamsError(f"{source}: nested deeper than YAML can be read; {_NESTING}") from None
@@ -278,6 +281,8 @@ def _setting(raw: str) -> tuple[str, Any]:
     try:
         value = yaml.load(text, Loader=_UniqueKeyLoader)
     except yaml.YAMLError as exc:
+        if too_deep(exc):
+            raise ParamsError(f"--set {key}: the value is nested deeper than YAML can be read; {_NESTING}") from None
         raise ParamsError(f"--set {key}: the value {text!r} is not valid YAML: {exc}") from None
     except RecursionError:
         raise ParamsError(f"--set {key}: the value is nested deeper than YAML can be read; {_NESTING}") from None

@@ -187,12 +187,16 @@ def load_device_ops(path: str | Path | None = None) -> DeviceOps:
     """Read and check the allowlist file (default `params/device_ops.yaml`)."""
     import yaml  # imported here so the DFC runner works in an image without PyYAML
 
+    from ...yaml_text import SAFE_LOADER, too_deep
+
     source = Path(path) if path else DEFAULT_PATH
     try:
-        data = yaml.safe_load(source.read_text())
+        data = yaml.load(source.read_text(), Loader=SAFE_LOADER)
     except (OSError, UnicodeDecodeError) as exc:
         raise DeviceOpsError(f"{source}: cannot read the allowlist: {exc}") from exc
     except yaml.YAMLError as exc:
+        if too_deep(exc):
+            raise DeviceOpsError(f"{source}: nested deeper than YAML can be read; not an allowlist") from None
         raise DeviceOpsError(f"{source}: not valid YAML: {exc}") from exc
     except RecursionError:
         raise DeviceOpsError(f"{source}: nested deeper than YAML can be read; not an allowlist") from None

@@ -314,9 +314,11 @@ def load_zoo(path: str | Path | None = None) -> Zoo:
     """Read and check the zoo file (default `params/model_zoo.yaml`)."""
     import yaml
 
+    from ...yaml_text import SAFE_LOADER
+
     source = Path(path) if path is not None else DEFAULT_PATH
     try:
-        data = yaml.load(source.read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))  # 14k lines: libyaml
+        data = yaml.load(source.read_text(), Loader=SAFE_LOADER)
     except OSError as exc:
         raise ZooError(f"{source}: cannot read: {exc.strerror}") from None
     except yaml.YAMLError as exc:
