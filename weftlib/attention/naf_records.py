@@ -2,7 +2,8 @@
 run the export's own check made (the inputs and onnxruntime's outputs of the written file) and the same builder's
 graph at a reduced geometry. At NAF's 512² every onnxruntime run of the original is minutes, so notebook 05
 proves a fix there once on this run and on random sets at the reduced geometry, instead of running the original
-on three random sets at full size."""
+on three random sets at full size. Any NAF graph from `KEEP_RUN_FROM` output elements keeps the run alone (no
+reduced graph): 06 holds its cut's chain to it instead of running the graph whole (`recorded.cut_reference`)."""
 
 from __future__ import annotations
 
