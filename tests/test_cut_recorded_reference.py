@@ -241,3 +241,66 @@ def test_an_exports_kept_run_is_made_as_written_and_bound_to_the_file(tmp_path):
     )
     export.export(torch.nn.Sequential(module, torch.nn.ReLU()).eval(), (x,), path, **names)
     assert rec.cut_reference(path)[0] is None and "sha256 differs" in rec.cut_reference(path)[1]
+
+
+def _naf_exports(folder: Path, **kw):
+    """The stand-in NAF's attention layer on images (06's `naf_attention_image`) exported small, as 02 exports it."""
+    from weftlib import standins
+    from weftlib.attention import naf, naf_variants
+
+    hub = naf.load_hub(standins.NAF_HUB_DIR, "naf", dim=32, kernel_size=3)
+    prepared = naf_variants.prepare_at(hub, 6, 4, 16, seed=1)
+    return naf_variants.export_variants(
+        prepared, folder, method="lowres", reference="shift", atol=1e-4, upsampler_variants=[], **kw
+    )
+
+
+def test_a_naf_variant_keeps_its_run_and_06_holds_its_cut_to_it_until_the_graph_changes(tmp_path, ops, monkeypatch):
+    """02's rewritten NAF graphs (naf_device, naf_attention_image: 256 x 192² on the appendix) keep the export
+    check's run from `KEEP_RUN_FROM` output elements, with no reduced graph (05 fixes no variant): 06 then proves
+    their cut on it instead of running the graph whole; the file exported again after that run is refused."""
+    (exported,) = _naf_exports(tmp_path, layer_variants=["image"], keep_from=0).values()
+    path = exported.path
+    assert exported.variant == "image" and (rec.folder_for(path) / rec.RUN).is_file()
+    assert not (rec.folder_for(path) / rec.REDUCED).exists()
+    run, why = rec.cut_reference(path)
+    assert run is not None and why == "", why
+    for name, value in _as_written(path, run.inputs).items():  # the graph's own outputs on the same inputs
+        assert np.array_equal(run.outputs[name], value)
+    with monkeypatch.context() as patched:
+        _no_fresh_run(patched)
+        part = cutting.cut_all([path], ops, tmp_path / "cuts")[path]
+    assert part.proven and part.held_to == HeldTo.RECORDED and part.held_to_note == f"{path.stem}.proof/run.npz"
+    model = onnx.load(str(path))
+    model.doc_string = "exported again after its run was kept"
+    onnx.save(model, str(path))
+    part = cutting.cut_all([path], ops, tmp_path / "cuts")[path]
+    assert part.proven and part.held_to == HeldTo.FRESH and "sha256 differs" in part.held_to_note
+
+
+def test_reduced_graphs_exported_in_workers_warn_here_and_leave_no_record(tmp_path):
+    """The faithful graphs' twins are exported two at a time once every graph is (`naf_variants._export_twin`): a
+    twin that cannot be exported takes its record away, as before, and its warning reaches the caller from the
+    forked worker."""
+    import torch
+
+    from weftlib.attention import naf_records, naf_variants
+    from weftlib.workers import map_forked
+
+    class Refuses(torch.nn.Module):
+        def forward(self, *_args: torch.Tensor) -> torch.Tensor:
+            raise RuntimeError("no graph at this size")
+
+    jobs = []
+    for graph in (naf_variants.UPSAMPLER, naf_variants.LAYER):
+        path = tmp_path / f"{naf_variants.stem(graph, 'faithful', 'lowres')}.onnx"
+        path.write_bytes(b"the graph")
+        (rec.folder_for(path)).mkdir()
+        (rec.folder_for(path) / rec.RUN).write_bytes(b"its run")
+        twin = (graph, lambda _changes: Refuses(), [torch.zeros(2)], ["x"], "faithful", ())
+        jobs.append((twin, path, "lowres", 1e-4, "4x4"))
+    caught = map_forked(naf_variants._export_twin, jobs, workers=2)
+    assert [len(m) for m in caught] == [1, 1] and all("no record for the fix's proof" in m[0] for m in caught)
+    assert not any(rec.folder_for(job[1]).exists() for job in jobs)
+    with pytest.warns(UserWarning, match="no record for the fix's proof"):
+        naf_records.warn_again(caught[0])

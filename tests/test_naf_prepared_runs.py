@@ -9,6 +9,7 @@ import torch
 from weftlib import standins
 from weftlib.attention import naf, naf_rewrites, naf_variants
 from weftlib.attention.swap import swap_natten
+from weftlib.gate.fix import recorded
 
 
 def _hub():
@@ -58,6 +59,8 @@ def test_export_variants_takes_the_prepared_runs_once(tmp_path, monkeypatch):
     assert runs == []  # both faithful graphs' outputs came from `prepare`'s pass
     assert prepared.ran == {}  # taken once and let go
     assert all(e.report.parity_ok and e.vs_reference <= 1e-4 for e in got.values())
+    # 16 x 24² output elements, below `naf_records.KEEP_RUN_FROM` and `RECORD_FROM`: no run kept beside a graph
+    assert not any(recorded.folder_for(e.path).exists() for e in got.values())
 
 
 def test_another_formulation_runs_its_own_graphs(tmp_path, monkeypatch):

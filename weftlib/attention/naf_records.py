@@ -2,7 +2,8 @@
 run the export's own check made (the inputs and onnxruntime's outputs of the written file) and the same builder's
 graph at a reduced geometry. At NAF's 512² every onnxruntime run of the original is minutes, so notebook 05
 proves a fix there once on this run and on random sets at the reduced geometry, instead of running the original
-on three random sets at full size."""
+on three random sets at full size. Any NAF graph from `KEEP_RUN_FROM` output elements keeps the run alone (no
+reduced graph): 06 holds its cut's chain to it instead of running the graph whole (`recorded.cut_reference`)."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import json
 import os
 import shutil
 import warnings
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
@@ -25,6 +27,10 @@ from .swap import swap_natten
 RECORD_FROM = 1 << 24  # output elements (NAF's upsampler at 512²: 2^28) from which a faithful graph records its run
 """Below it the full proof is cheaper than the record: at 02's CI size (32 x 192², 2^20) the reduced graphs' exports
 added 10 s to 02 and saved 1 s in 05; at NAF's 512² a run of the original is a minute and the record saves two."""
+KEEP_RUN_FROM = 1 << 22  # output elements from which any NAF graph keeps its export check's run (no reduced graph)
+"""For 06 alone (`recorded.cut_reference`): the run stands in for the whole graph in its cut's proof. The appendix's
+rewritten graphs (256 x 192², 2^23) ran whole there for seconds each (naf_device 15 CPU s), a fifth of that to keep;
+at 02's CI size (2^20) a run is milliseconds and nothing is kept."""
 INPUTS_FROM = "the inputs notebook 02 exported the graph on (its seeded NAF inputs)"
 
 
@@ -79,3 +85,22 @@ def write_reduced(
         "reduced_inputs": {n: list(a.shape) for n, a in zip(input_names, args, strict=True)},
     }
     (folder / recorded.MANIFEST).write_text(json.dumps(manifest, indent=2) + "\n")
+
+
+@contextmanager
+def warnings_kept() -> Iterator[list[str]]:
+    """The warnings the block raises, as their messages: a reduced graph exported in a forked worker
+    (`weftlib.workers.map_forked`) carries them back, and the parent warns them again (`warn_again`)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        messages: list[str] = []
+        try:
+            yield messages
+        finally:
+            messages += [str(w.message) for w in caught]
+
+
+def warn_again(messages: Sequence[str]) -> None:
+    """Warnings a worker caught (`warnings_kept`), raised here where the caller sees them."""
+    for message in messages:
+        warnings.warn(message, UserWarning, stacklevel=2)

@@ -273,6 +273,7 @@ def export_variants(
     references: dict[tuple, torch.Tensor] | None = None,
     workers: int | None = None,
     record_from: int = naf_records.RECORD_FROM,
+    keep_from: int = naf_records.KEEP_RUN_FROM,
 ) -> dict[str, VariantExport]:
     """Each variant of the upsampler and of the attention layer exported at the prepared geometry (natten
     swapped for `method`), keyed by file stem. Before each export its torch output is compared with the
@@ -282,7 +283,9 @@ def export_variants(
     variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
     mostly single-threaded tracing. Notebook 02 passes 1 at NAF's full geometry: one such graph's onnxruntime
     run holds gigabytes, and two at once would not fit the appendix machine's memory. A faithful graph whose
-    output has `record_from` elements or more records its run and the reduced graph beside it (`naf_records`)."""
+    output has `record_from` elements or more records its run and the reduced graph beside it (`naf_records`), the
+    reduced graphs exported once every graph is, two at a time (small: `workers` bounds the full geometry's
+    memory); any graph whose output has `keep_from` elements or more keeps its run, for 06's proof of its cut."""
     if reference == method:
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     todo = _jobs(prepared, upsampler_variants, layer_variants)
@@ -299,8 +302,8 @@ def export_variants(
             references[key] = naf.reference_output(build(), *args, reference=reference)
         if seen:
             references[_reference_key(LAYER, reference, prepared.layer_inputs)] = seen[0]
-    large = prepared.features.shape[1] * prepared.size[0] * prepared.size[1] >= record_from
-    small = reduced(prepared) if large and any(job[4] == "faithful" for job in todo) else None
+    elements = prepared.features.shape[1] * prepared.size[0] * prepared.size[1]
+    small = reduced(prepared) if elements >= record_from and any(job[4] == "faithful" for job in todo) else None
     twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}
     kept = _take_runs(prepared, {job[0] for job in todo if job[4] == "faithful"}, method)
     one = functools.partial(
@@ -311,8 +314,8 @@ def export_variants(
         atol=atol,
         references=references,
         geometry="x".join(map(str, prepared.size)),
-        reduced_geometry="x".join(map(str, small.size)) if small is not None else "",
         kept=kept,
+        keep=elements >= keep_from,
     )
     todo = [(*job, twins.get(job[0]) if job[4] == "faithful" else None) for job in todo]
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
@@ -320,6 +323,13 @@ def export_variants(
     bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
+    twin_jobs = [
+        (job[6], done[stem(job[0], job[4], method)].path, method, atol, "x".join(map(str, small.size)))
+        for job in todo
+        if job[6] is not None and small is not None
+    ]
+    for messages in map_forked(_export_twin, twin_jobs):
+        naf_records.warn_again(messages)
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
 
 
@@ -387,16 +397,16 @@ def _export_one(
     atol: float,
     references: dict[tuple, torch.Tensor],
     geometry: str,
-    reduced_geometry: str,
     kept: dict[str, torch.Tensor] | None = None,
+    keep: bool = False,
 ) -> VariantExport:
     """One variant built, compared with its reference output, and exported (natten swapped for `method`), its
-    identity written beside it; a faithful graph with its `twin` job at the reduced geometry records its run and
-    that graph (`naf_records`). `kept`: the faithful graphs' outputs with `method` already computed (`Prepared.ran`)."""
+    identity written beside it; the export check's run kept beside it (`naf_records.keeper`) for a faithful graph
+    with its `twin` job at the reduced geometry (whose graph `_export_twin` adds to the record) or where `keep`.
+    `kept`: the faithful graphs' outputs with `method` already computed (`Prepared.ran`)."""
     graph, build, args, names, variant, changes, twin = job
     proof = folder / f"{stem(graph, variant, method)}{naf_records.recorded.FOLDER}"
-    if variant == "faithful":
-        shutil.rmtree(proof, ignore_errors=True)  # an earlier run's record never stands for this export
+    shutil.rmtree(proof, ignore_errors=True)  # an earlier run's record never stands for this export
     module = build(changes).eval()
     ran = (kept or {}).get(graph) if variant == "faithful" else None
     ran = _run(module, args, method) if ran is None else ran
@@ -407,26 +417,38 @@ def _export_one(
             tuple(args),
             folder / f"{stem(graph, variant, method)}.onnx",
             input_names=names,
-            output_names=["upsampled" if graph == UPSAMPLER else "out"],
+            output_names=[_output_name(graph)],
             atol=atol,
             outputs=ran,  # the forward just compared with the reference: the export's own check reuses it
             identity=identity(graph, variant, method, geometry).as_json(),
-            keep_run=naf_records.keeper(proof) if twin else None,
+            keep_run=naf_records.keeper(proof) if twin or keep else None,
         )
-    if twin:
-        _, build_small, args_small, *_ = twin
+    return VariantExport(graph, variant, tuple(changes), report, vs)
+
+
+def _output_name(graph: str) -> str:
+    return "upsampled" if graph == UPSAMPLER else "out"
+
+
+def _export_twin(job: tuple[Any, ...]) -> list[str]:
+    """A faithful graph's `twin` (its `_jobs` entry at the reduced geometry) exported into the record beside the
+    graph at `path` (`naf_records.write_reduced`), after the graph itself: a `map_forked` job, whose warnings
+    (a twin that cannot be exported: the record goes) come back as messages."""
+    twin, path, method, atol, reduced_geometry = job
+    graph, build_small, args_small, names, *_ = twin
+    with naf_records.warnings_kept() as messages:
         naf_records.write_reduced(
             build_small(()).eval(),
             args_small,
-            proof,
+            naf_records.recorded.folder_for(path),
             method=method,
             input_names=names,
-            output_names=["upsampled" if graph == UPSAMPLER else "out"],
+            output_names=[_output_name(graph)],
             builder=f"naf_variants.export_variants (NAF's {graph}, the same model at the smallest grid)",
             atol=atol,
-            identity=identity(graph, variant, method, reduced_geometry).as_json(),
+            identity=identity(graph, "faithful", method, reduced_geometry).as_json(),
         )
-    return VariantExport(graph, variant, tuple(changes), report, vs)
+    return messages
 
 
 def outside_rows(exports: dict[str, VariantExport], allowed: Iterable[str]) -> list[dict[str, Any]]:
