@@ -214,14 +214,16 @@ def test_a_signal_hushes_what_the_libraries_log_while_a_run_unwinds(caplog, sign
     import logging
     import os
     import signal
+    import time
 
     loggers = [logging.getLogger(name) for name in ("papermill", "asyncio")]
+    caller = signal.signal(signal.SIGINT, signal.default_int_handler)  # as on a terminal (an xdist worker ignores it)
     try:
         with runner._Signals():
             loggers[0].error("heard before the signal")
             with pytest.raises(KeyboardInterrupt):
                 os.kill(os.getpid(), getattr(signal, signame))
-                signal.pause()  # the handler raises in this (the main) thread
+                time.sleep(10)  # the handler raises in this (the main) thread at once; unhandled, the test fails
             for logger in loggers:
                 logger.error("Kernel died while waiting for execute reply.")
         assert [r.getMessage() for r in caplog.records] == ["heard before the signal"]
@@ -230,6 +232,7 @@ def test_a_signal_hushes_what_the_libraries_log_while_a_run_unwinds(caplog, sign
         assert named == expected
         assert signal.getsignal(signal.SIGINT) is signal.default_int_handler, "the caller's handler is back"
     finally:
+        signal.signal(signal.SIGINT, caller)
         for logger in loggers:
             logger.disabled = False
 
