@@ -5,7 +5,19 @@ whole notebooks start first."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+# torch's OpenMP threads wait for work by spinning: with two pytest workers on two cores, each worker's idle
+# thread spun on the core the other worker needed (the eager banded tests spent two thirds of their CPU so). They
+# wait passively in the test processes, the thread counts unchanged. OpenMP reads the variable once, as torch
+# loads, so it is set for that import alone: children (kernels, measuring processes) keep the default.
+if "OMP_WAIT_POLICY" not in os.environ:
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        import torch  # noqa: F401
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
 
 import nbformat
 import pytest
