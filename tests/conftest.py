@@ -6,22 +6,10 @@ whole notebooks start first."""
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-# torch's OpenMP threads wait for work by spinning: with two pytest workers on two cores, each worker's idle
-# thread spun on the core the other worker needed (the eager banded tests spent two thirds of their CPU so). They
-# wait passively in the test processes, the thread counts unchanged. OpenMP reads the variable once, as torch
-# loads, so it is set for that import alone: children (kernels, measuring processes) keep the default.
-if "OMP_WAIT_POLICY" not in os.environ:
-    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
-    try:
-        import torch  # noqa: F401
-    finally:
-        del os.environ["OMP_WAIT_POLICY"]
-
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {p.stem: p for p in sorted((REPO / "notebooks").glob("*.ipynb"))}
@@ -84,6 +72,23 @@ STUB_ENVIRONMENT = {
 }
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    """torch's OpenMP threads wait for work by spinning: with two pytest workers on two cores, each worker's idle
+    thread spun on the core the other worker needed (the eager banded attention tests spent two thirds of their CPU
+    so). In a process that runs tests they wait passively, their count unchanged. OpenMP reads the variable once,
+    as torch loads, so it is set for that import alone: the children tests start (kernels, measuring processes)
+    keep the default. xdist's controller runs no test and imports no torch."""
+    if "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
+        return
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        import torch  # noqa: F401
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
+
+
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Put the long files first: xdist hands the files out in this order with `--no-loadscope-reorder`."""
@@ -100,7 +105,11 @@ def notebooks() -> dict[str, Path]:
 
 
 def write_notebook(path: Path, parameters: str, body: str) -> Path:
-    """A minimal notebook in the suite's shape: imports, a `parameters` cell, a body cell."""
+    """A minimal notebook in the suite's shape: imports, a `parameters` cell, a body cell. nbformat is imported
+    here, not by every test process (its schema validator compiles grammars: a second and a half of CPU)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
     params = new_code_cell(parameters)
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(
