@@ -5,19 +5,20 @@ whole notebooks start first."""
 
 from __future__ import annotations
 
+import os
+import sys
 from pathlib import Path
 
-import nbformat
 import pytest
-from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 
 REPO = Path(__file__).resolve().parent.parent
 NOTEBOOKS = {p.stem: p for p in sorted((REPO / "notebooks").glob("*.ipynb"))}
 # The longest files, started first so that neither worker is left with one of them at the end: the small plan and
 # its run under load, the real exporters' networks and the gate notebook (`make test` only), then every file of
-# `make check` that took over ~4 s on its worker, longest first (measured at 617c768: wall under load, ~2.5x a
-# quiet machine's), so that what is left at the end is short files and the two workers end close together. A new
-# file slower than the last one listed belongs here, by its time; one not listed runs after these, in file order.
+# `make check` that took over ~4 s on its worker, longest first (measured on branch s51-tst, 9823f25 with its
+# changes: wall under a load of 4.5 to 11, ~3x a quiet machine's), so that what is left at the end is short files
+# and the two workers end close together. A new file slower than the last one listed belongs here, by its time;
+# one not listed runs after these, in file order.
 FIRST = (
     "test_notebooks",
     "test_rebuilt_exports",
@@ -26,38 +27,48 @@ FIRST = (
     "test_runs_together",
     "test_suite",
     "test_attention_benchmark",
-    "test_sparse",
+    "test_device_layout",
+    "test_attention_sweep_record",
+    "test_params",
+    "test_naf_rewrites",
     "test_image_shift",
-    "test_gate_hostile_inputs",
-    "test_dit",
+    "test_gate_fix",
+    "test_onnx_export",
+    "test_gate_folders_twice",
+    "test_attention_sweep_order",
+    "test_sparse_memory",
+    "test_standins",
+    "test_workers",
+    "test_sparse",
+    "test_gate_fix_standins",
+    "test_naf_layer_reference",
+    "test_trace",
     "test_gate_folder_swap",
+    "test_sparse_bench_processes",
+    "test_naf_prepared_runs",
+    "test_dit",
+    "test_gate_results_bound",
+    "test_sparse_bench_shared",
+    "test_gate_hostile_inputs",
+    "test_gate_probes",
     "test_model_zoo",
     "test_graph_identity",
-    "test_gate_merge",
-    "test_gate_fix_standins",
-    "test_gate_results_bound",
-    "test_naf_layer_reference",
-    "test_attention_sweep_order",
-    "test_naf_rewrites",
-    "test_standins",
-    "test_trace",
-    "test_params",
-    "test_gate_folders_twice",
-    "test_onnx_export",
-    "test_sparse_memory",
-    "test_gate_probes",
-    "test_attention_sweep_record",
-    "test_device_layout",
-    "test_gate_graph_checks",
-    "test_workers",
-    "test_gate_fix",
-    "test_sparse_bench_processes",
-    "test_sparse_pipeline",
+    "test_gate_cuts",
     "test_fix_hostile",
-    "test_gate_pairing",
+    "test_gate_merge",
+    "test_gate_graph_checks",
+    "test_gate_allowlist",
+    "test_conventions",
     "test_measure",
-    "test_publish",
+    "test_sparse_pipeline",
+    "test_answers",
+    "test_cut_recorded_reference",
+    "test_gate_record_heldout",
     "test_gate_device",
+    "test_gate_command_lines",
+    "test_gate_dfc_log",
+    "test_gate_backtest",
+    "test_trace_cost_warm",
 )
 
 # What a run's index records as provenance, for runs started in a child process whose index is not what a test
@@ -70,6 +81,23 @@ STUB_ENVIRONMENT = {
     "hailo_dfc": {"importable": False, "reason": "not read"},
     "git": {"commit": None, "dirty": None},
 }
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """torch's OpenMP threads wait for work by spinning: with two pytest workers on two cores, each worker's idle
+    thread spun on the core the other worker needed (the eager banded attention tests spent two thirds of their CPU
+    so). In a process that runs tests they wait passively, their count unchanged. OpenMP reads the variable once,
+    as torch loads, so it is set for that import alone: the children tests start (kernels, measuring processes)
+    keep the default. xdist's controller runs no test and imports no torch."""
+    if "OMP_WAIT_POLICY" in os.environ or "torch" in sys.modules:
+        return
+    if getattr(config.option, "numprocesses", None) and not os.environ.get("PYTEST_XDIST_WORKER"):
+        return
+    os.environ["OMP_WAIT_POLICY"] = "PASSIVE"
+    try:
+        import torch  # noqa: F401
+    finally:
+        del os.environ["OMP_WAIT_POLICY"]
 
 
 @pytest.hookimpl(tryfirst=True)
@@ -88,7 +116,11 @@ def notebooks() -> dict[str, Path]:
 
 
 def write_notebook(path: Path, parameters: str, body: str) -> Path:
-    """A minimal notebook in the suite's shape: imports, a `parameters` cell, a body cell."""
+    """A minimal notebook in the suite's shape: imports, a `parameters` cell, a body cell. nbformat is imported
+    here, not by every test process (its schema validator compiles grammars: a second and a half of CPU)."""
+    import nbformat
+    from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
     params = new_code_cell(parameters)
     params.metadata["tags"] = ["parameters"]
     nb = new_notebook(

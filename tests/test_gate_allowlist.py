@@ -7,6 +7,7 @@ import copy
 import pytest
 import yaml
 
+from weftlib import yaml_text
 from weftlib.gate import DeviceOpsError, contradictions, evidence_table, load_device_ops, parse_device_ops
 from weftlib.gate.compiler.dfc_runner import DFC5_ARCHS
 from weftlib.gate.predict.rules import RULES
@@ -126,6 +127,26 @@ def test_bad_yaml_and_missing_file(tmp_path):
     bad.write_text("- just a list\n")
     with pytest.raises(DeviceOpsError, match="file: expected a mapping"):
         load_device_ops(bad)
+
+
+@pytest.mark.parametrize("libyaml", [True, False])
+def test_libyaml_or_pure_python_read_the_same_allowlist_and_refuse_deep_nesting_alike(libyaml, tmp_path, monkeypatch):
+    """The file is read by libyaml where PyYAML has it (every gate command reads it): the same allowlist as
+    PyYAML's pure-Python reading, and a document nested past either reader's reach is one sentence either way."""
+    if libyaml and not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("PyYAML without libyaml")
+    if not libyaml:
+        monkeypatch.setattr(yaml_text, "SAFE_LOADER", yaml.SafeLoader)
+    pure_python = parse_device_ops(yaml.safe_load(DEFAULT_PATH.read_text()), str(DEFAULT_PATH))
+    seen = []
+    real_load = yaml.load
+    monkeypatch.setattr(yaml, "load", lambda text, Loader: seen.append(Loader) or real_load(text, Loader=Loader))
+    assert load_device_ops() == pure_python
+    assert seen == [yaml.CSafeLoader if libyaml else yaml.SafeLoader]
+    deep = tmp_path / "deep.yaml"
+    deep.write_text("device_ops: " + "[" * 20_000)
+    with pytest.raises(DeviceOpsError, match=r"nested deeper than YAML can be read; not an allowlist$"):
+        load_device_ops(deep)
 
 
 def test_what_the_suite_writes_is_what_the_compiler_reads():

@@ -110,8 +110,30 @@ def test_explicit_scale_and_refusals() -> None:
         image_shift.image_inputs(geometry.Geometry("g", (8, 8), 2, 4, 4, 3), {}, low=True)
 
 
+@pytest.fixture(scope="module")
+def head_split_verdict(tmp_path_factory):
+    """The gate's result on the head-split layout's export of a call, exported once per distinct call: both cases
+    below make the same one (the coarse grid upsampled is the full-resolution k/v), a dynamo export apiece."""
+    made: list[tuple[tuple[torch.Tensor, ...], object]] = []
+
+    def verdict(q, k, v, kernel, dilation):
+        call = (q, k, v, torch.tensor(kernel), torch.tensor(dilation))
+        for seen, result in made:
+            if all(a.shape == b.shape and torch.equal(a, b) for a, b in zip(seen, call, strict=True)):
+                return result
+        path = tmp_path_factory.mktemp("head_split") / "old.onnx"
+        result = device_gate(device_layout.export_attention(q, k, v, kernel, dilation, "shift", path).path, OPS)
+        made.append((call, result))
+        return result
+
+    return verdict
+
+
+OPS = load_device_ops()
+
+
 @pytest.mark.parametrize("low", [False, True])
-def test_export_has_no_reshape_and_is_predicted_to_parse(tmp_path, low: bool) -> None:
+def test_export_has_no_reshape_and_is_predicted_to_parse(tmp_path, low: bool, head_split_verdict) -> None:
     geom = geometry.Geometry("lowgrid", (10, 12), 2, 8, 12, 3, 2, 1, (5, 6))
     images = image_shift.image_inputs(geom, geometry.make_inputs(geom), low=low)
     exp = image_shift.export_image(*images, geom.kernel, geom.dilation, geom.heads, tmp_path / "image.onnx")
@@ -122,7 +144,7 @@ def test_export_has_no_reshape_and_is_predicted_to_parse(tmp_path, low: bool) ->
     assert all(len(s) == 4 for s in exp.inputs.values()) and exp.inputs["k"] == (
         (1, 16, 5, 6) if low else (1, 16, 10, 12)
     )
-    result = device_gate(exp.path, load_device_ops())
+    result = device_gate(exp.path, OPS)
     assert result.verdict == "pass" and not result.findings, result.findings
     matched = {f.rule for f in result.prediction.judgements}
     assert {"input_rank_4", "concat_image_height", "reduce_max_channel_axis"} <= matched
@@ -130,8 +152,7 @@ def test_export_has_no_reshape_and_is_predicted_to_parse(tmp_path, low: bool) ->
     q, k, v = (device_layout.from_image(t, geom.heads) for t in images)
     if low:
         k, v = (attention.upsample_nearest(t, geom.dilation) for t in (k, v))
-    old = device_layout.export_attention(q, k, v, geom.kernel, geom.dilation, "shift", tmp_path / "old.onnx")
-    old_result = device_gate(old.path, load_device_ops())
+    old_result = head_split_verdict(q, k, v, geom.kernel, geom.dilation)
     assert old_result.verdict == "fail" and old_result.rules.get("reshape_5d_to_4d") == "refused"
 
 
