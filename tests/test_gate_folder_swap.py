@@ -313,10 +313,13 @@ def left_in(tmp: Path) -> list[str]:
 
 
 def stopped(script: str, tmp: Path, signame: str, ready: Callable[[subprocess.Popen], bool]) -> tuple[int, str]:
-    """Run `script` with `tmp` as its TMPDIR, wait until `ready`, send `signame`: (rc, stderr)."""
+    """Run `script` with `tmp` as its TMPDIR, wait until `ready`, send `signame`: (rc, stderr). The script starts
+    with the signal's default disposition, as under a terminal: started by `nohup` (or a CI runner that does the
+    same) it would inherit SIGHUP ignored, which the commands rightly keep ignored."""
     env = {**os.environ, "TMPDIR": str(tmp)}
+    default = f"import signal\nsignal.signal(signal.{signame}, signal.SIG_DFL)\n"
     proc = subprocess.Popen(
-        [sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
+        [sys.executable, "-c", default + script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env
     )
     try:
         assert ready(proc)

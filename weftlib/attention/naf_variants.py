@@ -289,19 +289,7 @@ def export_variants(
     if reference == method:
         raise ValueError(f"reference: {reference!r} is the exported formulation itself; the check would be vacuous")
     todo = _jobs(prepared, upsampler_variants, layer_variants)
-    references = {} if references is None else references
-    for graph, build, args, _, _, _ in console.progress(todo, desc="NAF references", unit="graph"):
-        key = _reference_key(graph, reference, args)
-        if key in references:
-            continue
-        # the upsampler's run gives the layer's own reference too, where the layer ran on its own inputs
-        watch: contextlib.AbstractContextManager[list[torch.Tensor]] = (
-            _layer_output(prepared) if graph == UPSAMPLER else contextlib.nullcontext([])
-        )
-        with watch as seen:
-            references[key] = naf.reference_output(build(), *args, reference=reference)
-        if seen:
-            references[_reference_key(LAYER, reference, prepared.layer_inputs)] = seen[0]
+    references = _references(prepared, todo, reference, {} if references is None else references)
     elements = prepared.features.shape[1] * prepared.size[0] * prepared.size[1]
     small = reduced(prepared) if elements >= record_from and any(job[4] == "faithful" for job in todo) else None
     twins = {job[0]: job for job in _jobs(small, ["faithful"], ["faithful"])} if small is not None else {}
@@ -323,14 +311,30 @@ def export_variants(
     bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
     done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
     bar.close()
-    twin_jobs = [
-        (job[6], done[stem(job[0], job[4], method)].path, method, atol, "x".join(map(str, small.size)))
-        for job in todo
-        if job[6] is not None and small is not None
-    ]
+    geometry = "x".join(map(str, small.size)) if small is not None else ""
+    twin_jobs = [(job[6], done[stem(job[0], job[4], method)].path, method, atol, geometry) for job in todo if job[6]]
     for messages in map_forked(_export_twin, twin_jobs):
         naf_records.warn_again(messages)
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
+
+
+def _references(
+    prepared: Prepared, todo: list[tuple[Any, ...]], reference: str, references: dict[tuple, torch.Tensor]
+) -> dict[tuple, torch.Tensor]:
+    """`references` with each job's reference output added where it is not there yet (`_reference_key`)."""
+    for graph, build, args, _, _, _ in console.progress(todo, desc="NAF references", unit="graph"):
+        key = _reference_key(graph, reference, args)
+        if key in references:
+            continue
+        # the upsampler's run gives the layer's own reference too, where the layer ran on its own inputs
+        watch: contextlib.AbstractContextManager[list[torch.Tensor]] = (
+            _layer_output(prepared) if graph == UPSAMPLER else contextlib.nullcontext([])
+        )
+        with watch as seen:
+            references[key] = naf.reference_output(build(), *args, reference=reference)
+        if seen:
+            references[_reference_key(LAYER, reference, prepared.layer_inputs)] = seen[0]
+    return references
 
 
 def _take_runs(prepared: Prepared, faithful: set[str], method: str) -> dict[str, torch.Tensor]:
@@ -434,8 +438,7 @@ def _export_twin(job: tuple[Any, ...]) -> list[str]:
     """A faithful graph's `twin` (its `_jobs` entry at the reduced geometry) exported into the record beside the
     graph at `path` (`naf_records.write_reduced`), after the graph itself: a `map_forked` job, whose warnings
     (a twin that cannot be exported: the record goes) come back as messages."""
-    twin, path, method, atol, reduced_geometry = job
-    graph, build_small, args_small, names, *_ = twin
+    (graph, build_small, args_small, names, *_), path, method, atol, size = job
     with naf_records.warnings_kept() as messages:
         naf_records.write_reduced(
             build_small(()).eval(),
@@ -446,7 +449,7 @@ def _export_twin(job: tuple[Any, ...]) -> list[str]:
             output_names=[_output_name(graph)],
             builder=f"naf_variants.export_variants (NAF's {graph}, the same model at the smallest grid)",
             atol=atol,
-            identity=identity(graph, "faithful", method, reduced_geometry).as_json(),
+            identity=identity(graph, "faithful", method, size).as_json(),
         )
     return messages
 
@@ -464,25 +467,6 @@ def outside_rows(exports: dict[str, VariantExport], allowed: Iterable[str]) -> l
             for op in outside
         ]
     return rows
-
-
-def _modules_text(modules: str) -> str:
-    """ "a.b.x, a.b.y" -> "a.b: x, y": the modules' common dotted prefix said once."""
-    names = [m.strip() for m in modules.split(",") if m.strip()]
-    if len(names) < 2:
-        return ", ".join(names)
-    parts = [n.split(".") for n in names]
-    common = 0
-    while all(len(p) > common + 1 and p[common] == parts[0][common] for p in parts):
-        common += 1
-    if not common:
-        return ", ".join(names)
-    return ".".join(parts[0][:common]) + ": " + ", ".join(".".join(p[common:]) for p in parts)
-
-
-def outside_text(rows: Iterable[dict[str, Any]]) -> str:
-    """`outside_rows` as one phrase: "Cos x1 (image_encoder.rope), GatherND x2 (upsampler), ..."."""
-    return ", ".join(f"{r['op']} x{r['count']} ({_modules_text(r['from'])})" for r in rows) or "none"
 
 
 def export_rows(exports: dict[str, VariantExport], results: dict[Any, Any], allowed: Iterable[str]) -> list[dict]:

@@ -116,3 +116,22 @@ def refusals_by_method(
     return {
         m: sorted({r for p in ps for r in gate.reasons(results[p])}) for m, ps in _by_method(methods, paths).items()
     }
+
+
+def _modules_text(modules: str) -> str:
+    """ "a.b.x, a.b.y" -> "a.b: x, y": the modules' common dotted prefix said once."""
+    names = [m.strip() for m in modules.split(",") if m.strip()]
+    if len(names) < 2:
+        return ", ".join(names)
+    parts = [n.split(".") for n in names]
+    common = 0
+    while all(len(p) > common + 1 and p[common] == parts[0][common] for p in parts):
+        common += 1
+    if not common:
+        return ", ".join(names)
+    return ".".join(parts[0][:common]) + ": " + ", ".join(".".join(p[common:]) for p in parts)
+
+
+def outside_text(rows: Iterable[dict[str, Any]]) -> str:
+    """`naf_variants.outside_rows` as one phrase: "Cos x1 (image_encoder.rope), GatherND x2 (upsampler), ..."."""
+    return ", ".join(f"{r['op']} x{r['count']} ({_modules_text(r['from'])})" for r in rows) or "none"
