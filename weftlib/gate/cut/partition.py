@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -37,7 +38,7 @@ from ..vocabulary import FolderKind, Prediction, Side
 from . import merge
 from .coverage import coverage, largest_layer, static_dims
 from .merge import MERGED, CutRule
-from .proof import Reference, prove
+from .proof import Reference, prove, prove_by_reading
 from .segments import TOLERANCE, Partition, Segment
 
 PARTITION_FILE = "partition.json"
@@ -287,15 +288,22 @@ def write_partition(
     host: frozenset[str] | set[str] = frozenset(),
     reference: Reference | None = None,
     why_fresh: str = "",
+    reference_for: Callable[[], tuple[Reference | None, str]] | None = None,
 ) -> Partition:
-    """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain
-    (held to `reference` where the caller found a run of this file that stands in for the whole graph's, else
-    to a fresh run of it, `why_fresh` saying why no recorded run stood in: `proof.prove`).
+    """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain:
+    by reading where the cut is one segment that is the graph itself (`proof.prove_by_reading`), else held to
+    `reference` where the caller found a run of this file that stands in for the whole graph's, else to a fresh
+    run of it, `why_fresh` saying why no recorded run stood in: `proof.prove`). `reference_for()` gives both
+    (reference, why_fresh) only when the chain must run: a recorded run at NAF's geometry is a gigabyte to read.
 
     `out` follows the suite's folder rule (`folder_swap.building`): absent, empty or an earlier partition, built
     beside it and swapped in whole; files the suite did not write there (the model itself, a user's) are kept."""
     with building(out, FolderKind.PARTITION, inputs=[path]) as build:
         cut_made = partition(path, ops, build, host=host)
-        part = prove(cut_made, path, build, tolerance=tolerance, reference=reference, why_fresh=why_fresh)
+        part = prove_by_reading(cut_made, path, build, tolerance)
+        if part is None:
+            if reference_for is not None:
+                reference, why_fresh = reference_for()
+            part = prove(cut_made, path, build, tolerance=tolerance, reference=reference, why_fresh=why_fresh)
         (build / PARTITION_FILE).write_text(json.dumps(part.as_json(), indent=2))
     return part

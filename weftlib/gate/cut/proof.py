@@ -1,6 +1,9 @@
 """A cut proven equal on the host: the whole graph and the chain of its segments run in onnxruntime on the same
 random inputs, and the largest difference on any graph output held to a tolerance.
 
+A cut of one segment is the graph itself when its file says so (`same_graph`: every node, weight, input and output
+the same): it is proven by reading the two files, nothing run (at NAF's 512² a run is seconds per graph).
+
 Where a run of the whole graph was already made with exactly the chain's arithmetic (onnxruntime as written, on
 that very file: `Reference`, e.g. 02's recorded run of a NAF graph at 512², where one run of the graph is most
 of a minute), the chain runs on that run's inputs and is held to its outputs instead: the same comparison, the
@@ -18,6 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from ...onnx_core import compare, runtime
+from . import same_graph
 from .segments import TOLERANCE, HeldTo, Partition, Segment
 
 SegmentRun = Callable[[Segment, Path, dict[str, np.ndarray]], tuple[list[str], list[np.ndarray]] | None]
@@ -114,3 +118,15 @@ def prove(
     chained = run_chain(part, folder, feeds, replace, outputs=names)
     diff = compare.max_abs_diff([whole[n] for n in names], [chained[n] for n in names])
     return with_fields(part, max_abs_diff=diff, tolerance=tolerance, held_to=held, held_to_note=note)
+
+
+def prove_by_reading(
+    part: Partition, original: str | os.PathLike, folder: str | os.PathLike, tolerance: float = TOLERANCE
+) -> Partition | None:
+    """The cut proven without running it where it is one segment that is the graph itself (`same_graph`): no
+    tensor crosses, so its chain is the graph; None where it has more segments or its file differs (the chain
+    is then run, `prove`)."""
+    if len(part.segments) != 1 or same_graph.difference(Path(folder) / part.segments[0].file, original):
+        return None
+    file = part.segments[0].file
+    return with_fields(part, max_abs_diff=0.0, tolerance=tolerance, held_to=HeldTo.IDENTICAL, held_to_note=file)

@@ -19,6 +19,7 @@ class HeldTo(StrEnum):
 
     FRESH = "the graph run whole on random inputs"
     RECORDED = "a run of the same file recorded beside it, as written"  # its inputs fed the chain
+    IDENTICAL = "nothing run: its one segment is the graph itself, read from both files (`same_graph`)"
 
 
 @dataclass(frozen=True)

@@ -24,9 +24,13 @@ if TYPE_CHECKING:
     import pandas as pd
 
 
+GRAPH_RUN = {HeldTo.FRESH: "fresh", HeldTo.RECORDED: "recorded", HeldTo.IDENTICAL: "none: the graph itself"}
+
+
 def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
     """One row per graph: segments, the device's share of nodes, MACs and parameters, what crosses, the proof
-    (the chain against the graph run whole: recorded beside it, or run fresh for the proof, `Partition.held_to`)."""
+        (the chain against the graph run whole: recorded beside it, or run fresh for the proof; or none run, the one
+    segment being the graph itself: `Partition.held_to`)."""
     import pandas as pd
 
     rows = []
@@ -43,7 +47,7 @@ def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
                 "tensors in/out of the device": c.crossings,
                 "MiB per inference": c.bytes_crossing / 2**20,
                 "chain vs graph": part.max_abs_diff,
-                "graph run": "recorded" if part.held_to == HeldTo.RECORDED else "fresh",  # what held the chain
+                "graph run": GRAPH_RUN[part.held_to] if part.held_to else "",  # what held the chain
                 "proven": part.proven,
             }
         )

@@ -14,6 +14,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 
 import onnx
@@ -61,9 +62,8 @@ def cut_all(
     bar = tqdm(None, total=len(models), desc="cut", disable=len(models) < 4)
 
     def one(model: Path) -> Partition:
-        reference, why = held_to(model)
         return write_partition(
-            model, ops, Path(folder) / model.stem, tolerance=tolerance, reference=reference, why_fresh=why
+            model, ops, Path(folder) / model.stem, tolerance=tolerance, reference_for=partial(held_to, model)
         )
 
     done = map_by_size(one, models, progress=lambda _: bar.update())
@@ -174,15 +174,13 @@ def read_back(
             why = "; ".join(e.cls for e in result.errors)
             verdicts.append(CutVerdict(part.model, s.index, SegmentVerdict.REJECTED, moved, why))
         if forced:
-            reference, why = held_to(model)
             again[model] = write_partition(
                 model,
                 ops,
                 Path(folder) / model.stem,
                 host=forced,
                 tolerance=tolerance,
-                reference=reference,
-                why_fresh=why,
+                reference_for=partial(held_to, model),
             )
         else:
             again[model] = part
