@@ -258,6 +258,29 @@ def test_a_cut_with_host_and_device_segments_still_times_each_host_segment(ops, 
     assert list(host.segments) == hosts and all(t > 0 for t in host.segments.values())
 
 
+def test_every_timed_session_runs_without_the_memory_plan(ops, tmp_path, monkeypatch):
+    """onnxruntime's memory plan is allocated as one block on a session's second call, the one timed after the
+    warm-up: at NAF's 512² that call took 1.7 to 2.5 times the steady state. The whole graph and each host segment
+    are timed on sessions without it."""
+    import onnxruntime
+
+    from weftlib.gate.estimate import host_time
+
+    part, path, folder = cut_of(chain("mixed", ["conv", "sin", "conv"]), ops, tmp_path)
+    real, opened = host_time.runtime.session, []
+
+    def spied(path, *a, **k):
+        opened.append(real(path, *a, **k))
+        return opened[-1]
+
+    monkeypatch.setattr(host_time.runtime, "session", spied)
+    host_time.host_times(part, path, folder, repeats=2)
+    as_written = onnxruntime.GraphOptimizationLevel.ORT_DISABLE_ALL  # the chain's own sessions for the device segments
+    timed = [s for s in opened if s.get_session_options().graph_optimization_level != as_written]
+    assert len(timed) == 2 and not any(s.get_session_options().enable_mem_pattern for s in timed)
+    assert real(path).get_session_options().enable_mem_pattern  # the default elsewhere: the plan kept
+
+
 def test_host_samples_stop_once_two_calls_of_a_second_agree(monkeypatch):
     """On a fake clock: each call takes the next duration; short calls or disagreeing ones take every repeat."""
     from weftlib.gate.estimate import host_time

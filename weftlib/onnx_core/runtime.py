@@ -8,14 +8,23 @@ from typing import Any
 import numpy as np
 
 
-def session(path: str | os.PathLike, threads: int | None = None, *, once: bool = False, optimize: bool = True) -> Any:
+def session(
+    path: str | os.PathLike,
+    threads: int | None = None,
+    *,
+    once: bool = False,
+    optimize: bool = True,
+    mem_pattern: bool = True,
+) -> Any:
     """An onnxruntime CPU session that logs errors only (its warnings would clutter a published notebook).
 
     `threads` caps intra-op threads (None: onnxruntime's default). `once`: the session runs one call (a
     parity check, a cut proof), so it goes without onnxruntime's memory arena, whose fresh chunks are
     faulted in page by page (system time) and help only a session that runs again. A timed session keeps it,
     its later calls reusing the arena. `optimize=False` runs the graph as written (no fusions), so that a
-    chain of its pieces computes the same arithmetic as the whole."""
+    chain of its pieces computes the same arithmetic as the whole. `mem_pattern=False`: no memory plan recorded on
+    the first call and allocated as one block on the second, so a timed call after one warm-up meets no fresh
+    pages (at NAF's 512² that second call took 1.7 to 2.5 times the steady state with the plan, docs/timings.md)."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -27,6 +36,7 @@ def session(path: str | os.PathLike, threads: int | None = None, *, once: bool =
         opts.enable_cpu_mem_arena = False
     if not optimize:
         opts.graph_optimization_level = ort.GraphOptimizationLevel.ORT_DISABLE_ALL
+    opts.enable_mem_pattern = mem_pattern
     return ort.InferenceSession(str(path), sess_options=opts, providers=["CPUExecutionProvider"])
 
 

@@ -1,5 +1,7 @@
 """The host's side, measured here: the whole graph and each host segment of its cut run in onnxruntime (its
-default optimisations and threads, as a deployment would run them), each the median of repeats, one session at
+default optimisations and threads, as a deployment would run them; its memory plan off, `runtime.session`: with
+it, the one timed call after the warm-up paid for the plan's block, 7.2 s where the steady call takes 4.2 s on
+NAF's upsampler at 512²), each the median of repeats, one session at
 a time (at NAF's geometry a session holds gigabytes). The CPU other work took meanwhile is read for each, and a
 graph whose times met a busy machine is contended: shown, never judged (`measure.others`).
 
@@ -88,7 +90,9 @@ def host_times(
     computed with onnxruntime's optimisations: values to time the next segments on, not a proof). A cut that
     is the graph itself (no device segment, one host segment of every node) gives its segment the whole's
     time; a cut with no host segment runs no chain."""
-    session = runtime.session(model)  # one session: its inputs give the feeds, and it is the one timed
+    session = runtime.session(
+        model, mem_pattern=False
+    )  # one session: its inputs give the feeds, and it is the one timed
     feeds = runtime.random_feeds(session)
     whole, taken, quiet, _ = _median(session, feeds, repeats)
     del session  # let go before the chain runs: at NAF's geometry a session holds gigabytes
@@ -99,7 +103,7 @@ def host_times(
     def timed(s: Segment, file: Path, inputs: dict[str, np.ndarray]) -> tuple[list[str], list[np.ndarray]] | None:
         if s.runs_on != Side.HOST:
             return None  # the chain runs it as written
-        timing = runtime.session(file)
+        timing = runtime.session(file, mem_pattern=False)
         names = [o.name for o in timing.get_outputs()]
         segments[s.file], _, q, values = _median(timing, inputs, repeats)
         seen.append(q)
