@@ -25,6 +25,7 @@ class Parameters(ParameterModel):
     image_size = Parameter(Count)
     feature_grid = Parameter(Annotated[int, Field(ge=9)])  # the 9x9 neighbourhood must fit
     output_size = Parameter(Count)
+    timing_size = Parameter(Count)
     timing_repeats = Parameter(Count)
 
 
