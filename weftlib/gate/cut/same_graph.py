@@ -28,7 +28,7 @@ def _typed(values: Iterable[onnx.ValueInfoProto]) -> dict[str, bytes]:
 
 def difference(segment: str | os.PathLike, original: str | os.PathLike) -> str:
     """What keeps the segment file from being the original graph, in words; "" when it is the same graph (the
-    same computation on the same inputs, whatever its node order, names and value_info)."""
+    same computation on the same inputs, whatever its node order, graph name and value_info)."""
     seg, whole = onnx.load(str(segment)), onnx.load(str(original))
     a, b = seg.graph, whole.graph
     checks = (
