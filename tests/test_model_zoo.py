@@ -19,13 +19,13 @@ from pathlib import Path
 import pytest
 import yaml
 
+from weftlib import yaml_text
 from weftlib.gate.record import zoo
 from weftlib.gate.record.zoo import ZooArch
 from weftlib.gate.vocabulary import Exporter, ZooField
 
 MIRROR = Path(os.environ.get("WEFT_ZOO_MIRROR", "/work/.mirror/hailo-ai+hailo_model_zoo/repo"))
 HAS_MIRROR = shutil.which("git") is not None and (MIRROR / "HEAD").exists()
-_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # libyaml's where PyYAML was built with it: the same data
 needs_mirror = pytest.mark.skipif(
     not HAS_MIRROR, reason=f"no git mirror of {zoo.REPOSITORY} at {MIRROR} (set WEFT_ZOO_MIRROR): rows not re-read"
 )
@@ -33,7 +33,7 @@ needs_mirror = pytest.mark.skipif(
 
 @pytest.fixture(scope="module")
 def raw() -> dict:
-    return yaml.load(zoo.DEFAULT_PATH.read_text(), Loader=_LOADER)
+    return yaml.load(zoo.DEFAULT_PATH.read_text(), Loader=yaml_text.SAFE_LOADER)
 
 
 @pytest.fixture(scope="module")
@@ -129,7 +129,6 @@ def test_an_unreadable_or_non_yaml_file_is_one_line(tmp_path: Path) -> None:
 # ---- the rows against their sources ----------------------------------------------------------------------------
 
 
-@cache
 class _Blobs:
     """The mirror's files, read through one `git cat-file --batch` for the whole module: the checks below read
     about two thousand (page, config) versions, and a git process for each took most of their seconds."""
@@ -338,7 +337,7 @@ def _exists(commit: str, path: str) -> bool:
 
 @cache
 def _config(commit: str, rel: str) -> dict:
-    return yaml.load(_show(commit, f"hailo_model_zoo/cfg/{rel}"), Loader=_LOADER) or {}
+    return yaml.load(_show(commit, f"hailo_model_zoo/cfg/{rel}"), Loader=yaml_text.SAFE_LOADER) or {}
 
 
 def _chain(commit: str, rel: str) -> list[str]:

@@ -11,7 +11,9 @@ import yaml
 SAFE_LOADER: Any = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def too_deep(exc: yaml.YAMLError) -> bool:
-    """libyaml's refusal of nesting past its own limit; the pure-Python parser recurses until RecursionError
-    instead, which callers catch beside this."""
-    return "maximum nesting depth" in str(getattr(exc, "problem", ""))
+def too_deep(exc: BaseException) -> bool:
+    """Whether a failed read refused deep nesting: libyaml's refusal past its own limit, or the pure-Python
+    parser's RecursionError (callers catch both, `(yaml.YAMLError, RecursionError)`)."""
+    return isinstance(exc, RecursionError) or (
+        isinstance(exc, yaml.YAMLError) and "maximum nesting depth" in str(getattr(exc, "problem", ""))
+    )

@@ -119,12 +119,10 @@ def _read_yaml(source: Path) -> Any:
         ) from None
     except OSError as exc:
         raise ParamsError(f"{source}: cannot be read: {exc.strerror or exc}") from None
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         if too_deep(exc):
             raise ParamsError(f"{source}: nested deeper than YAML can be read; {_NESTING}") from None
         raise ParamsError(f"{source}: not valid YAML: {exc}") from None
-    except RecursionError:
-        raise ParamsError(f"{source}: nested deeper than YAML can be read; {_NESTING}") from None
     problem = nesting_problem(data)
     if problem:
         raise ParamsError(f"{source}: {problem}")
@@ -280,12 +278,10 @@ def _setting(raw: str) -> tuple[str, Any]:
         return key, ""
     try:
         value = yaml.load(text, Loader=_UniqueKeyLoader)
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         if too_deep(exc):
             raise ParamsError(f"--set {key}: the value is nested deeper than YAML can be read; {_NESTING}") from None
         raise ParamsError(f"--set {key}: the value {text!r} is not valid YAML: {exc}") from None
-    except RecursionError:
-        raise ParamsError(f"--set {key}: the value is nested deeper than YAML can be read; {_NESTING}") from None
     problem = nesting_problem(value)
     if problem:
         raise ParamsError(f"--set {key}: {problem}")

@@ -194,12 +194,10 @@ def load_device_ops(path: str | Path | None = None) -> DeviceOps:
         data = yaml.load(source.read_text(), Loader=SAFE_LOADER)
     except (OSError, UnicodeDecodeError) as exc:
         raise DeviceOpsError(f"{source}: cannot read the allowlist: {exc}") from exc
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, RecursionError) as exc:
         if too_deep(exc):
             raise DeviceOpsError(f"{source}: nested deeper than YAML can be read; not an allowlist") from None
         raise DeviceOpsError(f"{source}: not valid YAML: {exc}") from exc
-    except RecursionError:
-        raise DeviceOpsError(f"{source}: nested deeper than YAML can be read; not an allowlist") from None
     return parse_device_ops(data, str(source))
 
 
