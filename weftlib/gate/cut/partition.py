@@ -286,15 +286,13 @@ def write_partition(
     *,
     tolerance: float = TOLERANCE,
     host: frozenset[str] | set[str] = frozenset(),
-    reference: Reference | None = None,
-    why_fresh: str = "",
     reference_for: Callable[[], tuple[Reference | None, str]] | None = None,
 ) -> Partition:
-    """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain:
-    by reading where the cut is one segment that is the graph itself (`proof.prove_by_reading`), else held to
-    `reference` where the caller found a run of this file that stands in for the whole graph's, else to a fresh
-    run of it, `why_fresh` saying why no recorded run stood in: `proof.prove`). `reference_for()` gives both
-    (reference, why_fresh) only when the chain must run: a recorded run at NAF's geometry is a gigabyte to read.
+    """The command line's job: cut, write the segment files and `partition.json` into `out`, prove the chain: by
+    reading where the cut is one segment that is the graph itself (`proof.prove_by_reading`), else held to the
+    run `reference_for()` finds of this file, which stands in for the whole graph's, else to a fresh run of it,
+    with why no recorded run stood in (`proof.prove`). `reference_for` is asked only when the chain must run: a
+    recorded run at NAF's geometry is a gigabyte to read.
 
     `out` follows the suite's folder rule (`folder_swap.building`): absent, empty or an earlier partition, built
     beside it and swapped in whole; files the suite did not write there (the model itself, a user's) are kept."""
@@ -302,8 +300,7 @@ def write_partition(
         cut_made = partition(path, ops, build, host=host)
         part = prove_by_reading(cut_made, path, build, tolerance)
         if part is None:
-            if reference_for is not None:
-                reference, why_fresh = reference_for()
+            reference, why_fresh = reference_for() if reference_for is not None else (None, "")
             part = prove(cut_made, path, build, tolerance=tolerance, reference=reference, why_fresh=why_fresh)
         (build / PARTITION_FILE).write_text(json.dumps(part.as_json(), indent=2))
     return part

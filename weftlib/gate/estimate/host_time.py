@@ -90,9 +90,8 @@ def host_times(
     computed with onnxruntime's optimisations: values to time the next segments on, not a proof). A cut that
     is the graph itself (no device segment, one host segment of every node) gives its segment the whole's
     time; a cut with no host segment runs no chain."""
-    session = runtime.session(
-        model, mem_pattern=False
-    )  # one session: its inputs give the feeds, and it is the one timed
+    # one session: its inputs give the feeds, and it is the one timed
+    session = runtime.session(model, mem_pattern=False)
     feeds = runtime.random_feeds(session)
     whole, taken, quiet, _ = _median(session, feeds, repeats)
     del session  # let go before the chain runs: at NAF's geometry a session holds gigabytes

@@ -29,7 +29,7 @@ GRAPH_RUN = {HeldTo.FRESH: "fresh", HeldTo.RECORDED: "recorded", HeldTo.IDENTICA
 
 def coverage_table(partitions: dict[Path, Partition], root: str | os.PathLike):
     """One row per graph: segments, the device's share of nodes, MACs and parameters, what crosses, the proof
-        (the chain against the graph run whole: recorded beside it, or run fresh for the proof; or none run, the one
+    (the chain against the graph run whole: recorded beside it, or run fresh for the proof; or none run, the one
     segment being the graph itself: `Partition.held_to`)."""
     import pandas as pd
 
