@@ -84,3 +84,16 @@ def test_index_and_summary_say_where_a_notebooks_minutes_went(tmp_path):
     assert "where the minutes went" in page
     first = page.index("3 min 11 s 2 · Time every formulation: sweep = benchmark.sweep(geoms)")
     assert first < page.index("12 s tiny: from weftlib.suite import record")
+
+
+def test_timing_quality_gives_the_range_of_the_machines_rates_over_the_timed_rows():
+    rows = [
+        {"seconds": 1.0, "contended": False, "copy_gbps": 61.2, "sgemm_gflops": 198.0},
+        {"seconds": 2.0, "contended": True, "copy_gbps": 32.4, "sgemm_gflops": 174.6},
+        {"seconds": 3.0, "contended": False, "copy_gbps": "nan", "sgemm_gflops": float("nan")},  # read back from JSON
+        {"seconds": None, "copy_gbps": 5.0},  # not a timed row: no `contended`
+    ]
+    q = record.timing_quality({"metrics": {"bench_rows": rows}})
+    assert q["rates"] == {"copy_gbps": (32.4, 61.2), "sgemm_gflops": (174.6, 198.0)}
+    assert q["text"] == "CONTENDED: 1 of 3 timed rows (bench_rows 1 of 3); copy 32 to 61 GB/s, sgemm 175 to 198 GFLOP/s"
+    assert record.timing_quality({"metrics": {"bench_rows": TIMED}})["rates"] == {}  # rows without rates: none given

@@ -281,8 +281,11 @@ def load_metrics(run_dir: str | os.PathLike, name: str) -> dict[str, Any]:
 def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
     """Whether a notebook's timings were taken on a quiet machine: every recorded row (a mapping at any depth)
     holding a boolean `contended` (`measure.Bracket`) is a timed row; counted per record key, so a reader sees
-    which tables rest on contended rows. `text` says it in words for the index."""
+    which tables rest on contended rows, and the range of the machine's rates those rows were bracketed by
+    (`rates`): an uncontended row can still come from a slow hour, when co-tenants share the memory bus and the copy
+    rate halves (docs/timings.md). `text` says it in words for the index."""
     by_key: dict[str, dict[str, int]] = {}
+    rows: list[dict[str, Any]] = []
     stack = [(key, value) for key, value in recorded.get("metrics", {}).items()]
     while stack:
         key, value = stack.pop()
@@ -291,6 +294,7 @@ def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
                 seen = by_key.setdefault(key, {"timed": 0, "contended": 0})
                 seen["timed"] += 1
                 seen["contended"] += value["contended"]
+                rows.append(value)
             stack.extend((key, v) for v in value.values() if isinstance(v, (dict, list)))
         elif isinstance(value, list):
             stack.extend((key, v) for v in value if isinstance(v, (dict, list)))
@@ -303,6 +307,11 @@ def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
         text = f"CONTENDED: {contended} of {timed} timed rows ({where})"
     else:
         text = f"quiet: {timed} timed rows"
+    rates = machine_rates(rows)
+    if rates:
+        text += "; " + ", ".join(
+            f"{RATE_WORDS[k]} {lo:.0f} to {hi:.0f} {RATE_UNITS[k]}" for k, (lo, hi) in rates.items()
+        )
     claims = claim_counts(recorded)
     if claims["text"]:
         text = f"{text}; {claims['text']}"
@@ -311,9 +320,25 @@ def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
         "contended_rows": contended,
         "contended": contended > 0,
         "by_record": by_key,
+        "rates": rates,
         "claims": claims,
         "text": text,
     }
+
+
+RATE_WORDS = {"copy_gbps": "copy", "sgemm_gflops": "sgemm"}  # `measure.Bracket`'s rates, as the index names them
+RATE_UNITS = {"copy_gbps": "GB/s", "sgemm_gflops": "GFLOP/s"}
+
+
+def machine_rates(rows: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
+    """The lowest and highest of each rate (`RATE_WORDS`) the timed `rows` carry as a finite number; a rate no row
+    carries is left out."""
+    out = {}
+    for key in RATE_WORDS:
+        values = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
+        if values:
+            out[key] = (min(values), max(values))
+    return out
 
 
 def claim_counts(recorded: dict[str, Any]) -> dict[str, Any]:
