@@ -102,14 +102,14 @@ def _instance_norm(node: onnx.NodeProto, inputs: list[str], out: str, rank: int,
 def _wide_inputs(
     node: onnx.NodeProto, types: dict[str, int], produced: set[str], widened: set[str], out: list[onnx.NodeProto]
 ) -> list[str]:
-    """`node`'s inputs with each float one read as its float64 twin: a widened node's output, or a Cast of the
-    float32 tensor added to `out` (once per tensor, recorded in `widened`)."""
+    """`node`'s inputs with each float one read as its float64 twin: a widened node's (in `produced`), or a Cast
+    of the float32 tensor added to `out` (once per tensor, recorded in `widened`)."""
     inputs = []
     for t in node.input:
         if not t or types[t] != TensorProto.FLOAT:
             inputs.append(t)
             continue
-        if t + WIDE not in produced and t not in widened:
+        if t not in produced and t not in widened:
             out.append(helper.make_node("Cast", [t], [t + WIDE], to=TensorProto.DOUBLE, name=f"{t}{WIDE}/cast"))
             widened.add(t)
         inputs.append(t + WIDE)
@@ -129,19 +129,19 @@ def exact_reference(model: onnx.ModelProto, region: Collection[str]) -> onnx.Mod
     if any(t not in types for n in nodes for t in [*n.input, *n.output] if t):
         return None
     shapes = {v.name: len(v.type.tensor_type.shape.dim) for v in [*g.input, *g.value_info]}
-    produced: set[str] = set()  # float64 outputs of widened region nodes
-    widened: set[str] = set()  # float32 tensors with a float64 twin (`t + WIDE`)
+    produced: set[str] = set()  # outputs of widened region nodes: their values exist in float64 only (`t + WIDE`)
+    widened: set[str] = set()  # float32 tensors given a float64 twin by a Cast
     out: list[onnx.NodeProto] = []
     for node in g.node:
         if node.name not in region:
             out.append(node)
             continue
-        if node.op_type in MOVES and not any(t + WIDE in produced for t in node.input if t):
+        if node.op_type in MOVES and not produced.intersection(node.input):
             out.append(node)  # moves float32 elements as the original does: nothing to round
             continue
         inputs = _wide_inputs(node, types, produced, widened, out)
         outputs = [t + WIDE if t and types[t] == TensorProto.FLOAT else t for t in node.output]
-        produced.update(o for o in outputs if o.endswith(WIDE))
+        produced.update(t for t, wide in zip(node.output, outputs, strict=True) if wide != t)
         if node.op_type in SPEC_WRITTEN:
             if node.input[0] not in shapes:
                 return None
