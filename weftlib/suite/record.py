@@ -310,7 +310,7 @@ def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
     rates = machine_rates(rows)
     if rates:
         text += "; " + ", ".join(
-            f"{RATE_WORDS[k]} {lo:.0f} to {hi:.0f} {RATE_UNITS[k]}" for k, (lo, hi) in rates.items()
+            f"{RATE_NAMES[k][0]} {lo:.0f} to {hi:.0f} {RATE_NAMES[k][1]}" for k, (lo, hi) in rates.items()
         )
     claims = claim_counts(recorded)
     if claims["text"]:
@@ -326,15 +326,15 @@ def timing_quality(recorded: dict[str, Any]) -> dict[str, Any]:
     }
 
 
-RATE_WORDS = {"copy_gbps": "copy", "sgemm_gflops": "sgemm"}  # `measure.Bracket`'s rates, as the index names them
-RATE_UNITS = {"copy_gbps": "GB/s", "sgemm_gflops": "GFLOP/s"}
+# `measure.Rates`, as the index names them: (word, unit)
+RATE_NAMES = {"copy_gbps": ("copy", "GB/s"), "sgemm_gflops": ("sgemm", "GFLOP/s")}
 
 
 def machine_rates(rows: list[dict[str, Any]]) -> dict[str, tuple[float, float]]:
-    """The lowest and highest of each rate (`RATE_WORDS`) the timed `rows` carry as a finite number; a rate no row
+    """The lowest and highest of each rate (`RATE_NAMES`) the timed `rows` carry as a finite number; a rate no row
     carries is left out."""
     out = {}
-    for key in RATE_WORDS:
+    for key in RATE_NAMES:
         values = [float(r[key]) for r in rows if isinstance(r.get(key), (int, float)) and math.isfinite(r[key])]
         if values:
             out[key] = (min(values), max(values))
