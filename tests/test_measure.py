@@ -105,7 +105,7 @@ def test_bound_of_names_the_side_that_sets_it_and_check_bound_refuses_a_beaten_o
         measure.check_bound(1.9, 2.0, "row")
 
 
-def _fake_bracket(monkeypatch, before, after, busy_s=0.0, own_s=0.0, wall=10.0):
+def _fake_bracket(monkeypatch, before, after, busy_s=0.0, own_s=0.0, wall=10.0, reference=None):
     """A Bracket on a fake clock and fake rates: `busy_s` machine CPU and `own_s` of this process in the block."""
     samples = iter([before, after])
     clock = iter([0.0, 1.0, 1.0 + wall, wall + 2.0])  # start, before done, after starts, end
@@ -113,7 +113,7 @@ def _fake_bracket(monkeypatch, before, after, busy_s=0.0, own_s=0.0, wall=10.0):
     monkeypatch.setattr(bracket, "machine_limits", lambda threads=None, repeats=3: dict(next(samples)))
     monkeypatch.setattr(time, "perf_counter", lambda: next(clock))
     monkeypatch.setattr(bracket, "_cpu_seconds", lambda: next(cpu))
-    with measure.Bracket(2) as block:
+    with measure.Bracket(2, reference=reference) as block:
         pass
     return block
 
@@ -140,6 +140,33 @@ def test_bracket_marks_a_block_contended_when_other_work_took_a_quarter_core(mon
     steady = _fake_bracket(monkeypatch, _rates(150, 20), _rates(150, 20), busy_s=24.0, own_s=20.0, wall=10.0)
     v = steady.verdict()  # rates agree, but others took 4 CPU seconds over 12 s of wall time
     assert v["rate_change"] == 0 and v["others_cores"] == pytest.approx(4 / 12) and v["contended"] is True
+
+
+def test_bracket_held_to_a_reference_marks_a_block_whose_rates_dipped_before_and_after_alike(monkeypatch):
+    # 03's 1024 layer in a slow hour: sgemm 167 and 137, copy 30.5 and 33.3, where the same run had measured 198.5
+    # and 50 on the same threads; the two samples differ by less than a quarter
+    best = {"sgemm_gflops": 198.5, "copy_gbps": 50.0}
+    low_before, low_after = _rates(166.8, 30.5), _rates(136.7, 33.25)
+    alone = _fake_bracket(monkeypatch, low_before, low_after).verdict()
+    assert alone["contended"] is False and alone["below_reference"] is None
+    held = _fake_bracket(monkeypatch, low_before, low_after, reference=best).verdict()
+    assert held["contended"] is True and held["below_reference"] == pytest.approx(50.0 / 30.5 - 1)
+    near = _fake_bracket(monkeypatch, _rates(190, 45), _rates(185, 44), reference=best).verdict()
+    assert near["contended"] is False and near["below_reference"] == pytest.approx(50.0 / 44 - 1)
+    above = _fake_bracket(monkeypatch, _rates(210, 55), _rates(205, 52), reference=best).verdict()
+    assert above["below_reference"] == 0.0 and above["contended"] is False
+
+
+def test_best_rates_takes_each_rate_at_its_best_on_the_threads_asked():
+    rows = [
+        {"threads": 2, "rates_before": _rates(150, 50), "rates_after": _rates(198, 31)},
+        {"threads": 2, "rates_before": _rates(120, 40), "rates_after": None},
+        {"threads": 1, "rates_before": _rates(400, 90), "rates_after": _rates(400, 90)},  # other threads: not read
+        {"method": "untimed"},
+    ]
+    assert measure.best_rates(rows, 2) == {"sgemm_gflops": 198.0, "copy_gbps": 50.0}
+    assert measure.best_rates(rows, 1) == {"sgemm_gflops": 400.0, "copy_gbps": 90.0}
+    assert measure.best_rates(rows, 4) is None and measure.best_rates([], 2) is None
 
 
 def test_bracket_has_no_verdict_before_it_ends():

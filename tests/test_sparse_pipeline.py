@@ -113,6 +113,18 @@ def test_default_pipeline_reports_the_map_once_and_the_layer_against_its_bound()
     assert busy.status is measure.ClaimStatus.CONTENDED and not busy.judged
 
 
+def test_a_layer_bracketed_far_below_the_runs_best_rates_is_not_judged():
+    """The rates the layer's block measured are held to `reference` (the run's best on the same threads): a
+    machine that rates far below it ran the layer in a slow spell, and the claim on it is not judged."""
+    unreachable = {"sgemm_gflops": 1e9, "copy_gbps": 1e9}
+    got = benchmark.default_pipeline("sphere", 16, 8, threads=1, repeats=2, spconv_threads=None, reference=unreachable)
+    assert got["layer"]["below_reference"] > measure.CONTENDED and got["contended"] is True
+    (claim,) = benchmark.pipeline_claims({**got, "res": 1024, "over_bound": 9.0})
+    assert claim.status is measure.ClaimStatus.CONTENDED
+    own = measure.best_rates([{**got["layer"], "threads": 1}], 1)
+    assert own is not None and own["sgemm_gflops"] > 0 and own["copy_gbps"] > 0
+
+
 def test_spconv_on_the_same_voxels_equals_the_default_layer():
     pytest.importorskip("spconv.pytorch")
     got = benchmark.default_pipeline("sphere", 16, 8, threads=1, repeats=2, spconv_threads=1)

@@ -13,7 +13,7 @@
 Callers use the names below as `measure.<name>`.
 """
 
-from .bracket import CONTENDED, Bracket, BracketChain
+from .bracket import CONTENDED, Bracket, BracketChain, best_rates
 from .claims import (
     ALLOWANCE_PAGES,
     JUDGE_RATIO_ABOVE,
@@ -60,6 +60,7 @@ __all__ = [
     "MachineLimits",
     "MeasurementStopped",
     "Rates",
+    "best_rates",
     "bound_of",
     "check_all",
     "check_bound",

@@ -5,10 +5,10 @@ block, and the CPU other work took meanwhile (`Bracket`).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
-from .limits import MachineLimits, machine_limits
+from .limits import MachineLimits, Rates, machine_limits
 from .others import CONTENDED
 from .others import cpu_seconds as _cpu_seconds
 from .timing import sample_adaptive, sample_seconds
@@ -31,14 +31,26 @@ class Bracket:
     dip that outlasts a sample is interference the timed row may have met too, so it marks the row.
     Work timed elsewhere (a child process) is placed with `note(start, end)` (`time.perf_counter` values).
 
+    A block given a `reference` (the best rates the same run measured on the same threads, `best_rates`) is
+    also contended when either of its samples sits more than `CONTENDED` below it: the rates can dip for the
+    whole block, before and after alike, when the host's other tenants load its memory bus (03's 1024 layer,
+    2.04x its bound with the copy rate at 31 to 33 GB/s, where the same run's earlier blocks measured 50; quiet,
+    1.6 to 1.7x), and two samples that agree do not say the block ran as fast as the machine can.
+
     Adjacent blocks share a measurement (`follows`): when a block is entered within `ADJACENT_S` of the end of
     the block it follows, on the same thread count and repeats, that block's "after" is its "before", taken from
     the same instant and with the CPU readings from that instant, so its verdict is the one a fresh block entered
     at that moment would give: nothing but the measurement itself ran in between. Otherwise it measures its own.
     """
 
-    def __init__(self, threads: int | None = None, repeats: int = 9, follows: Bracket | None = None) -> None:
-        self.threads, self.repeats, self.follows = threads, repeats, follows
+    def __init__(
+        self,
+        threads: int | None = None,
+        repeats: int = 9,
+        follows: Bracket | None = None,
+        reference: Rates | None = None,
+    ) -> None:
+        self.threads, self.repeats, self.follows, self.reference = threads, repeats, follows, reference
         self.shared = False  # whether "before" is the "after" of the block it follows
         self.before: MachineLimits | None = None
         self.after: MachineLimits | None = None
@@ -93,7 +105,9 @@ class Bracket:
     def verdict(self) -> dict[str, Any]:
         """The row's rates and how quiet the block was: `sgemm_gflops`, `copy_gbps`, `load_average` from the
         nearer sample (`rates_from`), both samples, `rate_change` (largest relative change of a rate),
-        `others_cores` (CPU other processes and the hypervisor took, in cores; None off Linux) and `contended`."""
+        `others_cores` (CPU other processes and the hypervisor took, in cores; None off Linux), `below_reference`
+        (how far the slower sample sits below `reference`, as `rate_change` measures; None without one) and
+        `contended`."""
         if self.before is None or self.after is None:
             raise RuntimeError("verdict: the block has not finished (use `with Bracket(...) as block:`)")
         lo, hi = self.window or (self._marks["before_end"], self._marks["after_start"])
@@ -103,6 +117,10 @@ class Bracket:
             max(self.before[k], self.after[k]) / min(self.before[k], self.after[k]) - 1
             for k in ("sgemm_gflops", "copy_gbps")
         )
+        below = None
+        if self.reference is not None:
+            ref = self.reference
+            below = max(0.0, *(ref[k] / min(self.before[k], self.after[k]) - 1 for k in ("sgemm_gflops", "copy_gbps")))
         others = None
         if self._cpu is None:
             raise RuntimeError("Bracket: verdict() before the block ended")
@@ -120,7 +138,12 @@ class Bracket:
             "rates_after": _rates(self.after),
             "rate_change": change,
             "others_cores": others,
-            "contended": bool(change > CONTENDED or (others is not None and others > CONTENDED)),
+            "below_reference": below,
+            "contended": bool(
+                change > CONTENDED
+                or (others is not None and others > CONTENDED)
+                or (below is not None and below > CONTENDED)
+            ),
         }
 
 
@@ -134,6 +157,24 @@ class BracketChain:
     def next(self, threads: int | None = None, repeats: int = 9) -> Bracket:
         self.last = Bracket(threads, repeats, follows=self.last)
         return self.last
+
+
+def best_rates(rows: Iterable[Mapping[str, Any]], threads: int | None) -> Rates | None:
+    """The fastest sgemm and copy rates any of `rows` (`Bracket.verdict` records) was bracketed by on `threads`,
+    each rate on its own: a later block's `reference`. None when no row was timed on those threads."""
+    samples = [
+        row[side]
+        for row in rows
+        if row.get("threads") == threads
+        for side in ("rates_before", "rates_after")
+        if row.get(side)
+    ]
+    if not samples:
+        return None
+    return {
+        "sgemm_gflops": max(float(s["sgemm_gflops"]) for s in samples),
+        "copy_gbps": max(float(s["copy_gbps"]) for s in samples),
+    }
 
 
 def _rates(limits: MachineLimits) -> dict[str, float]:

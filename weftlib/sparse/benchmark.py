@@ -331,6 +331,7 @@ def default_pipeline(
     spconv_threads: int | None = 1,
     seed: int = 0,
     spconv: dict[str, Any] | None = None,
+    reference: measure.Rates | None = None,
 ) -> dict[str, Any]:
     """The two obvious lines, timed in one run: `table = kernel_map(coords)` and one layer of the default call
     `submanifold_conv3d(feats, table, weight)`, fp32, on `threads` threads.
@@ -339,10 +340,9 @@ def default_pipeline(
     and keeps for it (`conv.rulebook_of`, timed on its own here so the layer's samples are what every later
     layer costs). The layer's median of `repeats` stands against its lower bound (`conv_work`'s occupied-tap
     FLOPs at the sgemm rate, or its compulsory bytes with the pair form's at the copy rate) and against
-    spconv's SubMConv3d on the same voxels (`spconv_seconds`, when installed; `spconv`, a row it returned
-    earlier in the same run on the same voxels, is used instead of timing it again): medians to spconv, the
-    fastest sample to the bound. `contended` when either timed block was (`measure.Bracket`): the claim on it
-    (`pipeline_claims`) is then not judged."""
+    spconv's SubMConv3d on the same voxels (`spconv_seconds`, or `spconv`, its row from earlier in the run):
+    medians to spconv, the fastest sample to the bound. `contended` (the claim, `pipeline_claims`, not judged)
+    when either timed block was (`measure.Bracket`; the layer's held to `reference`, the run's best rates)."""
     coords = voxels.voxel_set(shape, res)
     with measure.torch_threads(threads):
         start = time.perf_counter()
@@ -351,7 +351,7 @@ def default_pipeline(
         book = conv.rulebook_of(table, channels, itemsize("float32"))
         paired = time.perf_counter()
         feats, weight = _random_layer(len(coords), channels, seed)
-        with measure.Bracket(threads) as block:
+        with measure.Bracket(threads, reference=reference) as block:
             # seconds a call at the 1024 grid: a third sample of two that agree moves their median little
             samples = block.timed(lambda: conv.submanifold_conv3d(feats, table, weight), repeats, 1, settle=True)
     layer = {

@@ -197,6 +197,8 @@ def pipeline_text(pipeline: dict[str, Any], verdict: str) -> str:
         if spc
         else "spconv not installed"
     )
+    below = lay.get("below_reference")
+    held = "" if below is None else f" (the run's best rates up to {below:.0%} above its samples)"
     return (
         f"default pipeline (`table = kernel_map(coords, 3)`, then `submanifold_conv3d(feats, table, weight)`): "
         f"{p['shape']} {p['res']}, {p['N']:,} voxels, C = {p['C']}, fp32, {p['threads']} threads.\n"
@@ -205,5 +207,5 @@ def pipeline_text(pipeline: dict[str, Any], verdict: str) -> str:
         f"one layer: {lay['seconds']:.2f} s (median, spread {spread}; fastest {lay['best_seconds']:.2f} s, "
         f"{p['over_bound']:.2f}x its lower bound "
         f"({p['bound_seconds']:.2f} s: {p['bound_by']}, sgemm {lay['sgemm_gflops']:.0f} GFLOP/s, copy "
-        f"{lay['copy_gbps']:.1f} GB/s)); {versus}.\n{verdict}"
+        f"{lay['copy_gbps']:.1f} GB/s)); {versus}.\n{verdict}{held}"
     )
