@@ -157,16 +157,18 @@ def test_bracket_held_to_a_reference_marks_a_block_whose_rates_dipped_before_and
     assert above["below_reference"] == 0.0 and above["contended"] is False
 
 
-def test_best_rates_takes_each_rate_at_its_best_on_the_threads_asked():
+def test_best_rates_takes_each_rate_at_its_best_over_the_quiet_rows_on_the_threads_asked():
     rows = [
-        {"threads": 2, "rates_before": _rates(150, 50), "rates_after": _rates(198, 31)},
-        {"threads": 2, "rates_before": _rates(120, 40), "rates_after": None},
-        {"threads": 1, "rates_before": _rates(400, 90), "rates_after": _rates(400, 90)},  # other threads: not read
+        {"threads": 2, "rates_before": _rates(150, 50), "rates_after": _rates(198, 31), "contended": False},
+        {"threads": 2, "rates_before": _rates(120, 40), "rates_after": None, "contended": False},
+        {"threads": 2, "rates_before": _rates(260, 70), "rates_after": _rates(140, 35), "contended": True},  # a spike
+        {"threads": 1, "rates_before": _rates(400, 90), "rates_after": _rates(400, 90), "contended": False},
         {"method": "untimed"},
     ]
     assert measure.best_rates(rows, 2) == {"sgemm_gflops": 198.0, "copy_gbps": 50.0}
     assert measure.best_rates(rows, 1) == {"sgemm_gflops": 400.0, "copy_gbps": 90.0}
     assert measure.best_rates(rows, 4) is None and measure.best_rates([], 2) is None
+    assert measure.best_rates([rows[2]], 2) is None  # only a contended row: no reference
 
 
 def test_bracket_has_no_verdict_before_it_ends():

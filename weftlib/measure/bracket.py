@@ -160,12 +160,14 @@ class BracketChain:
 
 
 def best_rates(rows: Iterable[Mapping[str, Any]], threads: int | None) -> Rates | None:
-    """The fastest sgemm and copy rates any of `rows` (`Bracket.verdict` records) was bracketed by on `threads`,
-    each rate on its own: a later block's `reference`. None when no row was timed on those threads."""
+    """The fastest sgemm and copy rates any quiet row of `rows` (`Bracket.verdict` records, not contended) was
+    bracketed by on `threads`, each rate on its own: a later block's `reference`. A contended row's samples are
+    left out: rates that moved by more than a quarter within one block include a spike no later block is held
+    to. None when no quiet row was timed on those threads."""
     samples = [
         row[side]
         for row in rows
-        if row.get("threads") == threads
+        if row.get("threads") == threads and row.get("contended") is False
         for side in ("rates_before", "rates_after")
         if row.get(side)
     ]

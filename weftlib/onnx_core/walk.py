@@ -12,8 +12,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import onnx
-from onnx import AttributeProto
+from onnx import AttributeProto, numpy_helper
+from onnx.external_data_helper import uses_external_data
 
 from .external_data import external_data_problem
 
@@ -41,6 +43,7 @@ class Graph:
     constants: set[str] = field(default_factory=set)
     ranks: dict[str, int] = field(default_factory=dict)
     shapes: dict[str, tuple[int | None, ...]] = field(default_factory=dict)  # None: a dimension not static
+    folder: Path | None = None  # where the file's external data lies, for a constant read by value (`constant`)
 
     @property
     def opset(self) -> int | None:
@@ -49,6 +52,14 @@ class Graph:
     def op_key(self, node: onnx.NodeProto) -> str:
         """The op type, prefixed by its domain when it is not the standard one (`com.microsoft::Gelu`)."""
         return node.op_type if node.domain in STANDARD_DOMAINS else f"{node.domain}::{node.op_type}"
+
+    def constant(self, tensor: onnx.TensorProto) -> np.ndarray:
+        """An initializer's value, read from the file's external data (beside it, in `folder`) when the model
+        was loaded without it: the graph of a large file is read as structure, and a rule that needs a
+        constant's value reads that one tensor."""
+        if uses_external_data(tensor) and self.folder is None:
+            raise ValueError(f"{tensor.name}: its value is external data and the graph was indexed without its folder")
+        return numpy_helper.to_array(tensor, base_dir=str(self.folder or ""))
 
     def node_ops(self) -> dict[str, str]:
         """Node name -> op key, for mapping DFC error lines (which name nodes) to op types."""
@@ -78,7 +89,14 @@ def read_graph(path: str | os.PathLike) -> tuple[Graph | None, str | None]:
     outside = external_data_problem(model, path.parent)
     if outside:
         return None, f"{path}: {outside}"
-    return index_model(model), checker_complaint(path)
+    return index_model(model, path.parent), checker_complaint(path)
+
+
+def read_structure(path: str | os.PathLike) -> Graph:
+    """The graph of a file the suite wrote or cached, its weights left on disk (a constant that a rule reads by
+    value is read from there, `Graph.constant`): the gate reads structure, and loading a large file's weights
+    costs seconds. Unlike `read_graph`, an unreadable file raises and no checker runs."""
+    return index_model(onnx.load(os.fspath(path), load_external_data=False), Path(path).parent)
 
 
 def checker_complaint(model: onnx.ModelProto | str | os.PathLike) -> str | None:
@@ -104,9 +122,10 @@ def walk_nodes(graph: onnx.GraphProto) -> Iterator[onnx.NodeProto]:
                     yield from walk_nodes(sub)
 
 
-def index_model(model: onnx.ModelProto) -> Graph:
-    """Every node (subgraphs included), producers, consumers and constant names of an in-memory model."""
-    g = Graph(model=model, nodes=list(walk_nodes(model.graph)))
+def index_model(model: onnx.ModelProto, folder: str | os.PathLike | None = None) -> Graph:
+    """Every node (subgraphs included), producers, consumers and constant names of an in-memory model; `folder`:
+    where its external data lies, when it was loaded without (`Graph.constant`)."""
+    g = Graph(model=model, folder=None if folder is None else Path(folder), nodes=list(walk_nodes(model.graph)))
     g.constants = {t.name for t in model.graph.initializer}
     g.constants |= {t.values.name for t in model.graph.sparse_initializer}
     for node in g.nodes:

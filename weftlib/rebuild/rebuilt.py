@@ -2,7 +2,8 @@
 
 The cache is a folder per key under `cache_root()` (`WEFT_REBUILD_CACHE`, else the user's cache folder,
 `$XDG_CACHE_HOME/weftlib/rebuilt`), outside the checkout and never committed. A key's folder holds the cut graph
-(`cut.onnx`), the export's node names (`exported_nodes.txt`, against which the zoo's parser nodes are read each
+(`cut.onnx`, its weights beside it in `cut.onnx.data`: the backtest reads the 50 graphs' structure, not their
+5.8 GB of weights, `walk.read_structure`), the export's node names (`exported_nodes.txt`, against which the zoo's parser nodes are read each
 time, `cutting.provenance`) and `rebuilt.json` (node counts, seconds); it is written beside and renamed into
 place whole, so an interrupted export leaves nothing half-written, and a second run reads it back.
 """
@@ -26,6 +27,9 @@ from . import cutting, exporters
 from .recipes import RECIPES, Recipe
 
 CACHE_ENV = "WEFT_REBUILD_CACHE"
+WEIGHTS = "cut.onnx.data"  # the cut graph's initializers over onnx's 1 KB threshold, beside `cut.onnx`
+KEPT = ("cut.onnx", WEIGHTS)  # what stays of the export: the cut graph and its weights
+LAYOUT = 2  # of a key's folder: 2 since the weights are kept beside the graph (a folder of layout 1 is not read)
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,7 @@ def cache_key(recipe: Recipe) -> str:
     """The recipe's folder name: its network, and a digest of exporter versions, model, shape, opset, cut."""
     version = exporters.exporter_version(recipe.exporter)
     what = [version, recipe.model, list(recipe.shape), recipe.opset, recipe.simplify, recipe.start, list(recipe.ends)]
+    what.append(LAYOUT)
     what.append(sorted((k, str(v)) for k, v in recipe.kwargs.items()))
     digest = hashlib.sha256(json.dumps(what).encode()).hexdigest()[:16]
     return f"{recipe.network}-{digest}"
@@ -67,7 +72,7 @@ def rebuild(recipe: Recipe, root: Path | None = None) -> Rebuilt:
     folder = (root or cache_root()) / cache_key(recipe)
     record = folder / "rebuilt.json"
     names = folder / "exported_nodes.txt"
-    if record.is_file() and (folder / "cut.onnx").is_file() and names.is_file():
+    if cached(recipe, root):
         data = json.loads(record.read_text())
         shown = cutting.provenance(names.read_text().splitlines(), recipe)
         data.update(path=folder / "cut.onnx", provenance=shown, cached=True)
@@ -79,7 +84,8 @@ def rebuild(recipe: Recipe, root: Path | None = None) -> Rebuilt:
         exported = onnx.load(str(exporters.export(recipe, work)))
         seconds = time.perf_counter() - start
         cut = cutting.cut(exported, recipe)
-        onnx.save(cut, str(work / "cut.onnx"))
+        onnx.save(cut, str(work / "cut.onnx"), save_as_external_data=True, location=WEIGHTS)
+        (work / WEIGHTS).touch()  # written by the save when a tensor is over the threshold; always there
         exported_names = [n.name for n in exported.graph.node]
         built = Rebuilt(
             recipe.network, folder / "cut.onnx", cutting.provenance(exported_names, recipe),
@@ -87,7 +93,7 @@ def rebuild(recipe: Recipe, root: Path | None = None) -> Rebuilt:
             round(seconds, 1), cached=False,
         )  # fmt: skip
         for extra in work.iterdir():
-            if extra.name != "cut.onnx":  # the full export and the exporter's leftovers
+            if extra.name not in KEPT:  # the full export and the exporter's leftovers
                 shutil.rmtree(extra) if extra.is_dir() else extra.unlink()
         (work / "exported_nodes.txt").write_text("\n".join(exported_names))
         record_data = {k: v for k, v in built.as_json().items() if k not in ("path", "provenance", "cached")}
@@ -104,7 +110,7 @@ def rebuild(recipe: Recipe, root: Path | None = None) -> Rebuilt:
 def cached(recipe: Recipe, root: Path | None = None) -> bool:
     """Whether the recipe's cut graph is in the cache."""
     folder = (root or cache_root()) / cache_key(recipe)
-    return all((folder / name).is_file() for name in ("cut.onnx", "rebuilt.json", "exported_nodes.txt"))
+    return all((folder / name).is_file() for name in (*KEPT, "rebuilt.json", "exported_nodes.txt"))
 
 
 def rebuild_all(

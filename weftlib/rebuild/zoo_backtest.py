@@ -21,8 +21,6 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from pathlib import Path
 
-import onnx
-
 from ..gate.predict import backtest as record_backtest
 from ..gate.predict.nodes import GraphPrediction, predict
 from ..gate.record import zoo
@@ -30,7 +28,7 @@ from ..gate.record.allowlist import Case, DeviceOps, Evidence
 from ..gate.record.public_record import BUILDERS
 from ..gate.record.standing import op_key
 from ..gate.vocabulary import Agreement, Outcome, Prediction, Seen, Stage
-from ..onnx_core.walk import Graph, index_model
+from ..onnx_core.walk import Graph, index_model, read_structure
 from . import rebuilt
 from .recipes import RECIPES, Recipe
 
@@ -113,17 +111,13 @@ def judged_cases(ops: DeviceOps, graphs: dict[str, Path]) -> dict[str, Judged]:
     out: dict[str, Judged] = {}
     for name, case in ops.cases.items():
         if name in recipe_of and recipe_of[name] in graphs:
-            out[name] = Judged(case, _load(graphs[recipe_of[name]]), GraphKind.EXPORTER)
+            out[name] = Judged(case, read_structure(graphs[recipe_of[name]]), GraphKind.EXPORTER)
         elif case.rebuilt:
             out[name] = Judged(case, index_model(BUILDERS[name]()), GraphKind.HAND_BUILT)
     for name, (case, recipe) in exported.items():
         if name not in ops.cases and recipe.network in graphs:
-            out[name] = Judged(case, _load(graphs[recipe.network]), GraphKind.EXPORTER)
+            out[name] = Judged(case, read_structure(graphs[recipe.network]), GraphKind.EXPORTER)
     return out
-
-
-def _load(path: Path) -> Graph:
-    return index_model(onnx.load(str(path)))
 
 
 def _zoo_cases(judged: dict[str, Judged]) -> dict[str, Judged]:

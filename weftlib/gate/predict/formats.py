@@ -64,7 +64,7 @@ class Context:
         """The value of an initializer or a Constant node's output; None for anything computed."""
         for init in self.graph.model.graph.initializer:
             if init.name == name:
-                return numpy_helper.to_array(init)
+                return self.graph.constant(init)
         node = self.graph.producer.get(name)
         if node is not None and node.op_type == "Constant":
             value = attribute(node, "value")

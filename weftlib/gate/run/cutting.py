@@ -20,7 +20,7 @@ from pathlib import Path
 import onnx
 
 from ...console import progress as tqdm
-from ...onnx_core.walk import index_model
+from ...onnx_core.walk import index_model, read_structure
 from ..compiler.dfc_log import DfcResult, failure_cause
 from ..compiler.pack import DfcPack, results_in, write_dfc_pack
 from ..cut.coverage import coverage
@@ -107,7 +107,7 @@ def merge_findings(partitions: dict[Path, Partition]) -> dict[str, list[str]]:
     and a device segment that does not pay for its transfers (`merge.crumbs`); graphs with none left out."""
     found = {}
     for model, part in partitions.items():
-        graph = index_model(onnx.load(str(model), load_external_data=False))
+        graph = read_structure(model)
         problems = [
             f"segments {a} and {b} could be merged" for a, b in mergeable_pairs(part.segments, graph.model.graph.node)
         ]
@@ -193,10 +193,7 @@ def predictions(
     """The gate's per-node prediction for each model (what the pictures colour by): the one its cut started
     from where `partitions` has it (predicting a large graph again is seconds), else predicted here."""
     known = {m: p.prediction for m, p in (partitions or {}).items() if p.prediction is not None}
-    return {
-        m: known[m] if m in known else predict(index_model(onnx.load(str(m), load_external_data=False)), ops)
-        for m in models
-    }
+    return {m: known[m] if m in known else predict(read_structure(m), ops) for m in models}
 
 
 def cut_results(partitions: dict[Path, Partition], folder: str | os.PathLike) -> dict[str, DfcResult]:
@@ -217,7 +214,7 @@ def after_dfc(
 
 def host_ops(part: Partition, model: Path) -> dict[str, int]:
     """Op types computed on the host, with counts, most first."""
-    graph = index_model(onnx.load(str(model), load_external_data=False))
+    graph = read_structure(model)
     kinds = {n.name: n.op_type for n in graph.nodes}
     counts: dict[str, int] = {}
     for s in part.segments:
