@@ -6,13 +6,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from .limits import MachineLimits, Rates, machine_limits
 from .others import CONTENDED
 from .others import cpu_seconds as _cpu_seconds
 from .timing import sample_adaptive, sample_seconds
 
+RATE_KEYS: tuple[Literal["sgemm_gflops", "copy_gbps"], ...] = ("sgemm_gflops", "copy_gbps")  # `limits.Rates`, judged
 ADJACENT_S = 0.05  # a block entered this soon after the one it follows shares that block's "after" as its "before"
 
 
@@ -113,14 +114,10 @@ class Bracket:
         lo, hi = self.window or (self._marks["before_end"], self._marks["after_start"])
         nearer = "before" if lo - self._marks["before_end"] < self._marks["after_start"] - hi else "after"
         chosen = self.before if nearer == "before" else self.after
-        change = max(
-            max(self.before[k], self.after[k]) / min(self.before[k], self.after[k]) - 1
-            for k in ("sgemm_gflops", "copy_gbps")
-        )
-        below = None
-        if self.reference is not None:
-            ref = self.reference
-            below = max(0.0, *(ref[k] / min(self.before[k], self.after[k]) - 1 for k in ("sgemm_gflops", "copy_gbps")))
+        slower = {k: min(self.before[k], self.after[k]) for k in RATE_KEYS}
+        change = max(max(self.before[k], self.after[k]) / slower[k] - 1 for k in RATE_KEYS)
+        ref = self.reference
+        below = None if ref is None else max(0.0, *(ref[k] / slower[k] - 1 for k in RATE_KEYS))
         others = None
         if self._cpu is None:
             raise RuntimeError("Bracket: verdict() before the block ended")
