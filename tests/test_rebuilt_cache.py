@@ -76,3 +76,25 @@ def test_a_folder_missing_its_weights_is_exported_again(tmp_path, exports):
     assert (
         walk.read_structure(again.path).constant(walk.read_structure(again.path).model.graph.initializer[0]) >= 0
     ).all()
+
+
+def test_what_an_exporter_prints_from_cpp_stays_off_the_output(tmp_path, monkeypatch, capfd):
+    """onnxsim prints "failed to run ... skip" per node it leaves unfolded, from C++ (below sys.stdout): on a
+    newcomer's first appendix a dozen such lines reached the runner's output. They change nothing in the graph."""
+    import os
+
+    from weftlib.rebuild import exporters
+
+    def chatty(recipe, folder):
+        os.write(1, b'failed to run "Where" op (name is "/Where_1"), skip...\n')
+        os.write(2, b'WARNING: failed to run "Add" op, skip...\n')
+        onnx.save(_graph(4), str(folder / "model.onnx"))
+        return folder / "model.onnx"
+
+    monkeypatch.setattr(exporters, "_ultralytics", chatty)
+    path = exporters.export(_recipe(4), tmp_path)
+    assert path.exists()
+    out, err = capfd.readouterr()
+    assert "skip" not in out + err, (out, err)
+    print("after")  # the descriptors are restored
+    assert capfd.readouterr().out == "after\n"

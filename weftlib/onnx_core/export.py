@@ -422,9 +422,10 @@ def first_error_line(exc: BaseException) -> str:
 
 
 @contextlib.contextmanager
-def _quiet_fd(fd: int) -> Iterator[None]:
-    """Send a file descriptor to /dev/null for the block: the TorchScript exporter prints its whole IR graph
-    from C++ on failure, below Python's sys.stdout (and a kernel forwards fds 1 and 2 into the notebook)."""
+def quiet_fd(fd: int) -> Iterator[None]:
+    """Send a file descriptor to /dev/null for the block: C++ prints below Python's sys.stdout (the TorchScript
+    exporter its whole IR graph on failure, onnxsim a line per node it could not fold), and a kernel forwards fds
+    1 and 2 into the notebook."""
     import sys
 
     for stream in (sys.stdout, sys.stderr):
@@ -455,7 +456,7 @@ def attempt(
         raise TypeError("args must be a tuple of tensors")
     start = time.perf_counter()
     try:
-        with quiet(), _quiet_fd(1), _quiet_fd(2), torch.no_grad():
+        with quiet(), quiet_fd(1), quiet_fd(2), torch.no_grad():
             if dynamo:
                 _dynamo_export(module.eval(), args, opset)
             else:
