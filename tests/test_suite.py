@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from weftlib.suite import failures, params, progress, runfolder, runner
+from weftlib.suite import failures, params, progress, room, runfolder, runner
 
 
 def run(tiny_suite, tmp_path, names, appendix):
@@ -154,6 +154,7 @@ def test_passing_run_records_state_durations_and_answer_table(tiny_suite, tmp_pa
     assert "NOT the full-size appendix" in summary["scope"]
     assert summary["answers"][0]["rests_on"]["run"] == "small plan (params.yaml), not the appendix"
     assert summary["durations"]["10_ok"]["seconds"] > 0
+    assert 0 < summary["disk_bytes"] <= room.kept_bytes(result.run_dir)  # measured before its summary and index
     assert summary["notebooks"][0]["cell_seconds"]  # papermill's per-cell durations
     page = (result.run_dir / "index.html").read_text()
     assert page.index("Answers") < page.index("Notebooks") and "recorded no conclusion" in page
@@ -411,3 +412,51 @@ def test_each_notebook_page_names_the_plan_it_ran_in(tiny_suite, tmp_path):
         "Ran in the plan appendix.yaml, which gave it size = 4; tol = 1 × 10⁻⁶; the other parameters are the "
         "notebook's defaults."
     )
+
+
+def _earlier_run(folder, plan, kept):
+    folder.mkdir(parents=True)
+    summary = runfolder.RunSummary(params_hash=plan.digest(), finished="2026-12-06T10:00:00+00:00", disk_bytes=kept)
+    runfolder.write_summary(folder, summary)
+
+
+def test_a_run_is_refused_before_it_writes_when_its_plans_last_run_kept_more_than_is_free(tiny_suite, tmp_path):
+    """The last run of the same plan kept more than the disk has free: refused at once, nothing written, and
+    the message says how much is free, what the last run kept and where. A run of another plan is not held
+    back by it, nor is a run of this plan when there is room."""
+    nb_dir, write = tiny_suite
+    plan = params.load_plan(write("notebooks: [10_ok]\n"), None, nb_dir)
+    free = room.free_bytes(tmp_path)
+    _earlier_run(tmp_path / "runs" / "a", plan, 2 * free)
+    out = tmp_path / "runs" / "b"
+    with pytest.raises(room.NoRoom, match=r"not enough disk for this run: .* free .* kept .*runs/a"):
+        runner.run_suite(plan, out=out, appendix=None, log=lambda line: None, history=(tmp_path / "runs",))
+    assert not out.exists()
+    other = params.load_plan(write("notebooks:\n  - name: 10_ok\n    parameters: {size: 4}\n"), None, nb_dir)
+    assert runfolder.newest_run(other.digest(), (tmp_path / "runs",)) is None
+    room.check_room(out, free // 2, tmp_path / "runs" / "a", tmp_path / "runs")  # room enough: no refusal
+
+
+def test_kept_bytes_counts_a_hard_linked_file_once(tmp_path):
+    """The published appendix hard-links the run's files: a run and its copy keep the bytes once."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "graph.onnx").write_bytes(b"x" * 100_000)
+    one = room.kept_bytes(tmp_path)
+    (tmp_path / "copy").mkdir()
+    (tmp_path / "copy" / "graph.onnx").hardlink_to(tmp_path / "run" / "graph.onnx")
+    assert room.kept_bytes(tmp_path) == one >= 100_000
+    (tmp_path / "copy" / "other.onnx").write_bytes(b"y" * 100_000)
+    assert room.kept_bytes(tmp_path) >= one + 100_000
+
+
+def test_no_room_is_an_error_line_and_exit_2(tmp_path, capsys, monkeypatch):
+    from weftlib.__main__ import main
+
+    def refuse(*args):
+        raise room.NoRoom("not enough disk for this run: 1 GiB free")
+
+    monkeypatch.setattr(runner, "check_room", refuse)
+    monkeypatch.setattr(runner, "newest_run", lambda *a: (tmp_path, runfolder.RunSummary(disk_bytes=1)))
+    code = main(["run", "--params", str(params.DEFAULT_PLAN), "--out", str(tmp_path / "o"), "--no-publish"])
+    assert code == 2 and capsys.readouterr().err == "error: not enough disk for this run: 1 GiB free\n"
+    assert not (tmp_path / "o").exists()

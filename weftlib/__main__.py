@@ -18,6 +18,7 @@ from pathlib import Path
 
 from .suite.params import DEFAULT_PLAN, ParamsError, apply_settings, load_plan, validate
 from .suite.publish import PublishError
+from .suite.room import NoRoom
 from .suite.runfolder import SummaryError
 
 
@@ -156,7 +157,7 @@ def _command(args: argparse.Namespace) -> int:
             print(f"wrote {target}\n\nHeadline measurements (paste into DETAILS.md):\n\n{block}")
             return 0
         return _run(args)
-    except (ParamsError, FileExistsError, PublishError, SummaryError, BadPath) as exc:
+    except (ParamsError, FileExistsError, PublishError, SummaryError, BadPath, NoRoom) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
 

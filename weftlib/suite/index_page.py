@@ -17,6 +17,7 @@ from .files import write_atomic
 from .pages import ENV
 from .provenance import describe_code, environment, machine_text, outside_code
 from .record import load_metrics, timing_quality
+from .room import kept_bytes
 from .runfolder import NotebookResult, RunSummary, write_summary
 from .verdicts import pack_scripts, verdict_rows, verdict_table_html, write_figure
 
@@ -118,6 +119,7 @@ def _run_summary(
         started=started.isoformat(timespec="seconds"),
         finished=datetime.now(UTC).isoformat(timespec="seconds"),
         durations={r.name: {"seconds": r.seconds, "long_steps": long_steps(run_dir, r)} for r in results},
+        disk_bytes=kept_bytes(run_dir),
         timings={r.name: timing_quality(load_metrics(run_dir, r.name)) for r in results},
         provenance={
             **environment(),

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..formatting import format_duration as _duration
-from .runfolder import SUMMARY_FILE, NotebookResult, SummaryError, read_summary
+from .runfolder import NotebookResult, newest_run
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -54,20 +54,10 @@ def last_durations(plan: SuitePlan, folders: Sequence[Path]) -> dict[str, Any]:
     """Per-notebook and per-cell seconds from the newest earlier run of the same parameter file (by name and
     hash) that recorded them, searched in `folders` (each a run folder or a folder of run folders):
     {"from": run folder, "notebooks": {name: {"seconds", "cells"}}}; empty if none."""
-    candidates, digest = [], plan.digest()
-    for folder in folders:
-        if not folder.is_dir():
-            continue
-        for path in [folder / SUMMARY_FILE, *sorted(folder.glob(f"*/{SUMMARY_FILE}"))]:
-            try:
-                summary = read_summary(path)
-            except (OSError, SummaryError):
-                continue
-            if summary.params_hash == digest and summary.finished:
-                candidates.append((summary.finished, path.parent, summary))
-    if not candidates:
+    found = newest_run(plan.digest(), folders)
+    if found is None:
         return {}
-    _, where, summary = max(candidates, key=lambda c: c[0])
+    where, summary = found
     notebooks = {
         nb.name: {"seconds": nb.seconds, "cells": nb.cell_seconds} for nb in summary.notebooks if nb.status == "passed"
     }

@@ -15,6 +15,7 @@ import functools
 import json
 import os
 import socket
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -123,6 +124,7 @@ class RunSummary:
     started: str = ""  # UTC, ISO 8601 to the second
     finished: str = ""
     durations: dict[str, dict[str, Any]] = field(default_factory=dict)  # per notebook: seconds and long steps
+    disk_bytes: int = 0  # what the run folder keeps (`room.kept_bytes`): the room the next run of the plan needs
     timings: dict[str, dict[str, Any]] = field(default_factory=dict)  # per notebook: record.timing_quality
     provenance: dict[str, Any] = field(default_factory=dict)  # provenance.environment() and the outside code
     notebooks: list[NotebookResult] = field(default_factory=list)
@@ -183,6 +185,26 @@ def read_summary(where: str | os.PathLike) -> RunSummary:
         first = exc.errors()[0]
         where_in = ".".join(str(part) for part in first["loc"]) or "top level"
         raise SummaryError(f"{path}: not a summary this suite wrote ({where_in}: {first['msg']})") from None
+
+
+def newest_run(digest: str, folders: Sequence[Path]) -> tuple[Path, RunSummary] | None:
+    """The newest finished run of the plan whose `SuitePlan.digest` is `digest`, searched in `folders` (each a
+    run folder or a folder of run folders), with its summary; None if there is none."""
+    candidates = []
+    for folder in folders:
+        if not folder.is_dir():
+            continue
+        for path in [folder / SUMMARY_FILE, *sorted(folder.glob(f"*/{SUMMARY_FILE}"))]:
+            try:
+                summary = read_summary(path)
+            except (OSError, SummaryError):
+                continue
+            if summary.params_hash == digest and summary.finished:
+                candidates.append((summary.finished, path.parent, summary))
+    if not candidates:
+        return None
+    _, where, summary = max(candidates, key=lambda c: c[0])
+    return where, summary
 
 
 def write_state(run_dir: Path, state: str, **detail: Unpack[StateDetail]) -> RunState:

@@ -36,7 +36,8 @@ from .notebook_html import render_html
 from .progress import Progress, cell_durations, last_durations, long_steps, watched_engine
 from .provenance import describe_code, outside_code
 from .record import headlines, load_metrics
-from .runfolder import NotebookResult, RunResult, StateDetail, write_state
+from .room import check_room
+from .runfolder import NotebookResult, RunResult, StateDetail, newest_run, write_state
 
 RUNS_DIR = REPO_ROOT / "outputs" / "runs"
 APPENDIX_DIR = REPO_ROOT / "outputs" / "appendix"
@@ -226,7 +227,7 @@ def run_suite(
     file (`--only`), which `publish --rfd` refuses. Progress lines (one per notebook and per long step, with
     the time left estimated from the last run of the same plan, searched in `history`) go to `log`.
     """
-    states = _start(plan, out, appendix)
+    states = _start(plan, out, appendix, _history(history))
     outcome = RunResult(states.run_dir, [])
     try:
         with _Signals():
@@ -241,22 +242,31 @@ def run_suite(
         raise
 
 
-def _start(plan: params_mod.SuitePlan, out: str | Path | None, appendix: str | Path | None) -> _RunStates:
+def _start(
+    plan: params_mod.SuitePlan, out: str | Path | None, appendix: str | Path | None, history: tuple[Path, ...]
+) -> _RunStates:
     """Every check that can refuse the run, before hours of work rather than after (the parameters, the
-    publish target), then the fresh run folder, saying "running"."""
+    publish target, the room the last run of the plan in `history` kept), then the fresh run folder, saying
+    "running"."""
     params_mod.validate(plan)
     if appendix is not None:
         check_target(appendix, Path(out) if out is not None else None)
+    last = newest_run(plan.digest(), history)
+    if last is not None and last[1].disk_bytes:
+        check_room(Path(out) if out is not None else RUNS_DIR, last[1].disk_bytes, last[0], RUNS_DIR)
     states = _RunStates(fresh_run_dir(out), datetime.now(UTC), str(plan.source))
     states.write("running", notebook=None)
     return states
 
 
 def _progress(plan: params_mod.SuitePlan, history: tuple[Path, ...] | None, log: Callable[[str], None]) -> Progress:
-    """The run's progress lines, their estimates from the last run of the plan in `history` (by default the
-    runs, the appendix and the smoke copy)."""
-    folders = history if history is not None else (RUNS_DIR, APPENDIX_DIR, SMOKE_DIR)
-    return Progress(plan, last_durations(plan, folders), log)
+    """The run's progress lines, their estimates from the last run of the plan in `history` (`_history`)."""
+    return Progress(plan, last_durations(plan, _history(history)), log)
+
+
+def _history(history: tuple[Path, ...] | None) -> tuple[Path, ...]:
+    """Where earlier runs are looked for: `history`, by default the runs, the appendix and the smoke copy."""
+    return history if history is not None else (RUNS_DIR, APPENDIX_DIR, SMOKE_DIR)
 
 
 def _publish(outcome: RunResult, appendix: str | Path | None) -> None:
