@@ -169,13 +169,13 @@ def test_eta_comes_from_the_last_run_of_the_same_plan(tiny_suite, tmp_path):
         plan, out=tmp_path / "runs" / "a", appendix=None, log=lines.append, history=(tmp_path / "runs",)
     )
     assert "no earlier run of this plan" in lines[1]
-    history = progress.last_durations(plan, (tmp_path / "runs",))
+    history = progress.last_durations(runfolder.newest_run(plan.digest(), (tmp_path / "runs",)))
     assert history["from"] == str(first.run_dir) and history["notebooks"]["10_ok"]["cells"]
     lines.clear()
     runner.run_suite(plan, out=tmp_path / "runs" / "b", appendix=None, log=lines.append, history=(tmp_path / "runs",))
     assert "last run" in lines[1] and "left in the run" in lines[1]
     other = params.load_plan(write("notebooks:\n  - name: 10_ok\n    parameters: {size: 4}\n"), None, nb_dir)
-    assert progress.last_durations(other, (tmp_path / "runs",)) == {}
+    assert progress.last_durations(runfolder.newest_run(other.digest(), (tmp_path / "runs",))) == {}
 
 
 def test_a_long_step_is_announced_only_where_the_same_cell_ran_last_time(tiny_suite):

@@ -13,12 +13,12 @@ from __future__ import annotations
 import re
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..formatting import format_duration as _duration
-from .runfolder import NotebookResult, newest_run
+from .runfolder import NotebookResult, RunSummary
 
 if TYPE_CHECKING:
     from .params import SuitePlan
@@ -50,14 +50,12 @@ def long_steps(cells: dict[str, dict[str, Any]]) -> list[dict[str, Any]]:
     return [{"cell": int(k), **v} for k, v in cells.items() if v["seconds"] >= LONG_STEP_S]
 
 
-def last_durations(plan: SuitePlan, folders: Sequence[Path]) -> dict[str, Any]:
-    """Per-notebook and per-cell seconds from the newest earlier run of the same parameter file (by name and
-    hash) that recorded them, searched in `folders` (each a run folder or a folder of run folders):
-    {"from": run folder, "notebooks": {name: {"seconds", "cells"}}}; empty if none."""
-    found = newest_run(plan.digest(), folders)
-    if found is None:
+def last_durations(last: tuple[Path, RunSummary] | None) -> dict[str, Any]:
+    """Per-notebook and per-cell seconds from the `last` run of the same plan (`runfolder.newest_run`: its folder
+    and summary): {"from": run folder, "notebooks": {name: {"seconds", "cells"}}}; empty if none."""
+    if last is None:
         return {}
-    where, summary = found
+    where, summary = last
     notebooks = {
         nb.name: {"seconds": nb.seconds, "cells": nb.cell_seconds} for nb in summary.notebooks if nb.status == "passed"
     }

@@ -37,7 +37,7 @@ from .progress import Progress, cell_durations, last_durations, long_steps, watc
 from .provenance import describe_code, outside_code
 from .record import headlines, load_metrics
 from .room import check_room
-from .runfolder import NotebookResult, RunResult, StateDetail, newest_run, write_state
+from .runfolder import NotebookResult, RunResult, RunSummary, StateDetail, newest_run, write_state
 
 RUNS_DIR = REPO_ROOT / "outputs" / "runs"
 APPENDIX_DIR = REPO_ROOT / "outputs" / "appendix"
@@ -227,11 +227,12 @@ def run_suite(
     file (`--only`), which `publish --rfd` refuses. Progress lines (one per notebook and per long step, with
     the time left estimated from the last run of the same plan, searched in `history`) go to `log`.
     """
-    states = _start(plan, out, appendix, _history(history))
+    last = newest_run(plan.digest(), _history(history))  # read once: the room it kept, the time it took
+    states = _start(plan, out, appendix, last)
     outcome = RunResult(states.run_dir, [])
     try:
         with _Signals():
-            _execute_plan(plan, states, outcome.notebooks, _progress(plan, history, log), log)
+            _execute_plan(plan, states, outcome.notebooks, Progress(plan, last_durations(last), log), log)
             _conclude(plan, states, outcome, partial)
             _publish(outcome, appendix)
         return outcome
@@ -243,25 +244,21 @@ def run_suite(
 
 
 def _start(
-    plan: params_mod.SuitePlan, out: str | Path | None, appendix: str | Path | None, history: tuple[Path, ...]
+    plan: params_mod.SuitePlan,
+    out: str | Path | None,
+    appendix: str | Path | None,
+    last: tuple[Path, RunSummary] | None,
 ) -> _RunStates:
     """Every check that can refuse the run, before hours of work rather than after (the parameters, the
-    publish target, the room the last run of the plan in `history` kept), then the fresh run folder, saying
-    "running"."""
+    publish target, the room the `last` run of the plan kept), then the fresh run folder, saying "running"."""
     params_mod.validate(plan)
     if appendix is not None:
         check_target(appendix, Path(out) if out is not None else None)
-    last = newest_run(plan.digest(), history)
     if last is not None and last[1].disk_bytes:
         check_room(Path(out) if out is not None else RUNS_DIR, last[1].disk_bytes, last[0], RUNS_DIR)
     states = _RunStates(fresh_run_dir(out), datetime.now(UTC), str(plan.source))
     states.write("running", notebook=None)
     return states
-
-
-def _progress(plan: params_mod.SuitePlan, history: tuple[Path, ...] | None, log: Callable[[str], None]) -> Progress:
-    """The run's progress lines, their estimates from the last run of the plan in `history` (`_history`)."""
-    return Progress(plan, last_durations(plan, _history(history)), log)
 
 
 def _history(history: tuple[Path, ...] | None) -> tuple[Path, ...]:
