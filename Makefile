@@ -5,6 +5,7 @@ PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
 RUN    ?= outputs/appendix
+SETUP  := $(VENV)/.installed $(VENV)/.torchvision
 # torch is pinned in pyproject.toml; it is installed first because natten's setup.py imports it to build.
 TORCH  := $(shell grep -o '"torch==[^"]*"' pyproject.toml | tr -d '"')
 KERNEL := $(PY) -m ipykernel install --sys-prefix --name weftlib --display-name "weftlib (RFD 1129)"
@@ -43,6 +44,12 @@ $(VENV)/.installed: pyproject.toml
 	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
 	touch $@
 
+# `import torchvision` in this venv, in a notebook or a script of yours: a .pth that declares torchvision's two
+# schemas when it is first imported, since the pinned wheel is a CUDA build (weftlib/rebuild/torchvision_schemas.py).
+$(VENV)/.torchvision: $(VENV)/.installed weftlib/rebuild/torchvision_schemas.py
+	$(PY) -c "from weftlib.rebuild import torchvision_schemas as s; print('wrote', s.write_pth())"
+	touch $@
+
 $(VENV)/.installed-lab: $(VENV)/.installed
 	$(PY) -m pip install --quiet --no-build-isolation -e ".[lab,dev,exporters]"
 	touch $@
@@ -61,23 +68,23 @@ git-filter:
 # directory to every notebook with that parameter (host_root, hub_dir); refused unless each is that checkout.
 SETS   := $(if $(PIXAL3D),--set "host_root=$(PIXAL3D)") $(if $(NAF),--set "hub_dir=$(NAF)")
 
-appendix: $(VENV)/.installed   ## the full-size plan (params/appendix.yaml) -> outputs/appendix/ [PIXAL3D=DIR NAF=DIR]
+appendix: $(SETUP)   ## the full-size plan (params/appendix.yaml) -> outputs/appendix/ [PIXAL3D=DIR NAF=DIR]
 	$(PY) -m weftlib run --params params/appendix.yaml $(SETS)
 
-smoke: $(VENV)/.installed      ## the small CPU plan (params/default.yaml) -> outputs/smoke/ [PIXAL3D=DIR NAF=DIR]
+smoke: $(SETUP)      ## the small CPU plan (params/default.yaml) -> outputs/smoke/ [PIXAL3D=DIR NAF=DIR]
 	$(PY) -m weftlib run --params params/default.yaml $(SETS)
 
-check: $(VENV)/.installed      ## the inner loop, at most 3 min: lint, format, import layering, types, every test that runs no notebook and no export
+check: $(SETUP)      ## the inner loop, at most 3 min: lint, format, import layering, types, every test that runs no notebook and no export
 	$(call lint_and_pytest,-m "not notebook and not exports")
 
-test: $(VENV)/.installed       ## all of check, the small plan under papermill (once, then its measuring notebooks under load), the real exporters (CI)
+test: $(SETUP)       ## all of check, the small plan under papermill (once, then its measuring notebooks under load), the real exporters (CI)
 	$(call lint_and_pytest,)
 
-lab: $(VENV)/.installed-lab $(LAB_SETTINGS)
+lab: $(VENV)/.installed-lab $(VENV)/.torchvision $(LAB_SETTINGS)
 	-@git rev-parse --git-dir >/dev/null 2>&1 && $(NBSTRIP)
 	$(VENV)/bin/jupyter lab --config=lab/jupyter_server_config.py --ServerApp.root_dir="$(CURDIR)" --ServerApp.default_url=/lab/tree/notebooks --LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate $(ALLOW_ROOT)
 
-publish: $(VENV)/.installed    ## make publish RFD=path/to/rfd/1129-hailo-operator-coverage [RUN=outputs/appendix]
+publish: $(SETUP)    ## make publish RFD=path/to/rfd/1129-hailo-operator-coverage [RUN=outputs/appendix]
 	@test -n "$(RFD)" || { echo "usage: make publish RFD=<RFD folder> [RUN=<run folder>]" >&2; exit 2; }
 	$(PY) -m weftlib publish "$(RUN)" --rfd "$(RFD)"
 

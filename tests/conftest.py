@@ -24,6 +24,7 @@ FIRST = (
     "test_rebuilt_exports",
     "test_gate_notebook",
     "test_attention",
+    "test_torchvision_schemas",
     "test_runs_together",
     "test_suite",
     "test_attention_benchmark",
