@@ -14,17 +14,20 @@ only where that fails. It is idempotent.
 
 In the project's venv `import torchvision` works as it is: the Makefile installs a `.pth` file (`write_pth`)
 that puts `DeclareBeforeTorchvision` on the import path, so `declare()` runs when torchvision is first
-imported, in a notebook, a test or a user's own export script.
+imported (executed, not merely looked up), in a notebook, a test or a user's own export script.
 """
 
 from __future__ import annotations
 
 import functools
+import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import Any
 
 SCHEMAS = (
     "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
@@ -41,8 +44,12 @@ def declare() -> None:
     if _defined("torchvision::nms") or load_own_library():
         return
     library = torch.library.Library("torchvision", "DEF")
-    for schema in SCHEMAS:
-        library.define(schema)
+    try:
+        for schema in SCHEMAS:
+            library.define(schema)
+    except BaseException:
+        library._destroy()  # the namespace given back: a later call may declare it whole
+        raise
     _LIBRARIES.append(library)
 
 
@@ -77,14 +84,38 @@ def load_own_library() -> bool:
 
 
 class DeclareBeforeTorchvision:
-    """An import-path finder that runs `declare()` when `torchvision` is first imported, then steps aside: it
-    finds no module itself, so torchvision imports as it always does, its schemas in place."""
+    """An import-path finder that hands out torchvision's own spec with its loader wrapped, so that `declare()`
+    runs just before torchvision's `__init__` does. A finder cannot tell an import from a probe
+    (`importlib.util.find_spec("torchvision")`, which torch itself makes while it is being imported): only the
+    loader knows the module is executed."""
 
-    def find_spec(self, name: str, path: object = None, target: ModuleType | None = None) -> None:
-        if name == "torchvision":
-            if self in sys.meta_path:
-                sys.meta_path.remove(self)
-            declare()
+    def find_spec(
+        self, name: str, path: Sequence[str] | None = None, target: ModuleType | None = None
+    ) -> importlib.machinery.ModuleSpec | None:
+        if name != "torchvision":
+            return None
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        if spec is None or spec.loader is None:
+            return None
+        spec.loader = _DeclaringLoader(spec.loader)
+        return spec
+
+
+class _DeclaringLoader(importlib.abc.Loader):
+    """torchvision's own loader, with `declare()` run before it executes the module."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+
+    def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
+        return self.loader.create_module(spec)
+
+    def exec_module(self, module: ModuleType) -> None:
+        declare()
+        self.loader.exec_module(module)
+
+    def __getattr__(self, name: str) -> Any:  # resource readers and the rest: the own loader's
+        return getattr(self.loader, name)
 
 
 def install_import_hook() -> None:
