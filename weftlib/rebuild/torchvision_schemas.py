@@ -20,14 +20,16 @@ imported (executed, not merely looked up), in a notebook, a test or a user's own
 from __future__ import annotations
 
 import functools
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:  # not at run time: the .pth imports this module at every start, and importlib.abc costs 13 ms
+    from importlib.abc import Loader
 
 SCHEMAS = (
     "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor",
@@ -60,8 +62,10 @@ def own_library() -> str | None:
     """The path of torchvision's compiled extension (`_C` with this interpreter's suffix), found without importing
     torchvision; None where torchvision or its extension is not installed."""
     spec = importlib.util.find_spec("torchvision")
-    for folder in (spec.submodule_search_locations or []) if spec is not None else []:
-        loaders = (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES)
+    if spec is None:
+        return None
+    loaders = (importlib.machinery.ExtensionFileLoader, importlib.machinery.EXTENSION_SUFFIXES)
+    for folder in spec.submodule_search_locations or []:
         found = importlib.machinery.FileFinder(folder, loaders).find_spec("torchvision._C")
         if found is not None and found.origin:
             return found.origin
@@ -97,14 +101,14 @@ class DeclareBeforeTorchvision:
         spec = importlib.machinery.PathFinder.find_spec(name, path)
         if spec is None or spec.loader is None:
             return None
-        spec.loader = _DeclaringLoader(spec.loader)
+        spec.loader = cast("Loader", _DeclaringLoader(spec.loader))
         return spec
 
 
-class _DeclaringLoader(importlib.abc.Loader):
-    """torchvision's own loader, with `declare()` run before it executes the module."""
+class _DeclaringLoader:
+    """torchvision's own loader, with `declare()` run before it executes the module (a loader by its methods)."""
 
-    def __init__(self, loader: Any) -> None:
+    def __init__(self, loader: Loader) -> None:
         self.loader = loader
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType | None:
