@@ -37,7 +37,7 @@ import onnx
 import torch
 from onnx import numpy_helper
 
-from . import inventory, parity
+from . import exporter_registry, inventory, parity
 from . import opset as onnx_opset
 from .compare import max_abs_diff
 from .runtime import session
@@ -184,17 +184,19 @@ def quiet() -> Iterator[None]:
 
 def _dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], opset: int, **names: Any) -> Any:
     """torch's dynamo exporter as the suite calls it everywhere: at the lowest opset it implements (18) or
-    higher, weights inside the file, no optimizer pass (the suite folds constants itself)."""
-    return torch.onnx.export(
-        module,
-        args,
-        dynamo=True,
-        opset_version=max(opset, EXPORTER_OPSET),
-        external_data=False,
-        optimize=False,
-        verbose=False,
-        **names,
-    )
+    higher, weights inside the file, no optimizer pass (the suite folds constants itself), torch's op table
+    built once per process (`exporter_registry`)."""
+    with exporter_registry.reused():
+        return torch.onnx.export(
+            module,
+            args,
+            dynamo=True,
+            opset_version=max(opset, EXPORTER_OPSET),
+            external_data=False,
+            optimize=False,
+            verbose=False,
+            **names,
+        )
 
 
 def _trace(
