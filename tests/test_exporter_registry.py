@@ -6,6 +6,7 @@ import torch
 from torch.onnx._internal.exporter import _registration
 
 from weftlib.onnx_core import export, exporter_registry
+from weftlib.workers import map_forked
 
 
 class _Block(torch.nn.Module):
@@ -49,6 +50,8 @@ def _counting(monkeypatch) -> list[int]:
     def counted(cls, opset_version=18):
         builds.append(opset_version)
         return build(cls, opset_version)
+
+    counted.builds = builds  # type: ignore[attr-defined]  # what a forked job reads of its own copy
 
     monkeypatch.setattr(exporter_registry, "_build", counted)
     monkeypatch.setattr(exporter_registry, "_kept", {})
@@ -99,3 +102,18 @@ def test_a_new_onnxscript_registration_builds_a_new_table(monkeypatch):
         _registration.ONNXRegistry.from_torchlib(18)
     assert builds == [18, 18]
     assert exporter_registry.kept_tables() == 2
+
+
+def _export_in_child(width: int) -> int:
+    """A forked job: one export through the suite, then how many tables this process built for it."""
+    ok, error, _seconds = export.attempt(torch.nn.Linear(width, 2), (torch.randn(1, width),), dynamo=True)
+    assert ok, error
+    return len(exporter_registry._build.builds)  # type: ignore[attr-defined]
+
+
+def test_export_jobs_forked_by_in_forks_inherit_the_table_and_plain_forks_build_their_own(monkeypatch):
+    builds = _counting(monkeypatch)
+    assert map_forked(_export_in_child, [3, 4], workers=2) == [1, 1]
+    assert builds == [], "the parent built nothing; each child built its own"
+    assert export.in_forks(_export_in_child, [3, 4], workers=2) == [1, 1]
+    assert builds == [18], "built once here, before the forks, and only that one counted in each child"

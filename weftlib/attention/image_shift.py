@@ -40,7 +40,6 @@ from weftlib.gate.run_graphs import GraphIdentity
 from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import export as onnx_export
 from weftlib.onnx_core.layout import IMAGE_RANK, LayoutExport
-from weftlib.workers import map_forked
 
 from . import formulations, index_math
 from . import neighborhood as attention
@@ -327,7 +326,7 @@ def export_image_all(
     """`export_image` at each `geometry.Geometry` (k/v on its coarse grid where it has one, NAF's case),
     written to `folder/image_<geometry>.onnx`, each a variant of the sweep's `shift` graph at its geometry (what
     it is compared with); keyed by geometry name. The geometries run `workers` at a
-    time (`weftlib.workers.map_forked`; default: one per CPU): each export is mostly single-threaded tracing."""
+    time (`onnx_export.in_forks`; default: one per CPU): each export is mostly single-threaded tracing."""
     names = [g.name for g in geometries]
     if len(set(names)) != len(names):
         raise ValueError(f"geometries: names must be distinct, got {names}")
@@ -339,7 +338,7 @@ def export_image_all(
         identity = GraphIdentity(GraphNotebook.ATTENTION, GraphKind.VARIANT, geometry=geom.name, variant_of=of)
         return export_image(*images, geom.kernel, geom.dilation, geom.heads, path, atol=atol, identity=identity)
 
-    return dict(zip(names, map_forked(one, geometries, workers)))
+    return dict(zip(names, onnx_export.in_forks(one, geometries, workers)))
 
 
 def export_rows(exports: dict[str, LayoutExport], results: dict[Any, Any]) -> list[dict[str, Any]]:

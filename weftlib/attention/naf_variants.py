@@ -28,7 +28,6 @@ from weftlib.gate.run_graphs import GraphIdentity
 from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import compare, origins
 from weftlib.onnx_core import export as onnx_export
-from weftlib.workers import map_forked
 
 from . import naf, naf_records
 from . import naf_rewrites as rewrites
@@ -280,7 +279,7 @@ def export_variants(
     faithful module run with `reference` (a formulation proven equal to natten, or natten itself).
     `references`, if given, keeps those reference outputs across calls (at NAF's full geometry each one is
     minutes of work), keyed by graph, reference and input shapes. The references are computed here, then the
-    variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
+    variants run `workers` at a time (`onnx_export.in_forks`; default: one per CPU), each export being
     mostly single-threaded tracing. Notebook 02 passes 1 at NAF's full geometry: one such graph's onnxruntime
     run holds gigabytes, and two at once would not fit the appendix machine's memory. A faithful graph whose
     output has `record_from` elements or more records its run and the reduced graph beside it (`naf_records`), the
@@ -309,11 +308,14 @@ def export_variants(
     # the attention on images (half as many nodes again) starts first, so the last job to end is a short one
     heavy_first = sorted(todo, key=lambda job: job[4] not in ON_IMAGES)
     bar = console.progress(None, total=len(todo), desc="NAF graphs", unit="graph")
-    done = {stem(e.graph, e.variant, method): e for e in map_forked(one, heavy_first, workers, lambda _: bar.update(1))}
+    done = {
+        stem(e.graph, e.variant, method): e
+        for e in onnx_export.in_forks(one, heavy_first, workers, lambda _: bar.update(1))
+    }
     bar.close()
     geometry = "x".join(map(str, small.size)) if small is not None else ""
     twin_jobs = [(job[6], done[stem(job[0], job[4], method)].path, method, atol, geometry) for job in todo if job[6]]
-    for messages in map_forked(_export_twin, twin_jobs):
+    for messages in onnx_export.in_forks(_export_twin, twin_jobs):
         naf_records.warn_again(messages)
     return {stem(g, v, method): done[stem(g, v, method)] for g, _, _, _, v, *_ in todo}
 
@@ -436,7 +438,7 @@ def _output_name(graph: str) -> str:
 
 def _export_twin(job: tuple[Any, ...]) -> list[str]:
     """A faithful graph's `twin` (its `_jobs` entry at the reduced geometry) exported into the record beside the
-    graph at `path` (`naf_records.write_reduced`), after the graph itself: a `map_forked` job, whose warnings
+    graph at `path` (`naf_records.write_reduced`), after the graph itself: an `onnx_export.in_forks` job, whose warnings
     (a twin that cannot be exported: the record goes) come back as messages."""
     (graph, build_small, args_small, names, *_), path, method, atol, size = job
     with naf_records.warnings_kept() as messages:

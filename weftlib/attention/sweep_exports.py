@@ -19,7 +19,6 @@ from weftlib.gate.fix import recorded
 from weftlib.gate.run_graphs import GraphIdentity
 from weftlib.gate.vocabulary import GraphKind, GraphNotebook
 from weftlib.onnx_core import export as onnx_export
-from weftlib.workers import map_forked
 
 from . import naf_records
 from . import neighborhood as attention
@@ -66,7 +65,7 @@ def _records(geom: Geometry, record_from: int) -> Geometry | None:
 
 
 def _export_job(job: tuple[Geometry, str, dict[str, torch.Tensor], Path, int]) -> Exported:
-    """One formulation exported to `folder` (a `map_forked` job): never raises, so the other job runs on. At
+    """One formulation exported to `folder` (an `onnx_export.in_forks` job): never raises, so the other job runs on. At
     NAF's geometry the export's own onnxruntime run is recorded beside the graph with the same builder's graph
     at the reduced geometry (`naf_records`), so 05 proves a fix there without running the original in full."""
     geom, method, inputs, folder, record_from = job
@@ -114,9 +113,9 @@ def export_all(
     record_from: int = naf_records.RECORD_FROM,
 ) -> dict[str, Exported]:
     """Each formulation's graph at `geom` exported to `folder` before any row is timed, `workers` at a time
-    (`workers.map_forked`): an export is seconds of mostly single-threaded tracing, and none runs beside a
+    (`onnx_export.in_forks`): an export is seconds of mostly single-threaded tracing, and none runs beside a
     timed row. At NAF's geometry only 'lowres' is exported, so that one runs here, alone, and records its run
     for 05 when its output has `record_from` elements or more (`_export_job`)."""
     methods = list(methods)
     jobs = [(geom, m, inputs, folder, record_from) for m in methods]
-    return dict(zip(methods, map_forked(_export_job, jobs, min(workers, max(1, len(jobs)))), strict=True))
+    return dict(zip(methods, onnx_export.in_forks(_export_job, jobs, min(workers, max(1, len(jobs)))), strict=True))

@@ -15,7 +15,6 @@ import torch
 from weftlib import console
 from weftlib.onnx_core import compare
 from weftlib.onnx_core import export as onnx_export
-from weftlib.workers import map_forked
 
 from .graph_reading import input_ranks
 from .variants import Variant, export_variant
@@ -51,7 +50,7 @@ def evaluate(
 ) -> list[VariantResult]:
     """Export each variant into `folder` (files `onnx_name(variant.name, prefix)`), compare its torch output
     with `reference`, run the device gate (`ops`: a `weftlib.gate.DeviceOps`) and read its input ranks; the
-    variants run `workers` at a time (`weftlib.workers.map_forked`; default: one per CPU), each export being
+    variants run `workers` at a time (`onnx_export.in_forks`; default: one per CPU), each export being
     mostly single-threaded tracing."""
     from weftlib import gate
 
@@ -72,6 +71,6 @@ def evaluate(
         )
 
     bar = console.progress(None, total=len(variants), desc="DiT variants", unit="graph")
-    results = map_forked(one, list(variants), workers, progress=lambda _: bar.update(1))
+    results = onnx_export.in_forks(one, list(variants), workers, progress=lambda _: bar.update(1))
     bar.close()
     return results

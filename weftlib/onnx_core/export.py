@@ -27,16 +27,17 @@ import os
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 import onnx
 import torch
 from onnx import numpy_helper
 
+from ..workers import map_forked
 from . import exporter_registry, inventory, parity
 from . import opset as onnx_opset
 from .compare import max_abs_diff
@@ -48,6 +49,8 @@ EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 i
 FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
 FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
 FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
+T = TypeVar("T")
+R = TypeVar("R")
 KEPT_RUN_AS_WRITTEN = True  # a check whose run is kept (`keep_run`) runs the file with onnxruntime's optimisations
 # off: the arithmetic a cut's chain of segments repeats, so the kept run is 06's reference for that cut
 
@@ -197,6 +200,15 @@ def _dynamo_export(module: torch.nn.Module, args: tuple[torch.Tensor, ...], opse
             verbose=False,
             **names,
         )
+
+
+def in_forks(
+    fn: Callable[[T], R], items: Iterable[T], workers: int | None = None, progress: Callable[[T], Any] | None = None
+) -> list[R]:
+    """`workers.map_forked` for jobs that export: torch's op table is built here first (`exporter_registry.warm`),
+    so every forked job inherits it instead of building its own (half a second a job; 02's sweep forks dozens)."""
+    exporter_registry.warm(EXPORTER_OPSET)
+    return map_forked(fn, items, workers, progress)
 
 
 def _trace(

@@ -43,13 +43,22 @@ def _copy(table: Any) -> Any:
     return mine
 
 
+def _kept_table(opset_version: int) -> Any:
+    key = (int(opset_version), _onnxscript_functions())
+    if key not in _kept:
+        _kept[key] = _build(_Registry, opset_version)
+    return _kept[key]
+
+
 def _from_torchlib(cls: type, opset_version: int = _registration._constants.TORCHLIB_OPSET) -> Any:
     if not getattr(_state, "on", False) or cls is not _Registry:
         return _build(cls, opset_version)
-    key = (int(opset_version), _onnxscript_functions())
-    if key not in _kept:
-        _kept[key] = _build(cls, opset_version)
-    return _copy(_kept[key])
+    return _copy(_kept_table(opset_version))
+
+
+def warm(opset_version: int) -> None:
+    """Build the table for `opset_version` now if it is not kept: processes forked from here inherit it."""
+    _kept_table(opset_version)
 
 
 # In torch's place from this module's import on; outside `reused()` it is torch's builder, called as before.
