@@ -5,7 +5,7 @@ plan in `make test` (notebook 05 reads what 02 and 03 exported in the same run).
 each notebook recorded in its metrics.json, not its printed text.
 
 Last, the run under load: the notebooks of the small plan that time or measure anything pass while every core is
-kept busy by a CPU burner the test starts. This is not a timing test: it holds that no claim of the suite turns
+kept busy by a CPU burner the test starts, each in its own run, all started together. This is not a timing test: it holds that no claim of the suite turns
 noise into a failure. A time claim measured on a contended machine is shown as not judged (`measure.claims`), a
 memory claim does not move with CPU load, and every other claim is exact, so only the notebooks with a timed row
 or a time or memory claim run under load: those the small plan's own run recorded one in, at the plan's sizes,
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from weftlib.suite import params, runner
+from weftlib.suite import params
 from weftlib.suite.record import load_metrics, timing_quality
 
 pytestmark = pytest.mark.notebook  # one file, so that xdist (--dist loadfile) runs default_run once, on one worker
@@ -262,16 +262,36 @@ def measuring(run_dir: Path, names: list[str]) -> list[str]:
     ]
 
 
+def _alone(name: str, folder: Path) -> subprocess.Popen:
+    """`weftlib run --only NAME` on the small plan, as a user starts it, into `folder/run`; its lines to a log."""
+    folder.mkdir()
+    command = [sys.executable, "-m", "weftlib", "run", "--params", str(DEFAULT_PLAN), "--only", name]
+    with (folder / "log").open("w") as log:
+        return subprocess.Popen(
+            [*command, "--out", str(folder / "run"), "--no-publish"],
+            cwd=params.REPO_ROOT,
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+
 def test_the_notebooks_that_measure_pass_with_every_core_busy(default_run, busy_cores, tmp_path):
+    """Each measuring notebook in its own run, all started together beside the burners: every core stays busy
+    through each one's quiet stretches too (its exports, its kernel's start), and the load test takes as long
+    as its longest notebook under load rather than the sum of them."""
     quiet, _ = default_run
     names = measuring(quiet.run_dir, [nb.name for nb in quiet.notebooks])
     assert names, "no notebook of the small plan recorded a timed row or a claim: nothing to run under load"
-    plan = params.load_plan(DEFAULT_PLAN, only=names)
-    result = runner.run_suite(plan, out=tmp_path / "run", appendix=None, log=print)
-    assert [nb.name for nb in result.notebooks] == names
-    failed = [f"{nb.name}: {nb.describe_error()}" for nb in result.notebooks if nb.status != "passed"]
-    assert not failed, "a notebook failed under load:\n" + "\n".join(failed)
-    quality = {nb.name: timing_quality(load_metrics(result.run_dir, nb.name)) for nb in result.notebooks}
+    runs = {name: _alone(name, tmp_path / name) for name in names}
+    try:
+        codes = {name: proc.wait(timeout=BURN_SECONDS) for name, proc in runs.items()}
+    finally:
+        for proc in runs.values():
+            proc.terminate()  # those still running stop as on Ctrl-C, their kernels with them; an ended run is left
+    failed = {name: (tmp_path / name / "log").read_text()[-3000:] for name, code in codes.items() if code != 0}
+    assert not failed, "a notebook failed under load:\n" + "\n".join(f"{n}:\n{log}" for n, log in failed.items())
+    quality = {name: timing_quality(load_metrics(tmp_path / name / "run", name)) for name in names}
     contended = {name: q["contended_rows"] for name, q in quality.items() if q["contended_rows"]}
     assert contended, f"{busy_cores} burners, yet no timed row was contended: the load never reached the run"
     unjudged = {n: q["claims"]["not_judged"] for n, q in quality.items() if q["claims"]["not_judged"]}
