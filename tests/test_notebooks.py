@@ -5,8 +5,8 @@ plan in `make test` (notebook 05 reads what 02 and 03 exported in the same run).
 each notebook recorded in its metrics.json, not its printed text.
 
 Last, the run under load: the notebooks of the small plan that time or measure anything pass while every core is
-kept busy by a CPU burner the test starts, each in its own run, all started together. This is not a timing test: it holds that no claim of the suite turns
-noise into a failure. A time claim measured on a contended machine is shown as not judged (`measure.claims`), a
+kept busy by a CPU burner the test starts, each in its own run, all started together. This is not a timing test:
+it holds that no claim of the suite turns noise into a failure. A time claim measured on a contended machine is shown as not judged (`measure.claims`), a
 memory claim does not move with CPU load, and every other claim is exact, so only the notebooks with a timed row
 or a time or memory claim run under load: those the small plan's own run recorded one in, at the plan's sizes,
 where 03's memory claims are judged. The burner is checked too: the run must have seen its own rows contended,

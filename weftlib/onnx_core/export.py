@@ -49,10 +49,10 @@ EXPORTER_OPSET = 18  # the lowest opset torch's dynamo exporter implements; 17 i
 FOLD_INPUT_LIMIT = 1 << 20  # elements; onnxscript's default (8192) leaves large constant index math unfolded
 FOLD_OUTPUT_LIMIT = 1 << 22  # elements (16 MiB of fp32) a folded constant may reach
 FILL_LIMIT_BYTES = 64 << 20  # largest ConstantOfShape turned into an initializer
-T = TypeVar("T")
-R = TypeVar("R")
 KEPT_RUN_AS_WRITTEN = True  # a check whose run is kept (`keep_run`) runs the file with onnxruntime's optimisations
 # off: the arithmetic a cut's chain of segments repeats, so the kept run is 06's reference for that cut
+T = TypeVar("T")
+R = TypeVar("R")
 
 
 class ExportError(RuntimeError):
