@@ -5,12 +5,12 @@ plan in `make test` (notebook 05 reads what 02 and 03 exported in the same run).
 each notebook recorded in its metrics.json, not its printed text.
 
 Last, the run under load: the notebooks of the small plan that time or measure anything pass while every core is
-kept busy by a CPU burner the test starts, each in its own run, all started together. This is not a timing test:
-it holds that no claim of the suite turns noise into a failure. A time claim measured on a contended machine is shown as not judged (`measure.claims`), a
-memory claim does not move with CPU load, and every other claim is exact, so only the notebooks with a timed row
-or a time or memory claim run under load: those the small plan's own run recorded one in, at the plan's sizes,
-where 03's memory claims are judged. The burner is checked too: the run must have seen its own rows contended,
-or the load never reached it and the test proved nothing.
+kept busy by a CPU burner the test starts, each in its own run, all started together. This is not a timing test: it
+holds that no claim of the suite turns noise into a failure. A time claim measured on a contended machine is shown
+as not judged (`measure.claims`), a memory claim does not move with CPU load, and every other claim is exact, so
+only the notebooks with a timed row or a time or memory claim run under load: those the small plan's own run
+recorded one in, at the plan's sizes, where 03's memory claims are judged. The burner is checked too: the run must
+have seen its own rows contended, or the load never reached it and the test proved nothing.
 """
 
 import json
@@ -266,9 +266,10 @@ def _alone(name: str, folder: Path) -> subprocess.Popen:
     """`weftlib run --only NAME` on the small plan, as a user starts it, into `folder/run`; its lines to a log."""
     folder.mkdir()
     command = [sys.executable, "-m", "weftlib", "run", "--params", str(DEFAULT_PLAN), "--only", name]
+    command += ["--out", str(folder / "run"), "--no-publish"]
     with (folder / "log").open("w") as log:
         return subprocess.Popen(
-            [*command, "--out", str(folder / "run"), "--no-publish"],
+            command,
             cwd=params.REPO_ROOT,
             stdin=subprocess.DEVNULL,
             stdout=log,
